@@ -1,0 +1,1 @@
+"""Stateful fuzzing of a target (the model or a real engine)."""

@@ -1,0 +1,1 @@
+"""A small torch runner that executes scheduler steps for real."""

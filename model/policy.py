@@ -1,0 +1,161 @@
+"""The budget-policy interface, the parameters it reads, and the policy registry.
+
+A budget policy is the part of a scheduler that decides how much a scheduling pass may
+spend. Every method that does arithmetic is written over ``IntLike`` so that the
+reference scheduler (ints) and the prover (z3 terms) run the same code.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import ClassVar, Optional
+
+from . import methods
+from .config import BudgetConfig, ConfigError
+from .intlike import BoolLike, IntLike, min_
+
+
+@dataclass(frozen=True)
+class BudgetParams:
+    """The numbers a policy's arithmetic reads: ints for the model, z3 terms for the prover.
+
+    ``decode_rows`` is what a decoding request physically runs on the engine's model
+    runner; ``draft_slots`` (d) the extra runner rows every scheduled request occupies.
+    """
+
+    max_num_batched_tokens: IntLike  # B
+    max_num_seqs: IntLike  # S
+    num_speculative_tokens: IntLike  # k
+    draft_slots: IntLike  # d
+    decode_rows: IntLike  # rows of one decode step on the runner
+    max_num_scheduled_tokens: Optional[IntLike]  # user override of T, None when unset
+    spec_enabled: BoolLike
+    is_mtp: BoolLike
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """The two counters a pass spends. ``input`` is None for policies that keep only one."""
+
+    token: IntLike
+    input: Optional[IntLike]
+
+
+class BudgetPolicy:
+    """Base class of budget policies. Subclasses set the class attributes and override the
+    arithmetic; the docstring of each names the engine, the version or PR, and what it
+    deliberately leaves out.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    engine: ClassVar[str]
+    version: ClassVar[str]
+    table: ClassVar[str] = methods.DEFAULT_TABLE
+    # Loop behaviour of the modelled engine.
+    pads_short_admissions: ClassVar[bool] = False  # vLLM pads a 1-token admission to 1 + k
+    decodes_bypass_budget: ClassVar[bool] = False  # the worker runs every decode each step
+    drafts_in_grant: ClassVar[bool] = True  # a decode's grant counts its scheduled drafts
+    refunds: ClassVar[bool] = True  # a same-step preemption gives the charge back
+
+    # -- configuration ---------------------------------------------------------------
+    def validate(self, cfg: BudgetConfig) -> None:
+        """Raise ConfigError (naming the knob to change) when the engine would refuse cfg."""
+        if cfg.method is not None and cfg.method not in methods.TABLES[self.table]:
+            known = ", ".join(sorted(methods.TABLES[self.table]))
+            raise ConfigError(f"{self.name} does not model method {cfg.method!r}; set method to one of {known}")
+
+    def params(self, cfg: BudgetConfig) -> BudgetParams:
+        """Concrete parameters of cfg under this policy's method table."""
+        k = cfg.num_speculative_tokens
+        spec = cfg.method is not None
+        d = methods.draft_slots(self.table, cfg.method, k, cfg.parallel_drafting) if spec else 0
+        rows = methods.decode_rows(self.table, cfg.method, k) if spec else 1
+        return BudgetParams(
+            max_num_batched_tokens=cfg.max_num_batched_tokens,
+            max_num_seqs=cfg.max_num_seqs,
+            num_speculative_tokens=k,
+            draft_slots=d,
+            decode_rows=rows,
+            max_num_scheduled_tokens=cfg.max_num_scheduled_tokens,
+            spec_enabled=spec,
+            is_mtp=cfg.method == "mtp",
+        )
+
+    def lookahead(self, cfg: BudgetConfig) -> int:
+        """L: KV slots reserved past the scheduled tokens of each scheduled request."""
+        return methods.lookahead(self.table, cfg.method, cfg.num_speculative_tokens) if cfg.method else 0
+
+    # -- the budget arithmetic (IntLike) ---------------------------------------------
+    def token_cap(self, p: BudgetParams) -> IntLike:
+        """T: the most target tokens the engine claims to schedule in one step."""
+        raise NotImplementedError
+
+    def initial_budgets(self, p: BudgetParams, num_decoding: IntLike) -> Budgets:
+        """Budgets at the start of a pass; num_decoding counts running requests past prefill."""
+        raise NotImplementedError
+
+    def may_schedule(self, p: BudgetParams, b: Budgets) -> BoolLike:
+        """The loop-exit rule: False stops the pass from visiting further requests."""
+        return b.token > 0
+
+    def grant(self, p: BudgetParams, demand: IntLike, b: Budgets) -> IntLike:
+        """Tokens given to a request asking for ``demand`` with budgets ``b`` left."""
+        return min_(demand, b.token)
+
+    def charge(self, p: BudgetParams, grant: IntLike, is_decode: BoolLike) -> Budgets:
+        """What scheduling ``grant`` tokens subtracts from each budget."""
+        return Budgets(grant, None)
+
+    def refund(self, p: BudgetParams, grant: IntLike, is_decode: BoolLike) -> Budgets:
+        """What a same-step preemption of a request granted ``grant`` gives back."""
+        return self.charge(p, grant, is_decode) if self.refunds else Budgets(0, None)
+
+    def runner_rows(self, p: BudgetParams, grant: IntLike, is_decode: BoolLike) -> IntLike:
+        """Rows the engine's model runner really needs for one scheduled request."""
+        return grant + p.draft_slots
+
+    def spend(self, b: Budgets, amount: Budgets, sign: int) -> Budgets:
+        """b - amount (sign=-1) or b + amount (sign=+1), leaving an untracked input alone."""
+        inp = None if b.input is None else b.input + sign * (amount.input if amount.input is not None else 0)
+        return Budgets(b.token + sign * amount.token, inp)
+
+
+# -- registry ---------------------------------------------------------------------------
+_REGISTRY: dict[str, type[BudgetPolicy]] = {}
+
+
+def register(cls: type[BudgetPolicy]) -> type[BudgetPolicy]:
+    """Class decorator: make a policy available by its name."""
+    assert cls.name not in _REGISTRY, f"policy {cls.name} registered twice"
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def builtin_policies() -> dict[str, type[BudgetPolicy]]:
+    """The built-in policies by name, in registration order."""
+    from . import fastdeploy_policies, vllm_policies  # noqa: F401  (registers them)
+
+    return dict(_REGISTRY)
+
+
+def get_policy(spec: str) -> BudgetPolicy:
+    """A policy instance by registered name or ``pkg.module:ClassName``.
+
+    Raises ConfigError with one line naming the problem and the fix.
+    """
+    registry = builtin_policies()
+    if spec in registry:
+        return registry[spec]()
+    if ":" in spec:
+        module_name, _, attr = spec.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as e:
+            raise ConfigError(f"cannot import policy module {module_name!r} ({e}); check --policy or PYTHONPATH")
+        cls = getattr(module, attr, None)
+        if not (isinstance(cls, type) and issubclass(cls, BudgetPolicy)):
+            raise ConfigError(f"{spec!r} is not a BudgetPolicy subclass; point --policy at one")
+        return cls()
+    raise ConfigError(f"unknown policy {spec!r}; known: {', '.join(registry)} (or pkg.module:Class)")
+

@@ -1,0 +1,73 @@
+"""StepPass: the bookkeeping of one scheduling pass — budgets, ledger and what was granted."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..spec.records import LedgerEntry
+from .policy import BudgetParams, BudgetPolicy, Budgets
+from .request import Request
+
+
+@dataclass
+class StepPass:
+    """Spends a policy's budgets on grants and takes them back on same-step preemption.
+
+    Every movement is written to the ledger with both budgets before and after, so the
+    spec can check the accounting without trusting the policy.
+    """
+
+    policy: BudgetPolicy
+    params: BudgetParams
+    budgets: Budgets
+    ledger: list[LedgerEntry] = field(default_factory=list)
+    grants: dict[str, int] = field(default_factory=dict)
+    drafts: dict[str, int] = field(default_factory=dict)
+    rows: dict[str, int] = field(default_factory=dict)
+    computed_before: dict[str, int] = field(default_factory=dict)
+    num_tokens: dict[str, int] = field(default_factory=dict)
+    charged_as_decode: dict[str, bool] = field(default_factory=dict)
+    padded: set[str] = field(default_factory=set)
+    prefill: set[str] = field(default_factory=set)
+    preempted: list[str] = field(default_factory=list)
+    scheduled_running: list[Request] = field(default_factory=list)
+
+    def may_schedule(self) -> bool:
+        return bool(self.policy.may_schedule(self.params, self.budgets))
+
+    def grant_for(self, demand: int) -> int:
+        return self.policy.grant(self.params, demand, self.budgets)
+
+    def record_grant(self, req: Request, grant: int, num_drafts: int, padded: bool) -> None:
+        """Charge ``grant`` tokens to req (computed tokens not yet advanced)."""
+        rid = req.request_id
+        is_decode = req.is_decoding
+        before = self.budgets
+        self.budgets = self.policy.spend(before, self.policy.charge(self.params, grant, is_decode), -1)
+        self._log("grant", rid, grant, before)
+        self.grants[rid] = grant
+        self.drafts[rid] = num_drafts
+        self.rows[rid] = self.policy.runner_rows(self.params, grant, is_decode)
+        self.computed_before[rid] = req.num_computed_tokens
+        self.num_tokens[rid] = req.num_tokens
+        self.charged_as_decode[rid] = is_decode
+        if padded:
+            self.padded.add(rid)
+        if not is_decode and req.num_computed_tokens < req.num_tokens - 1:
+            self.prefill.add(rid)
+
+    def record_refund(self, req: Request) -> None:
+        """Take back the grant of req, preempted in the same pass that scheduled it."""
+        rid = req.request_id
+        grant = self.grants.pop(rid)
+        before = self.budgets
+        refund = self.policy.refund(self.params, grant, self.charged_as_decode.pop(rid))
+        self.budgets = self.policy.spend(before, refund, +1)
+        self._log("refund", rid, grant, before)
+        for table in (self.drafts, self.rows, self.computed_before, self.num_tokens):
+            del table[rid]
+        self.padded.discard(rid)
+        self.prefill.discard(rid)
+
+    def _log(self, kind: str, rid: str, tokens: int, before: Budgets) -> None:
+        after = self.budgets
+        self.ledger.append(LedgerEntry(kind, rid, tokens, before.token, after.token, before.input, after.input))

@@ -1,0 +1,119 @@
+"""vLLM's budget policies: the adaptive per-request accounting (>= 0.28) and the old
+worst-case reservation (<= 0.27)."""
+from __future__ import annotations
+
+from .config import BudgetConfig, ConfigError
+from .intlike import BoolLike, IntLike, and_, min_
+from .policy import BudgetParams, BudgetPolicy, Budgets, register
+
+
+class _VllmPolicy(BudgetPolicy):
+    """Shared by both vLLM policies: the scheduler-config checks of
+    ``SchedulerConfig.verify_max_model_len`` (vllm/config/scheduler.py, 0.32)."""
+
+    engine = "vllm"
+    table = "vllm-0.32"
+    pads_short_admissions = True
+
+    def validate(self, cfg: BudgetConfig) -> None:
+        super().validate(cfg)
+        if not cfg.enable_chunked_prefill and cfg.max_num_batched_tokens < cfg.max_model_len:
+            raise ConfigError(
+                f"max_num_batched_tokens ({cfg.max_num_batched_tokens}) is smaller than max_model_len "
+                f"({cfg.max_model_len}) with chunked prefill off; raise max_num_batched_tokens, lower "
+                "max_model_len or set enable_chunked_prefill=true"
+            )
+        if cfg.max_num_batched_tokens < cfg.max_num_seqs:
+            raise ConfigError(
+                f"max_num_batched_tokens ({cfg.max_num_batched_tokens}) must be >= max_num_seqs "
+                f"({cfg.max_num_seqs}); raise max_num_batched_tokens or lower max_num_seqs"
+            )
+
+
+@register
+class VllmAdaptive(_VllmPolicy):
+    """vLLM >= 0.28 (0.32.0 as reference): draft slots charged per scheduled request.
+
+    ``Scheduler.schedule`` (vllm/v1/core/sched/scheduler.py) keeps two counters: the
+    token budget T (``max_num_scheduled_tokens``, by default B) and the input budget B
+    (``max_num_batched_tokens``). Each scheduled request is granted
+    ``min(demand, token_budget, input_budget - d)`` and charges ``grant`` and
+    ``grant + d``; both loops stop when ``input_budget <= d``; a same-step preemption
+    (priority policy) refunds ``grant`` and ``grant + d``. ``VllmConfig`` only asks for
+    ``B > d`` (``_set_max_num_scheduled_tokens`` in vllm/config/vllm.py).
+
+    Leaves out: encoder budgets, LoRA slots, KV connectors and async loads, pipeline
+    parallel and async-scheduling placeholders, Mamba alignment, prefill lookahead of
+    multi-module MTP, DP prefill throttling, ``long_prefill_token_threshold_adaptive``.
+    """
+
+    name = "vllm-adaptive"
+    description = "T = B; each scheduled request charges grant + d to the input budget; refund grant + d"
+    version = "0.32"
+
+    def validate(self, cfg: BudgetConfig) -> None:
+        super().validate(cfg)
+        p = self.params(cfg)
+        if self.token_cap(p) <= 0:
+            raise ConfigError(
+                f"max_num_scheduled_tokens is {self.token_cap(p)}, which allows no token; raise "
+                "max_num_scheduled_tokens (or leave it unset)"
+            )
+        if cfg.max_num_batched_tokens <= p.draft_slots:
+            raise ConfigError(
+                f"max_num_batched_tokens ({cfg.max_num_batched_tokens}) must exceed the draft slots of one "
+                f"request (d={p.draft_slots}); raise max_num_batched_tokens or lower num_speculative_tokens"
+            )
+
+    def token_cap(self, p: BudgetParams) -> IntLike:
+        if p.max_num_scheduled_tokens is None:
+            return p.max_num_batched_tokens
+        return p.max_num_scheduled_tokens
+
+    def initial_budgets(self, p: BudgetParams, num_decoding: IntLike) -> Budgets:
+        return Budgets(self.token_cap(p), p.max_num_batched_tokens)
+
+    def may_schedule(self, p: BudgetParams, b: Budgets) -> BoolLike:
+        return and_(b.token > 0, b.input > p.draft_slots)
+
+    def grant(self, p: BudgetParams, demand: IntLike, b: Budgets) -> IntLike:
+        return min_(demand, b.token, b.input - p.draft_slots)
+
+    def charge(self, p: BudgetParams, grant: IntLike, is_decode: BoolLike) -> Budgets:
+        return Budgets(grant, grant + p.draft_slots)
+
+
+@register
+class VllmStatic(_VllmPolicy):
+    """vLLM <= 0.27: draft slots reserved for every possible sequence up front.
+
+    ``VllmConfig._set_max_num_scheduled_tokens`` set ``T = B - d * S`` and refused the
+    config when ``T <= 0``; the scheduler then spent only the token budget. Safe, but a
+    single request gets T, not B (8192 -> 2048 at S=1024, d=6).
+
+    Leaves out: the same engine features as ``vllm-adaptive``; the method table and
+    scheduling loop are vLLM 0.32's, with only the budget accounting of 0.27.
+    """
+
+    name = "vllm-static"
+    description = "T = B - d*S reserved up front; only the token budget is charged"
+    version = "0.27"
+
+    def validate(self, cfg: BudgetConfig) -> None:
+        super().validate(cfg)
+        p = self.params(cfg)
+        cap = self.token_cap(p)
+        if cap <= 0:
+            raise ConfigError(
+                f"max_num_scheduled_tokens = max_num_batched_tokens - d * max_num_seqs = "
+                f"{cfg.max_num_batched_tokens} - {p.draft_slots} * {cfg.max_num_seqs} = {cap} allows no token; "
+                "raise max_num_batched_tokens, lower max_num_seqs or lower num_speculative_tokens"
+            )
+
+    def token_cap(self, p: BudgetParams) -> IntLike:
+        if p.max_num_scheduled_tokens is None:
+            return p.max_num_batched_tokens - p.draft_slots * p.max_num_seqs
+        return p.max_num_scheduled_tokens
+
+    def initial_budgets(self, p: BudgetParams, num_decoding: IntLike) -> Budgets:
+        return Budgets(self.token_cap(p), None)

@@ -1,0 +1,1 @@
+"""Proofs over the model code (z3, CrossHair)."""

@@ -1,0 +1,8 @@
+"""What must hold: observations, the named invariants and the trace format."""
+from .invariants import INVARIANTS, ConfigProbe, Invariant, Violation, check_run, check_step, work_gap
+from .records import LedgerEntry, RequestState, RunRecord, StepLimits, StepOutcome, StepRecord
+
+__all__ = [
+    "INVARIANTS", "ConfigProbe", "Invariant", "Violation", "check_run", "check_step", "work_gap",
+    "LedgerEntry", "RequestState", "RunRecord", "StepLimits", "StepOutcome", "StepRecord",
+]

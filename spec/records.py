@@ -1,0 +1,120 @@
+"""Observations: what a target produced, in the shape the invariants judge.
+
+A target (the reference model, a real engine, the torch runner) turns one
+``schedule()`` call into a StepRecord and one ``update_from_output`` into a
+StepOutcome. A RunRecord is the whole run of a trace. Nothing here imports the rest of
+tokenbudget: any target can produce these.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class StepLimits:
+    """The limits of the deployment as the target applies them."""
+
+    max_num_batched_tokens: int  # B: runner input rows per step
+    max_num_scheduled_tokens: int  # T: target tokens per step
+    max_num_seqs: int  # S
+    num_speculative_tokens: int  # k
+    draft_slots: int  # d
+    lookahead: int  # L
+    max_model_len: int
+    block_size: int
+    num_kv_blocks: int
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One movement of the budgets during a pass.
+
+    ``kind`` is "grant" (a request was scheduled ``tokens`` tokens) or "refund" (a
+    request scheduled earlier in the same pass was preempted, ``tokens`` being its
+    grant). Deltas are signed changes; input fields are None where the target keeps no
+    input budget.
+    """
+
+    kind: str
+    request_id: str
+    tokens: int
+    token_before: int
+    token_after: int
+    input_before: Optional[int]
+    input_after: Optional[int]
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """What one ``schedule()`` call produced.
+
+    Per scheduled request: the grant (``num_scheduled_tokens``), the drafts scheduled with
+    it, the runner rows it really occupies, the computed tokens it started from and its
+    token count. ``block_tables`` holds every live request's KV blocks after the pass,
+    ``block_keys`` the content key of each block that holds one (prefix cache).
+    ``ledger`` and ``progress_blocked`` are None where the target does not expose them.
+    """
+
+    step: int
+    limits: StepLimits
+    num_scheduled_tokens: dict[str, int]
+    scheduled_draft_tokens: dict[str, int]
+    runner_rows: dict[str, int]
+    computed_before: dict[str, int]
+    num_tokens: dict[str, int]  # prompt + output tokens of each scheduled request
+    padded: frozenset[str]
+    prefill: frozenset[str]  # requests scheduled as a prefill chunk
+    preempted: tuple[str, ...]
+    running: tuple[str, ...]  # after the pass
+    waiting: tuple[str, ...]  # after the pass
+    kv_blocks_in_use: int
+    block_tables: dict[str, tuple[int, ...]]
+    block_keys: dict[int, object]
+    initial_token_budget: Optional[int] = None
+    initial_input_budget: Optional[int] = None
+    ledger: Optional[tuple[LedgerEntry, ...]] = None
+    progress_possible: Optional[bool] = None  # some request could take a token this step
+    unserved_demand: Optional[int] = None  # tokens queued requests still wanted after the pass
+    error: Optional[str] = None  # an exception the target raised inside the pass
+
+    @property
+    def total_scheduled_tokens(self) -> int:
+        return sum(self.num_scheduled_tokens.values())
+
+    @property
+    def total_runner_rows(self) -> int:
+        return sum(self.runner_rows.values())
+
+
+@dataclass(frozen=True)
+class RequestState:
+    """A request after a step's output was applied."""
+
+    status: str  # waiting | running | finished | aborted
+    num_computed_tokens: int
+    num_output_tokens: int
+    max_tokens: int
+    num_prompt_tokens: int
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What ``update_from_output`` left behind: the state of every known request."""
+
+    step: int
+    requests: dict[str, RequestState]
+    preempted: frozenset[str] = field(default_factory=frozenset)
+
+
+@dataclass
+class RunRecord:
+    """The observations of one whole run: ops applied, records and outcomes in order.
+
+    ``events`` lists ("add", id) / ("abort", id) / ("step", index) in the order applied.
+    """
+
+    limits: StepLimits
+    events: list[tuple[str, object]] = field(default_factory=list)
+    steps: list[StepRecord] = field(default_factory=list)
+    outcomes: list[StepOutcome] = field(default_factory=list)

@@ -1,0 +1,1 @@
+"""The counterexample corpus shipped with tokenbudget: trace files."""
