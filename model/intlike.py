@@ -30,9 +30,12 @@ def _z3mod() -> Any:
     return _z3
 
 
+_CONCRETE = frozenset((int, bool))
+
+
 def is_concrete(*values: Any) -> bool:
     """True when every value is a plain Python int or bool (no z3 term)."""
-    return all(isinstance(v, (int, bool)) for v in values)
+    return _CONCRETE.issuperset(map(type, values))
 
 
 def ite(cond: BoolLike, then: Any, other: Any) -> Any:
@@ -45,7 +48,7 @@ def ite(cond: BoolLike, then: Any, other: Any) -> Any:
 
 def min_(*values: IntLike) -> IntLike:
     """The least of the values."""
-    if is_concrete(*values):
+    if _CONCRETE.issuperset(map(type, values)):
         return min(values)
     result = values[0]
     for v in values[1:]:
@@ -55,7 +58,7 @@ def min_(*values: IntLike) -> IntLike:
 
 def max_(*values: IntLike) -> IntLike:
     """The greatest of the values."""
-    if is_concrete(*values):
+    if _CONCRETE.issuperset(map(type, values)):
         return max(values)
     result = values[0]
     for v in values[1:]:
@@ -65,14 +68,14 @@ def max_(*values: IntLike) -> IntLike:
 
 def and_(*conds: BoolLike) -> BoolLike:
     """Conjunction; short-circuits on concrete False."""
-    if is_concrete(*conds):
+    if _CONCRETE.issuperset(map(type, conds)):
         return all(conds)
     return _z3mod().And(*conds)
 
 
 def or_(*conds: BoolLike) -> BoolLike:
     """Disjunction; short-circuits on concrete True."""
-    if is_concrete(*conds):
+    if _CONCRETE.issuperset(map(type, conds)):
         return any(conds)
     return _z3mod().Or(*conds)
 
@@ -86,6 +89,6 @@ def not_(cond: BoolLike) -> BoolLike:
 
 def cdiv(a: IntLike, b: IntLike) -> IntLike:
     """Ceiling division of non-negative a by positive b."""
-    if is_concrete(a, b):
+    if type(a) is int and type(b) is int:
         return -(-a // b)
     return (a + b - 1) / b

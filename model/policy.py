@@ -134,7 +134,7 @@ def register(cls: type[BudgetPolicy]) -> type[BudgetPolicy]:
 
 def builtin_policies() -> dict[str, type[BudgetPolicy]]:
     """The built-in policies by name, in registration order."""
-    from . import fastdeploy_policies, vllm_policies  # noqa: F401  (registers them)
+    from . import vllm_policies, fastdeploy_policies  # noqa: F401, I001  (registers them, vLLM first)
 
     return dict(_REGISTRY)
 

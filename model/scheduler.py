@@ -301,15 +301,17 @@ class Scheduler:
                 continue
             assert req.num_computed_tokens == req.num_tokens - 1, (rid, req.num_computed_tokens, req.num_tokens)
             req.num_draft_tokens = k
+        touched = set(record.num_scheduled_tokens).union(record.preempted)
         return StepOutcome(
             step=record.step,
-            requests={
-                rid: RequestState(_QUEUE_STATUS[r.status], r.num_computed_tokens, r.num_output_tokens,
-                                  r.max_tokens, r.num_prompt_tokens)
-                for rid, r in self.requests.items()
-            },
+            requests={rid: self._state(self.requests[rid]) for rid in touched},
             preempted=frozenset(record.preempted),
         )
+
+    @staticmethod
+    def _state(r: Request) -> RequestState:
+        return RequestState(_QUEUE_STATUS[r.status], r.num_computed_tokens, r.num_output_tokens, r.max_tokens,
+                            r.num_prompt_tokens)
 
     @property
     def has_unfinished(self) -> bool:

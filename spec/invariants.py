@@ -8,6 +8,7 @@ stable: output, docs, the verdict manifest and trace expectations use them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 from typing import Callable, Mapping, Optional
 
 from .records import RequestState, RunRecord, StepRecord
@@ -119,6 +120,9 @@ def kv_capacity(rec: StepRecord) -> list[Violation]:
         if held < need:
             out.append(Violation("kv-capacity", rec.step,
                                  f"{rid} holds {held} KV slots but needs {need} (computed + granted + lookahead)"))
+    tables = rec.block_tables.values()
+    if sum(map(len, tables)) == len(set(chain.from_iterable(tables))):
+        return out  # no block is held twice
     owner: dict[int, tuple[str, int]] = {}
     for rid, table in rec.block_tables.items():
         for index, block in enumerate(table):
@@ -223,10 +227,15 @@ def progress_bound(run: RunRecord) -> list[Violation]:
     drain = [int(a) for e, a in run.events[last_op + 1:] if e == "step" and int(a) < len(run.outcomes)]  # type: ignore[call-overload]
     if not drain:
         return []
-    start = drain[0]
-    bound = drain_bound(run.outcomes[max(start - 1, 0)].requests)
+    states = dict(run.added)
+    for outcome in run.outcomes[: max(drain[0], 1)]:
+        states.update(outcome.requests)
+    bound = drain_bound(states)
+    for outcome in run.outcomes[max(drain[0], 1): drain[-1] + 1]:
+        states.update(outcome.requests)
+    aborted = {str(a) for e, a in run.events if e == "abort"}
     last = run.outcomes[drain[-1]]
-    left = [rid for rid, s in last.requests.items() if s.status in ("waiting", "running")]
+    left = [rid for rid, s in states.items() if s.status in ("waiting", "running") and rid not in aborted]
     if len(drain) >= bound and left:
         return [Violation("progress", last.step, f"{len(left)} requests unfinished after a {len(drain)}-step drain "
                                                  f"(bound {bound}): {', '.join(left[:5])}")]

@@ -100,7 +100,8 @@ class RequestState:
 
 @dataclass(frozen=True)
 class StepOutcome:
-    """What ``update_from_output`` left behind: the state of every known request."""
+    """What ``update_from_output`` left behind: the state of every request the step
+    scheduled or preempted (the others did not change)."""
 
     step: int
     requests: dict[str, RequestState]
@@ -111,10 +112,12 @@ class StepOutcome:
 class RunRecord:
     """The observations of one whole run: ops applied, records and outcomes in order.
 
-    ``events`` lists ("add", id) / ("abort", id) / ("step", index) in the order applied.
+    ``events`` lists ("add", id) / ("abort", id) / ("step", index) in the order applied;
+    ``added`` holds each request's state when it was added.
     """
 
     limits: StepLimits
+    added: dict[str, RequestState] = field(default_factory=dict)
     events: list[tuple[str, object]] = field(default_factory=list)
     steps: list[StepRecord] = field(default_factory=list)
     outcomes: list[StepOutcome] = field(default_factory=list)

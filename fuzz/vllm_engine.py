@@ -1,0 +1,350 @@
+"""Drive the real vLLM 0.32 scheduler on the CPU, one engine step at a time.
+
+Importing this module does not import vLLM; the first ``build_vllm_scheduler`` or
+``VllmEngine`` call does, and raises ``EngineUnavailable`` (one line) when it cannot.
+
+What is real and what is faked
+------------------------------
+Real: ``vllm.v1.core.sched.scheduler.Scheduler`` with its ``KVCacheManager`` and block
+pool, built from a real ``VllmConfig`` (so vLLM's own validation and derivations run:
+``max_num_scheduled_tokens``, draft slots, lookahead, prefix-cache hashing).
+
+Faked, with nothing downloaded:
+
+* the target model: a temp dir holding a tiny HF ``config.json`` (an OPT architecture
+  with ``max_position_embeddings = max_model_len``); the tokenizer is never loaded;
+* the KV cache: one full-attention group of ``num_kv_blocks + 1`` blocks (vLLM takes one
+  block of the pool as its null block, so ``num_kv_blocks`` stay usable);
+* the model runner: ``VllmEngine.step`` builds the ``ModelRunnerOutput`` itself and feeds
+  fresh drafts through ``Scheduler.update_draft_token_ids``, in the order of
+  ``EngineCore.step`` + ``post_step`` (vllm/v1/engine/core.py:657-696).
+
+Speculative methods. No draft model is ever loaded. The ``SpeculativeConfig`` is built
+as vLLM's own tests build it, with ``method="ngram"`` (which needs no draft model and
+makes ``draft_model_config`` the target's config), ``num_speculative_tokens = k`` and
+``parallel_drafting``; the ``VllmConfig`` is validated with it. Then, before the
+``Scheduler`` is built, ``method`` is set to the requested one (and ``parallel_drafting``
+to True for dflash and dspark, as ``SpeculativeConfig.__post_init__`` does,
+vllm/config/speculative.py:1468) and ``VllmConfig._set_max_num_scheduled_tokens`` is run
+again so its ``max_num_batched_tokens > draft slots`` check sees the real method. The
+scheduler reads only properties derived from those fields:
+``max_num_new_slots_for_drafting`` (d), ``VllmConfig.num_lookahead_tokens`` (L),
+``num_prefill_lookahead_tokens``, ``use_eagle()``/``use_eagle_block_drop()``. All six
+methods (eagle3, mtp, dflash, dspark, ngram, draft_model) work this way, serial or
+parallel. What this does not reproduce: multi-module MTP (its prefill lookahead of k; we
+model single-module MTP, lookahead 1) and DSpark fill-in drafting (``sample_from_anchor
+= False``, L = k + 1; we model anchor sampling, L = k). vLLM would refuse dspark with
+its V1 model runner; the scheduler does not care which runner is configured.
+
+Environment: ``VLLM_USE_V2_MODEL_RUNNER=0`` is set (as vLLM's scheduler tests do) and
+``VLLM_LOGGING_LEVEL`` defaults to ERROR. Async scheduling is off.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import tempfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:
+    from tokenbudget.model.config import BudgetConfig
+
+VOCAB_SIZE = 32000  # token ids are drawn from [1, VOCAB_SIZE); the model has no EOS
+_PARALLEL_ONLY_METHODS = ("dflash", "dspark")
+
+
+class EngineUnavailable(RuntimeError):
+    """vLLM cannot be imported here; the message says why in one line."""
+
+
+def _import_vllm() -> None:
+    """Import vLLM quietly, or raise EngineUnavailable."""
+    os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    logging.getLogger("vllm").setLevel(logging.ERROR)  # import-time warnings go via the root logger
+    try:
+        import vllm  # noqa: F401
+        from vllm.v1.core.sched.scheduler import Scheduler  # noqa: F401
+    except Exception as exc:  # ImportError, or a broken install failing at import
+        raise EngineUnavailable(f"vllm is not importable: {type(exc).__name__}: {exc}") from None
+    logging.getLogger("vllm").setLevel(logging.ERROR)
+
+
+def build_vllm_scheduler(cfg: BudgetConfig) -> Any:
+    """A fresh ``vllm.v1.core.sched.scheduler.Scheduler`` for ``cfg``.
+
+    Raises EngineUnavailable without vLLM, ValueError (vLLM's own message) for a config
+    vLLM rejects, and RuntimeError if vLLM silently changed a knob we set.
+    """
+    _import_vllm()
+    import torch
+    from vllm.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig, SpeculativeConfig, VllmConfig
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    model_dir = Path(tempfile.mkdtemp(prefix="tokenbudget-vllm-"))
+    (model_dir / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["OPTForCausalLM"],
+                "model_type": "opt",
+                "vocab_size": VOCAB_SIZE,
+                "max_position_embeddings": cfg.max_model_len,
+            }
+        )
+    )
+    scheduler_config = SchedulerConfig(
+        max_model_len=cfg.max_model_len,
+        is_encoder_decoder=False,
+        max_num_batched_tokens=cfg.max_num_batched_tokens,
+        max_num_scheduled_tokens=cfg.max_num_scheduled_tokens,
+        max_num_seqs=cfg.max_num_seqs,
+        long_prefill_token_threshold=cfg.long_prefill_token_threshold,
+        enable_chunked_prefill=cfg.enable_chunked_prefill,
+        policy=cfg.scheduling_policy,
+        async_scheduling=False,
+    )
+    model_config = ModelConfig(
+        model=str(model_dir), max_model_len=cfg.max_model_len, dtype="float16", seed=0, skip_tokenizer_init=True
+    )
+    cache_config = CacheConfig(block_size=cfg.block_size, enable_prefix_caching=cfg.enable_prefix_caching)
+    parallel_config = ParallelConfig()
+    spec_config = None
+    if cfg.num_speculative_tokens > 0:
+        spec_config = SpeculativeConfig(
+            method="ngram",
+            num_speculative_tokens=cfg.num_speculative_tokens,
+            parallel_drafting=cfg.parallel_drafting,
+            target_model_config=model_config,
+            target_parallel_config=parallel_config,
+        )
+    vllm_config = VllmConfig(
+        model_config=model_config,
+        cache_config=cache_config,
+        parallel_config=parallel_config,
+        scheduler_config=scheduler_config,
+        speculative_config=spec_config,
+    )
+    if spec_config is not None and cfg.method != "ngram":
+        spec_config.method = cfg.method
+        spec_config.parallel_drafting = cfg.parallel_drafting or cfg.method in _PARALLEL_ONLY_METHODS
+        vllm_config._set_max_num_scheduled_tokens()
+    _check_knobs_kept(cfg, vllm_config)
+
+    num_blocks = cfg.num_kv_blocks + 1  # + vLLM's null block
+    cache_config.num_gpu_blocks = num_blocks
+    kv_cache_config = KVCacheConfig(
+        num_blocks=num_blocks,
+        kv_cache_tensors=[],
+        kv_cache_groups=[
+            KVCacheGroupSpec(
+                ["layer"], FullAttentionSpec(block_size=cfg.block_size, num_kv_heads=1, head_size=1, dtype=torch.float32)
+            )
+        ],
+    )
+    return Scheduler(
+        vllm_config=vllm_config,
+        kv_cache_config=kv_cache_config,
+        structured_output_manager=StructuredOutputManager(vllm_config),
+        block_size=cfg.block_size,
+        log_stats=False,
+    )
+
+
+def _check_knobs_kept(cfg: BudgetConfig, vllm_config: Any) -> None:
+    """Raise RuntimeError if vLLM's config post-processing overrode one of our knobs."""
+    sc, cc = vllm_config.scheduler_config, vllm_config.cache_config
+    seen = {
+        "max_num_batched_tokens": sc.max_num_batched_tokens,
+        "max_num_seqs": sc.max_num_seqs,
+        "long_prefill_token_threshold": sc.long_prefill_token_threshold,
+        "enable_chunked_prefill": sc.enable_chunked_prefill,
+        "scheduling_policy": sc.policy,
+        "block_size": cc.block_size,
+        "enable_prefix_caching": cc.enable_prefix_caching,
+        "max_model_len": vllm_config.model_config.max_model_len,
+    }
+    changed = [f"{name}={value!r} (asked {getattr(cfg, name)!r})" for name, value in seen.items() if value != getattr(cfg, name)]
+    if changed:
+        raise RuntimeError("vLLM changed config knobs: " + ", ".join(changed))
+
+
+@dataclass(frozen=True)
+class VllmStep:
+    """What one ``VllmEngine.step`` observed.
+
+    ``num_scheduled_tokens``, ``scheduled_draft_tokens`` (count per request that got
+    drafts), ``padded`` (requests whose drafts are all -1 placeholders), ``preempted``
+    (sorted; vLLM keeps a set) and ``kv_blocks_in_use`` (usable blocks held by live
+    requests; cached free blocks count as free) are read right after ``schedule()``.
+    ``finished`` lists the requests that finished while the output was applied;
+    ``num_running``/``num_waiting`` are the queue lengths at the end of the step.
+    ``error`` is ``"Type: message (file:line)"`` of an exception raised inside vLLM,
+    else None; fields not reached by then are empty.
+    """
+
+    num_scheduled_tokens: dict[str, int]
+    scheduled_draft_tokens: dict[str, int]
+    padded: frozenset[str]
+    preempted: tuple[str, ...]
+    finished: tuple[str, ...]
+    num_running: int
+    num_waiting: int
+    kv_blocks_in_use: int
+    error: str | None = None
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: message (file:line)`` of the innermost frame, for the step's error."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f" ({Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno})" if tb is not None else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+class VllmEngine:
+    """The real vLLM scheduler behind a trace-shaped interface (add, step, abort).
+
+    Token ids are deterministic: prompts from per-group and per-request streams (so
+    requests of one ``prefix_group`` share exactly their first ``prefix_len`` tokens),
+    sampled and drafted tokens from the request id and position. No token is ever a
+    stop token, so requests end only by ``max_tokens``, ``max_model_len`` or abort.
+    """
+
+    def __init__(self, cfg: BudgetConfig) -> None:
+        self.cfg = cfg
+        self.scheduler = build_vllm_scheduler(cfg)
+        from vllm.sampling_params import SamplingParams
+        from vllm.utils.hashing import get_hash_fn_by_name
+        from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
+        from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
+        from vllm.v1.request import Request, RequestStatus
+
+        self._request_cls, self._status, self._sampling_params_cls = Request, RequestStatus, SamplingParams
+        self._output_cls, self._drafts_cls = ModelRunnerOutput, DraftTokenIds
+        self._block_hasher = None
+        if cfg.enable_prefix_caching:  # as EngineCore.__init__ does (vllm/v1/engine/core.py:231-240)
+            hash_fn = get_hash_fn_by_name(self.scheduler.cache_config.prefix_caching_hash_algo)
+            init_none_hash(hash_fn)
+            self._block_hasher = get_request_block_hasher(cfg.block_size, hash_fn)
+        self._token_base: dict[str, int] = {}
+        self._arrivals = 0
+
+    def add(
+        self,
+        rid: str,
+        prompt_len: int,
+        max_tokens: int,
+        priority: int = 0,
+        prefix_group: str | None = None,
+        prefix_len: int = 0,
+    ) -> None:
+        """Queue a request. ValueError for a duplicate id or a prompt vLLM's input
+        processor would refuse (empty, or not shorter than max_model_len)."""
+        if rid in self._token_base:
+            raise ValueError(f"duplicate request id {rid!r}")
+        if not 0 < prompt_len < self.cfg.max_model_len:
+            raise ValueError(f"prompt_len must be in [1, max_model_len), got {prompt_len}")
+        shared = min(prefix_len, prompt_len) if prefix_group is not None else 0
+        group_rng, own_rng = random.Random(f"group:{prefix_group}"), random.Random(f"request:{rid}")
+        prompt = [group_rng.randrange(1, VOCAB_SIZE) for _ in range(shared)]
+        prompt += [own_rng.randrange(1, VOCAB_SIZE) for _ in range(prompt_len - shared)]
+        params = self._sampling_params_cls(max_tokens=max_tokens, ignore_eos=True)
+        self._arrivals += 1
+        request = self._request_cls(
+            request_id=rid,
+            prompt_token_ids=prompt,
+            sampling_params=params,
+            pooling_params=None,
+            arrival_time=float(self._arrivals),  # deterministic priority tie-break
+            priority=priority,
+            block_hasher=self._block_hasher,
+        )
+        self._token_base[rid] = zlib.crc32(rid.encode())
+        self.scheduler.add_request(request)
+
+    def abort(self, rid: str) -> None:
+        """Abort a request; unknown or finished ids are ignored, as in vLLM."""
+        self.scheduler.finish_requests(rid, self._status.FINISHED_ABORTED)
+
+    def step(self, accepted: Mapping[str, int]) -> VllmStep:
+        """Schedule once, run the fake model, apply its output and propose new drafts.
+
+        Every request that finished its prefill or decoded samples one token plus
+        ``accepted[rid]`` of its scheduled drafts (clipped to the real drafts scheduled;
+        -1 placeholders are never accepted); every such request still running then gets
+        ``num_speculative_tokens`` fresh drafts.
+        """
+        sched = self.scheduler
+        try:
+            out = sched.schedule()
+        except Exception as exc:
+            return self._observe({}, {}, error=_describe(exc))
+        drafts = out.scheduled_spec_decode_tokens
+        seen = dict(
+            num_scheduled=dict(out.num_scheduled_tokens),
+            drafts=drafts,
+            preempted=tuple(sorted(out.preempted_req_ids)),
+            kv_in_use=self.cfg.num_kv_blocks - sched.kv_cache_manager.block_pool.get_num_free_blocks(),
+        )
+        runner_output, proposals = self._run_model(out, accepted)
+        try:
+            results = sched.update_from_output(out, runner_output)
+            if proposals.req_ids:
+                sched.update_draft_token_ids(proposals)
+        except Exception as exc:
+            return self._observe(seen, {}, error=_describe(exc))
+        return self._observe(seen, results)
+
+    def _run_model(self, out: Any, accepted: Mapping[str, int]) -> tuple[Any, Any]:
+        """The fake model runner's output and next drafts for a SchedulerOutput."""
+        k = self.cfg.num_speculative_tokens
+        req_ids = list(out.num_scheduled_tokens)
+        sampled: list[list[int]] = []
+        draft_ids: list[str] = []
+        draft_tokens: list[list[int]] = []
+        for rid in req_ids:
+            request = self.scheduler.requests[rid]
+            if request.is_prefill_chunk:  # still prefilling after this chunk: no sample
+                sampled.append([])
+                continue
+            drafts = out.scheduled_spec_decode_tokens.get(rid, ())
+            real = next((i for i, t in enumerate(drafts) if t < 0), len(drafts))
+            n = max(0, min(accepted.get(rid, 0), real))
+            position = request.num_tokens + n  # where the bonus token lands
+            sampled.append(list(drafts[:n]) + [self._token(rid, position)])
+            if k:
+                draft_ids.append(rid)
+                draft_tokens.append([self._token(rid, position + 1 + j) for j in range(k)])
+        output = self._output_cls(
+            req_ids=req_ids, req_id_to_index={rid: i for i, rid in enumerate(req_ids)}, sampled_token_ids=sampled
+        )
+        return output, self._drafts_cls(req_ids=draft_ids, draft_token_ids=draft_tokens)
+
+    def _token(self, rid: str, position: int) -> int:
+        return 1 + (self._token_base[rid] + position * 7919) % (VOCAB_SIZE - 1)
+
+    def _observe(self, seen: Mapping[str, Any], results: Mapping[int, Any], error: str | None = None) -> VllmStep:
+        drafts = seen.get("drafts", {})
+        finished = tuple(
+            o.request_id for outs in results.values() for o in outs.outputs if o.finish_reason is not None
+        )
+        num_running, num_waiting = self.scheduler.get_request_counts()
+        return VllmStep(
+            num_scheduled_tokens=seen.get("num_scheduled", {}),
+            scheduled_draft_tokens={rid: len(t) for rid, t in drafts.items()},
+            padded=frozenset(rid for rid, t in drafts.items() if t and all(x == -1 for x in t)),
+            preempted=seen.get("preempted", ()),
+            finished=finished,
+            num_running=num_running,
+            num_waiting=num_waiting,
+            kv_blocks_in_use=seen.get("kv_in_use", 0),
+            error=error,
+        )
