@@ -3,7 +3,8 @@
 Mirrors vLLM's block pool: free blocks sit in an LRU queue (the head is evicted
 first); a freed block keeps its content key, so a later request with the same prefix
 can take it back until it is evicted. A request's blocks are freed tail first, so its
-last blocks are evicted first.
+last blocks are evicted first. Never-used blocks sit at the head of vLLM's queue in id
+order; here they are a counter (``next_fresh``), so a large pool costs nothing to build.
 """
 from __future__ import annotations
 
@@ -19,19 +20,20 @@ class KVBlockPool:
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.enable_prefix_caching = enable_prefix_caching
-        self.free_queue: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
+        self.next_fresh = 0  # blocks >= next_fresh were never handed out
+        self.free_queue: OrderedDict[int, None] = OrderedDict()  # freed blocks, least recently freed first
         self.ref_count = [0] * num_blocks
         self.key_of: list[Hashable | None] = [None] * num_blocks
         self.block_of_key: dict[Hashable, int] = {}
 
     @property
     def num_free(self) -> int:
-        """Blocks that can be handed out now (free or cached but unreferenced)."""
-        return len(self.free_queue)
+        """Blocks that can be handed out now (never used, free, or cached but unreferenced)."""
+        return self.num_blocks - self.next_fresh + len(self.free_queue)
 
     @property
     def num_in_use(self) -> int:
-        return self.num_blocks - len(self.free_queue)
+        return self.next_fresh - len(self.free_queue)
 
     def find_cached_prefix(self, req: Request) -> list[int]:
         """Blocks of the longest cached prefix of req, never covering its last token."""
@@ -52,19 +54,26 @@ class KVBlockPool:
 
     def allocate(self, req: Request, num_tokens: int, hits: list[int]) -> bool:
         """Give req the hit blocks and enough new blocks for ``num_tokens`` slots, or nothing."""
-        if self.blocks_needed(req, num_tokens, hits) > len(self.free_queue):
+        if self.blocks_needed(req, num_tokens, hits) > self.num_free:
             return False
+        if hits:  # hit blocks carry their keys already
+            assert not req.block_ids, "prefix hits are only adopted by a request holding no blocks"
+            req.num_cached_blocks = len(hits)
         for block in hits:
             if self.ref_count[block] == 0:
                 del self.free_queue[block]
             self.ref_count[block] += 1
             req.block_ids.append(block)
         for _ in range(cdiv(num_tokens, self.block_size) - len(req.block_ids)):
-            block, _ = self.free_queue.popitem(last=False)
-            key = self.key_of[block]
-            if key is not None:  # evict the cached content
-                del self.block_of_key[key]
-                self.key_of[block] = None
+            if self.next_fresh < self.num_blocks:
+                block = self.next_fresh
+                self.next_fresh += 1
+            else:
+                block, _ = self.free_queue.popitem(last=False)
+                key = self.key_of[block]
+                if key is not None:  # evict the cached content
+                    del self.block_of_key[key]
+                    self.key_of[block] = None
             self.ref_count[block] = 1
             req.block_ids.append(block)
         return True
@@ -73,15 +82,14 @@ class KVBlockPool:
         """Publish the content keys of req's blocks fully covered by its first num_tokens tokens."""
         if not self.enable_prefix_caching:
             return
-        for index in range(min(num_tokens // self.block_size, len(req.block_ids))):
+        full = min(num_tokens // self.block_size, len(req.block_ids))
+        for index in range(req.num_cached_blocks, full):
             block = req.block_ids[index]
-            if self.key_of[block] is not None:
-                continue
             key = req.block_key(index, self.block_size)
-            if key in self.block_of_key:  # same content computed twice: keep the first copy
-                continue
-            self.key_of[block] = key
-            self.block_of_key[key] = block
+            if self.key_of[block] is None and key not in self.block_of_key:
+                self.key_of[block] = key
+                self.block_of_key[key] = block
+        req.num_cached_blocks = max(req.num_cached_blocks, full)
 
     def free(self, req: Request) -> None:
         """Drop req's references, tail first; unreferenced blocks join the free queue."""
@@ -91,3 +99,4 @@ class KVBlockPool:
             if self.ref_count[block] == 0:
                 self.free_queue[block] = None
         req.block_ids = []
+        req.num_cached_blocks = 0

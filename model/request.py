@@ -33,6 +33,7 @@ class Request:
     num_preemptions: int = 0
     is_prefill_chunk: bool = True  # prompt (or recompute) tokens left after the last pass
     block_ids: list[int] = field(default_factory=list)
+    num_cached_blocks: int = 0  # leading blocks whose content key the pool already knows
 
     @property
     def num_tokens(self) -> int:
