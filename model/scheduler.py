@@ -142,7 +142,7 @@ class Scheduler:
             kv_blocks_in_use=self.pool.num_in_use,
             block_tables={r.request_id: tuple(r.block_ids) for r in self.running},
             block_keys=self._shared_block_keys(),
-            unserved_demand=self._unserved_demand(step),
+            unserved_demand=self._unserved_demand(),
             initial_token_budget=initial.token,
             initial_input_budget=initial.input,
             ledger=tuple(step.ledger),
@@ -248,10 +248,10 @@ class Scheduler:
         ref, keys = self.pool.ref_count, self.pool.key_of
         return {b: keys[b] for r in self.running for b in r.block_ids if ref[b] > 1}
 
-    def _unserved_demand(self, step: StepPass) -> int:
-        """Tokens that queued requests still wanted after the pass, where a sequence slot allowed."""
-        unserved = sum(r.num_tokens_with_spec - r.num_computed_tokens for r in self.running
-                       if r.request_id not in step.grants)
+    def _unserved_demand(self) -> int:
+        """Tokens that queued requests still wanted after the pass (computed already advanced),
+        counting waiting requests only while a sequence slot is free."""
+        unserved = sum(max(0, r.num_tokens_with_spec - r.num_computed_tokens) for r in self.running)
         if len(self.running) < self.cfg.max_num_seqs:
             unserved += sum(r.num_tokens - r.num_computed_tokens for r in self.waiting)
         return unserved
@@ -304,12 +304,13 @@ class Scheduler:
         touched = set(record.num_scheduled_tokens).union(record.preempted)
         return StepOutcome(
             step=record.step,
-            requests={rid: self._state(self.requests[rid]) for rid in touched},
+            requests={rid: self.request_state(rid) for rid in touched},
             preempted=frozenset(record.preempted),
         )
 
-    @staticmethod
-    def _state(r: Request) -> RequestState:
+    def request_state(self, request_id: str) -> RequestState:
+        """The observable state of one request."""
+        r = self.requests[request_id]
         return RequestState(_QUEUE_STATUS[r.status], r.num_computed_tokens, r.num_output_tokens, r.max_tokens,
                             r.num_prompt_tokens)
 

@@ -257,18 +257,19 @@ def config_complete(probe: ConfigProbe) -> list[Violation]:
 
 # -- efficiency -----------------------------------------------------------------------
 def work_gap(rec: StepRecord) -> int:
-    """Tokens left unused although a queued request wanted them and the budgets had room."""
+    """Tokens left unused although a queued request wanted them and both the runner
+    (B rows, one more request's draft slots included) and the KV pool had room."""
     if rec.unserved_demand is None:
         return 0
     lim = rec.limits
-    room = min(lim.max_num_scheduled_tokens - rec.total_scheduled_tokens,
-               lim.max_num_batched_tokens - rec.total_runner_rows - lim.draft_slots)
-    return max(0, min(room, rec.unserved_demand))
+    rows_room = lim.max_num_batched_tokens - rec.total_runner_rows - lim.draft_slots
+    kv_room = (lim.num_kv_blocks - rec.kv_blocks_in_use) * lim.block_size - lim.lookahead
+    return max(0, min(rows_room, kv_room, rec.unserved_demand))
 
 
 def work_conserving(rec: StepRecord) -> list[Violation]:
     gap = work_gap(rec)
-    if gap > 0 and not rec.preempted and rec.kv_blocks_in_use < rec.limits.num_kv_blocks:
+    if gap > 0 and not rec.preempted:
         return [Violation("work-conserving", rec.step, f"{gap} tokens of budget unused while requests waited")]
     return []
 

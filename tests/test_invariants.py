@@ -201,5 +201,5 @@ def test_work_gap_measures_unused_budget():
     # 20 - 14 tokens unused, 20 - 20 rows: no room for another request's rows
     assert inv.work_gap(good_record()) == 0
     lean = good_record(num_scheduled_tokens={"0": 4}, runner_rows={"0": 7}, unserved_demand=50)
-    assert inv.work_gap(lean) == min(20 - 4, 20 - 7 - 3)
+    assert inv.work_gap(lean) == 20 - 7 - 3  # rows room; KV room is (32 - 6) * 4 - 4
     assert ids(inv.work_conserving(lean)) == {"work-conserving"}

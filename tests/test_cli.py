@@ -1,0 +1,229 @@
+"""The tokenbudget command: exit codes 0/1/2, one-line errors, --json as the only stdout."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tokenbudget.cli import main
+from tokenbudget.corpus import corpus_paths
+from tokenbudget.model import builtin_policies
+from tokenbudget.spec import INVARIANTS
+
+CORPUS = {p.stem: p for p in corpus_paths()}
+SEED = str(CORPUS["seed-000-vllm-adaptive"])
+FD_OVERFLOW = CORPUS["fastdeploy-reserve-rows-overflow"]
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def without_expectations(tmp_path: Path, source: Path) -> Path:
+    doc = json.loads(source.read_text())
+    del doc["expect"]
+    path = tmp_path / source.name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def assert_usage_error(code: int, out: str, err: str, words: str) -> None:
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("tokenbudget: error: "), err
+    assert words in err
+
+
+# -- policies ---------------------------------------------------------------------------
+def test_policies_lists_all_seven(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "policies")
+    assert code == 0 and err == ""
+    assert len(builtin_policies()) == 7
+    for name, cls in builtin_policies().items():
+        assert name in out and cls.version in out
+
+
+def test_policies_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "policies", "--json")
+    rows = json.loads(out)["policies"]
+    assert code == 0 and [r["name"] for r in rows] == list(builtin_policies())
+    assert set(rows[0]) == {"name", "engine", "version", "description"}
+
+
+# -- replay -----------------------------------------------------------------------------
+def test_replay_seed_000_shows_the_grants(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "replay", SEED)
+    assert code == 0 and err == ""
+    assert "0:10 1:4" in out
+    assert 'num_scheduled_tokens {"0": 10, "1": 4}' in out
+    assert "verdict: ok" in out
+
+
+def test_replay_json_is_the_only_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "replay", SEED, str(FD_OVERFLOW), "--json")
+    doc = json.loads(out)
+    assert code == 1 and err == "" and doc["ok"] is False
+    assert [t["ok"] for t in doc["traces"]] == [True, True]  # both as expected; one shows a violation
+    seed = doc["traces"][0]
+    assert seed["steps"][0]["num_scheduled_tokens"] == {"0": 10, "1": 4}
+    assert seed["steps"][0]["rows"] == seed["steps"][0]["row_cap"] == 20
+    assert all(e["met"] for e in seed["expectations"])
+    assert doc["traces"][1]["violations"][0]["invariant"] == "input-rows-cap"
+
+
+def test_fastdeploy_overflow_without_expectations_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "replay", str(without_expectations(tmp_path, FD_OVERFLOW)))
+    assert code == 1
+    assert "input-rows-cap: step 2: the runner needs 528 rows, B = 520" in out
+    assert "verdict: FAIL" in out
+
+
+def test_shipped_fastdeploy_overflow_is_an_expected_violation(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "replay", str(FD_OVERFLOW))
+    assert code == 1
+    assert "input-rows-cap violated (steps 2)" in out
+    assert "verdict: violated, as expected (input-rows-cap)" in out
+
+
+def test_policy_override_that_refuses_the_config_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    assert_usage_error(*run(capsys, "replay", SEED, "--policy", "vllm-static"), "vllm-static refuses the config")
+
+
+def test_policy_override_that_accepts_a_refused_config_fails(capsys: pytest.CaptureFixture[str]) -> None:
+    refused = str(CORPUS["seed-000-vllm-static-refused"])
+    code, out, _ = run(capsys, "replay", refused, "--policy", "vllm-adaptive")
+    assert code == 1 and "the config was accepted" in out
+
+
+def test_malformed_trace_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "tokenbudget.trace/1", "policy": "vllm-adaptive", "config": {},\n'
+                   ' "ops": [{"op": "add", "id": "0", "prompt_len": true, "max_tokens": 4}]}')
+    assert_usage_error(*run(capsys, "replay", SEED, str(bad)), f"{bad}: ops[0].prompt_len: expected an integer")
+
+
+def test_bad_json_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{\n  nope")
+    assert_usage_error(*run(capsys, "replay", str(bad), "--json"), "invalid JSON at line 2")
+
+
+def test_request_the_scheduler_refuses_names_the_op(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = json.loads(Path(SEED).read_text())
+    doc["ops"][1]["prompt_len"] = 64  # max_model_len is 64
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps(doc))
+    assert_usage_error(*run(capsys, "replay", str(path)), f"{path}: ops[1]: request '1': prompt_len")
+
+
+def test_invalid_config_value_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = json.loads(Path(SEED).read_text())
+    doc["config"]["method"] = "medusa"
+    path = tmp_path / "medusa.json"
+    path.write_text(json.dumps(doc))
+    assert_usage_error(*run(capsys, "replay", str(path)), f"{path}: invalid config: unknown method 'medusa'")
+
+
+def test_unmet_step_expectation_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = json.loads(Path(SEED).read_text())
+    doc["expect"][0]["num_scheduled_tokens"] = {"0": 10, "1": 5}
+    path = tmp_path / "wrong.json"
+    path.write_text(json.dumps(doc))
+    code, out, _ = run(capsys, "replay", str(path))
+    assert code == 1
+    assert 'UNMET  step 0: num_scheduled_tokens {"0": 10, "1": 4}, expected {"0": 10, "1": 5}' in out
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["replay", "missing.json"], "cannot read missing.json: No such file or directory"),
+    (["replay", "."], "cannot read .: Is a directory"),
+    (["replay", SEED, "--target", "runner"], "target runner is not available yet"),
+    (["replay", SEED, "--target", "vllm"], "target vllm is not available yet"),
+    (["replay", SEED, "--mode", "sideways"], "invalid choice: 'sideways'"),
+    (["replay", SEED, "--policy", "no-such-policy"], "unknown policy 'no-such-policy'"),
+    (["replay"], "required: TRACE"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+    ([], "required: COMMAND"),
+    (["check", "--policy", "no-such-policy"], "unknown policy 'no-such-policy'"),
+    (["check", "--policy", "no_such_module:Policy"], "cannot import policy module 'no_such_module'"),
+])
+def test_bad_usage_exits_2_with_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], words: str) -> None:
+    assert_usage_error(*run(capsys, *argv), words)
+
+
+def test_device_and_mode_are_accepted(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "replay", SEED, "--device", "cuda", "--mode", "live")[0] == 0
+
+
+def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "check", "--help")
+    assert code == 0 and "pkg.module:Class" in out
+
+
+# -- check ------------------------------------------------------------------------------
+def test_check_builtin_corpus_is_ok(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "check")
+    assert code == 0 and err == ""
+    row = next(line for line in out.splitlines() if line.startswith("fastdeploy-reserve "))
+    assert "VIOLATED" in row and row.endswith("ok")
+    assert "verdict: ok" in out
+
+
+def test_check_json_matrix(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "check", "--policy", "fastdeploy-v0", "--policy", "vllm-adaptive", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["ok"] is True
+    assert [i["id"] for i in doc["invariants"]] == list(INVARIANTS)
+    rows = {r["policy"]: r for r in doc["policies"]}
+    assert list(rows) == ["fastdeploy-v0", "vllm-adaptive"]
+    assert rows["fastdeploy-v0"]["cells"]["input-rows-cap"] == "VIOLATED"
+    assert rows["vllm-adaptive"]["cells"]["input-rows-cap"] == "ok"
+    assert rows["vllm-adaptive"]["cells"]["config-sound"] == "-"
+
+
+def _user_policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, base: str) -> str:
+    module, cls = base.rsplit(".", 1)
+    name = f"user_policy_{cls.lower()}"  # one module name per base: imports are cached
+    (tmp_path / f"{name}.py").write_text(f"from {module} import {cls}\n\nclass Mine({cls}):\n    name = 'mine'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return f"{name}:Mine"
+
+
+def test_check_user_policy_that_overflows_exits_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    policy = _user_policy(tmp_path, monkeypatch, "tokenbudget.model.fastdeploy_policies.FastDeployV0")
+    code, out, _ = run(capsys, "check", "--policy", policy, "--json")
+    row = json.loads(out)["policies"][0]
+    assert code == 1 and row["user"] is True
+    assert row["cells"]["input-rows-cap"] == "UNEXPECTED"
+    assert any("input-rows-cap" in f for f in row["failures"])
+    assert json.loads(out)["skipped"], "configs the FastDeploy policy refuses are skipped"
+
+
+def test_check_safe_user_policy_exits_0(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    policy = _user_policy(tmp_path, monkeypatch, "tokenbudget.model.vllm_policies.VllmAdaptive")
+    code, out, _ = run(capsys, "check", "--policy", policy)
+    assert code == 0 and "verdict: ok" in out
+
+
+# -- as a process -----------------------------------------------------------------------
+@pytest.mark.parametrize("argv, expected", [
+    (["replay", SEED], 0),
+    (["replay", "--policy", "vllm-adaptive", str(CORPUS["seed-000-vllm-static-refused"])], 1),
+    (["replay", "missing.json"], 2),
+])
+def test_exit_codes_as_a_process(argv: list[str], expected: int) -> None:
+    proc = subprocess.run([sys.executable, "-m", "tokenbudget.cli", *argv], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == expected, proc.stderr
+    assert "Traceback" not in proc.stderr
+    if expected == 2:
+        assert proc.stdout == "" and proc.stderr.count("\n") == 1
+    else:
+        assert proc.stderr == ""

@@ -1,0 +1,157 @@
+"""The ``tokenbudget`` command.
+
+Exit status: 0 every verdict is as expected (for replay: and nothing was violated); 1 a
+violation or an unexpected verdict;
+2 bad usage or bad input, with one line ``tokenbudget: error: ...`` on stderr and never a
+traceback. ``--json`` prints exactly one JSON document on stdout and nothing else there.
+Progress goes to stderr, and only when stderr is a terminal.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Callable, NoReturn
+
+from . import render
+from .check import CheckReport, run_check
+from .model import ConfigError, builtin_policies
+from .replay import BadInput, ReplayResult, replay_on_model
+from .spec import INVARIANTS
+from .spec.trace import Trace, TraceError, load_trace
+
+AVAILABLE_TARGETS = ("model",)
+
+
+class UsageError(Exception):
+    """Bad command-line usage (argparse's complaint, as one line)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tokenbudget", description="Token-budget invariants of speculative-decoding schedulers.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("policies", help="list the built-in budget policies")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(run=_policies)
+
+    r = sub.add_parser("replay", help="replay trace files and judge them")
+    r.add_argument("traces", nargs="+", metavar="TRACE", help="trace file (format tokenbudget.trace/1)")
+    r.add_argument("--target", choices=("model", "runner", "vllm"), default="model",
+                   help="what executes the trace (only model is available yet)")
+    r.add_argument("--device", choices=("cpu", "cuda"), help="device of the runner target")
+    r.add_argument("--mode", choices=("forced", "live"), help="mode of the runner and vllm targets")
+    r.add_argument("--policy", help="replay under this policy instead of the trace's (name or pkg.module:Class)")
+    r.add_argument("--json", action="store_true", help="print one JSON document")
+    r.set_defaults(run=_replay)
+
+    c = sub.add_parser(
+        "check", help="replay the built-in corpus; a policy x invariant matrix",
+        description="Replay the built-in corpus and print a policy x invariant matrix. A built-in policy is "
+                    "judged by its own corpus traces and their expectations. A user policy (pkg.module:Class) "
+                    "replays the ops of every corpus trace without expectations: any violation fails it, and "
+                    "traces whose config it refuses are skipped.")
+    c.add_argument("--policy", action="append", dest="policies", default=[], metavar="P",
+                   help="check this policy (repeatable; default: every built-in)")
+    c.add_argument("--json", action="store_true", help="print one JSON document")
+    c.set_defaults(run=_check)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    try:
+        args = build_parser().parse_args(argv)
+        return int(args.run(args))
+    except (UsageError, TraceError, BadInput, ConfigError) as e:
+        return _error(str(e))
+    except BrokenPipeError:  # the reader left early (`| head`): keep quiet, as other tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as e:
+        return _error(f"cannot read {e.filename}: {e.strerror}" if e.filename else str(e))
+    except SystemExit as e:  # --help
+        return e.code if isinstance(e.code, int) else 0
+
+
+def _error(message: str) -> int:
+    print(f"tokenbudget: error: {' '.join(message.split())}", file=sys.stderr)
+    return 2
+
+
+def _progress() -> Callable[[str], None]:
+    if not sys.stderr.isatty():
+        return lambda _: None
+
+    def show(message: str) -> None:
+        sys.stderr.write(f"\r\033[K{message[:100]}")
+        sys.stderr.flush()
+    return show
+
+
+def _done_progress() -> None:
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\033[K")
+        sys.stderr.flush()
+
+
+def _print_json(doc: Any) -> None:
+    print(json.dumps(doc, indent=2))
+
+
+# -- commands ---------------------------------------------------------------------------
+def _policies(args: argparse.Namespace) -> int:
+    rows = [{"name": name, "engine": cls.engine, "version": cls.version, "description": cls.description}
+            for name, cls in builtin_policies().items()]
+    if args.json:
+        _print_json({"policies": rows})
+    else:
+        print(render.policies(rows))
+    return 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    if args.target not in AVAILABLE_TARGETS:
+        raise UsageError(f"target {args.target} is not available yet; use --target model")
+    traces: list[Trace] = [load_trace(path) for path in args.traces]
+    progress = _progress()
+    results: list[ReplayResult] = []
+    for n, trace in enumerate(traces, 1):
+        progress(f"replaying {n}/{len(traces)}: {trace.source}")
+        results.append(replay_on_model(trace, args.policy))
+    _done_progress()
+    # A replay passes only when every expectation is met and nothing was violated: a trace
+    # that shows an (expected) violation still exits 1, as a failing counterexample should.
+    ok = all(r.ok and not r.violations for r in results)
+    if args.json:
+        _print_json({"ok": ok, "target": args.target, "traces": [r.to_json() for r in results]})
+    else:
+        print("\n\n".join(render.replay(r, t.description) for r, t in zip(results, traces)))
+    return 0 if ok else 1
+
+
+def _check(args: argparse.Namespace) -> int:
+    report: CheckReport = run_check(args.policies, _progress())
+    _done_progress()
+    if args.json:
+        _print_json({
+            "ok": report.ok,
+            "invariants": [{"id": inv.id, "kind": inv.kind} for inv in INVARIANTS.values()],
+            "policies": [{"policy": r.policy, "user": r.user, "cells": r.cells, "traces": r.traces,
+                          "ok": r.ok, "failures": r.failures} for r in report.rows],
+            "skipped": report.skipped,
+            "replays": [r.to_json() for r in report.replays],
+        })
+    else:
+        print(render.check(report))
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

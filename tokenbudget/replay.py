@@ -1,0 +1,233 @@
+"""Replay a trace on the reference model and judge the run: invariants, work gap, expectations.
+
+``replay_on_model`` applies the ops to ``model.Scheduler``, checks the RunRecord with
+``spec.check_run`` and each expectation of the trace. Input that cannot be replayed as
+given raises BadInput (the CLI's exit status 2); what the run showed, good or bad, is
+the ReplayResult.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping, Sequence
+
+from .model import BudgetConfig, BudgetPolicy, ConfigError, Scheduler, get_policy
+from .spec import RunRecord, StepLimits, StepRecord, Violation, check_run, work_gap
+from .spec.trace import (
+    AbortOp, AddOp, ConfigRejectedExpectation, Expectation, NoViolationExpectation, StepExpectation, Trace,
+    ViolationExpectation, dump_item,
+)
+
+
+class BadInput(Exception):
+    """A trace that cannot be replayed as given: an unknown policy, a config the policy
+    refuses although no ``config_rejected`` is expected, a request the scheduler refuses.
+    The message is one line naming the trace."""
+
+
+@dataclass(frozen=True)
+class StepSummary:
+    """One step of a replay: grants, drafts (requests with at least one), tokens against
+    T, runner rows against B, preemptions, the violations found in it and its work gap."""
+
+    step: int
+    num_scheduled_tokens: Mapping[str, int]
+    scheduled_draft_tokens: Mapping[str, int]
+    tokens: int
+    token_cap: int
+    rows: int
+    row_cap: int
+    preempted: tuple[str, ...]
+    violations: tuple[Violation, ...]
+    work_gap: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "step": self.step, "num_scheduled_tokens": dict(self.num_scheduled_tokens),
+            "scheduled_draft_tokens": dict(self.scheduled_draft_tokens), "tokens": self.tokens,
+            "token_cap": self.token_cap, "rows": self.rows, "row_cap": self.row_cap,
+            "preempted": list(self.preempted), "violations": [v.invariant for v in self.violations],
+            "work_gap": self.work_gap,
+        }
+
+
+@dataclass(frozen=True)
+class ExpectationResult:
+    expectation: Expectation
+    met: bool
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"expect": dump_item(self.expectation), "met": self.met, "message": self.message}
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """What a replay showed. ``refusal`` is the ConfigError message when the config was
+    refused (then no op ran); ``limits`` is None then."""
+
+    source: str
+    policy: str
+    refusal: str | None
+    limits: StepLimits | None
+    steps: tuple[StepSummary, ...]
+    violations: tuple[Violation, ...]
+    expectations: tuple[ExpectationResult, ...]
+    max_work_gap: int
+
+    @property
+    def expected_violations(self) -> frozenset[str]:
+        return frozenset(r.expectation.violation for r in self.expectations
+                         if isinstance(r.expectation, ViolationExpectation))
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """Why the verdict fails: unmet expectations and, unless some violation is expected,
+        every violation. Empty when the verdict is ok."""
+        unmet = tuple(r.message for r in self.expectations if not r.met)
+        return unmet if self.expected_violations else unmet + tuple(map(str, self.violations))
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "trace": self.source, "policy": self.policy, "ok": self.ok, "config_refused": self.refusal,
+            "limits": asdict(self.limits) if self.limits else None,
+            "steps": [s.to_json() for s in self.steps],
+            "violations": [{"invariant": v.invariant, "step": v.step, "message": v.message} for v in self.violations],
+            "expectations": [r.to_json() for r in self.expectations],
+            "max_work_gap": self.max_work_gap,
+        }
+
+
+def replay_on_model(trace: Trace, policy: str | BudgetPolicy | None = None) -> ReplayResult:
+    """Run the trace on the reference scheduler under its policy (or ``policy``: a name,
+    ``pkg.module:Class`` or an instance) and judge it. Raises BadInput."""
+    name, pol = _resolve_policy(trace, policy)
+    try:
+        cfg = BudgetConfig.from_dict(trace.config)
+    except ConfigError as e:
+        return _refused(trace, name, str(e), "invalid config")
+    try:
+        sched = Scheduler(cfg, pol)
+    except ConfigError as e:
+        return _refused(trace, name, str(e), f"{name} refuses the config")
+    return _judge(trace, name, None, _run(trace, sched))
+
+
+def _refused(trace: Trace, name: str, refusal: str, what: str) -> ReplayResult:
+    """A judged refusal where the trace expects one; BadInput otherwise."""
+    if not any(isinstance(e, ConfigRejectedExpectation) for e in trace.expect):
+        raise BadInput(f"{trace.source}: {what}: {refusal}")
+    return _judge(trace, name, refusal, None)
+
+
+def _resolve_policy(trace: Trace, policy: str | BudgetPolicy | None) -> tuple[str, BudgetPolicy]:
+    if isinstance(policy, BudgetPolicy):
+        return getattr(policy, "name", type(policy).__name__), policy
+    spec = policy or trace.policy
+    try:
+        return spec, get_policy(spec)
+    except ConfigError as e:
+        raise BadInput(f"{trace.source}: {e}") from None
+
+
+def _run(trace: Trace, sched: Scheduler) -> RunRecord:
+    run = RunRecord(limits=sched.limits)
+    for index, op in enumerate(trace.ops):
+        if isinstance(op, AddOp):
+            try:
+                sched.add_request(op.id, op.prompt_len, op.max_tokens, op.priority, op.prefix_group, op.prefix_len)
+            except ValueError as e:
+                raise BadInput(f"{trace.source}: ops[{index}]: {e}") from None
+            run.events.append(("add", op.id))
+            run.added[op.id] = sched.request_state(op.id)
+        elif isinstance(op, AbortOp):
+            sched.abort_request(op.id)
+            run.events.append(("abort", op.id))
+        else:
+            record = sched.schedule()
+            run.events.append(("step", len(run.steps)))
+            run.steps.append(record)
+            run.outcomes.append(sched.update_from_output(record, dict(op.accepted)))
+    return run
+
+
+def _judge(trace: Trace, name: str, refusal: str | None, run: RunRecord | None) -> ReplayResult:
+    records = run.steps if run else []
+    violations = tuple(check_run(run)) if run else ()
+    steps = tuple(_summary(rec, violations) for rec in records)
+    results = tuple(_expectation(e, records, violations, refusal) for e in trace.expect)
+    return ReplayResult(
+        source=trace.source, policy=name, refusal=refusal, limits=run.limits if run else None, steps=steps,
+        violations=violations, expectations=results, max_work_gap=max((s.work_gap for s in steps), default=0),
+    )
+
+
+def _summary(rec: StepRecord, violations: Sequence[Violation]) -> StepSummary:
+    return StepSummary(
+        step=rec.step,
+        num_scheduled_tokens=dict(rec.num_scheduled_tokens),
+        scheduled_draft_tokens=_nonzero(rec.scheduled_draft_tokens),
+        tokens=rec.total_scheduled_tokens,
+        token_cap=rec.limits.max_num_scheduled_tokens,
+        rows=rec.total_runner_rows,
+        row_cap=rec.limits.max_num_batched_tokens,
+        preempted=tuple(rec.preempted),
+        violations=tuple(v for v in violations if v.step == rec.step),
+        work_gap=work_gap(rec),
+    )
+
+
+def _nonzero(counts: Mapping[str, int]) -> dict[str, int]:
+    return {rid: n for rid, n in counts.items() if n}
+
+
+def _normal(value: Mapping[str, int] | Sequence[str]) -> dict[str, int] | list[str]:
+    """Maps without their zero entries (a request left out has 0); sequences as lists."""
+    return _nonzero(value) if isinstance(value, Mapping) else list(value)
+
+
+def _expectation(e: Expectation, records: Sequence[StepRecord], violations: Sequence[Violation],
+                 refusal: str | None) -> ExpectationResult:
+    if isinstance(e, ConfigRejectedExpectation):
+        if refusal is None:
+            return ExpectationResult(e, False, "the config was accepted, expected a refusal")
+        if e.config_rejected not in refusal:
+            return ExpectationResult(e, False, f"refused, but the message lacks {json.dumps(e.config_rejected)}: {refusal}")
+        return ExpectationResult(e, True, f"refused: {refusal}")
+    if isinstance(e, ViolationExpectation):
+        steps = sorted({v.step for v in violations if v.invariant == e.violation}, key=lambda s: (s is None, s))
+        if not steps:
+            return ExpectationResult(e, False, f"{e.violation} was not violated")
+        where = ", ".join("the run" if s is None else str(s) for s in steps)
+        return ExpectationResult(e, True, f"{e.violation} violated (steps {where})")
+    if isinstance(e, NoViolationExpectation):
+        if violations:
+            ids = ", ".join(sorted({v.invariant for v in violations}))
+            return ExpectationResult(e, False, f"{len(violations)} violations ({ids})")
+        return ExpectationResult(e, True, "no invariant was violated")
+    return _step_expectation(e, records)
+
+
+def _step_expectation(e: StepExpectation, records: Sequence[StepRecord]) -> ExpectationResult:
+    if e.step >= len(records):
+        return ExpectationResult(e, False, f"step {e.step} did not run")
+    rec = records[e.step]
+    seen, wrong = [], []
+    for key, want, got in (
+        ("num_scheduled_tokens", e.num_scheduled_tokens, rec.num_scheduled_tokens),
+        ("scheduled_draft_tokens", e.scheduled_draft_tokens, rec.scheduled_draft_tokens),
+        ("preempted", e.preempted, rec.preempted),
+    ):
+        if want is None:
+            continue
+        want, got = _normal(want), _normal(got)
+        seen.append(f"{key} {json.dumps(got)}")
+        if want != got:
+            wrong.append(f"{key} {json.dumps(got)}, expected {json.dumps(want)}")
+    if wrong:
+        return ExpectationResult(e, False, f"step {e.step}: " + "; ".join(wrong))
+    return ExpectationResult(e, True, f"step {e.step}: " + "; ".join(seen))
