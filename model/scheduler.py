@@ -11,6 +11,7 @@ import bisect
 
 from ..spec.records import RequestState, StepLimits, StepOutcome, StepRecord
 from .config import BudgetConfig
+from .decisions import admission, running_grant, scheduled_drafts
 from .kv_pool import KVBlockPool
 from .policy import BudgetPolicy
 from .request import Request, Status
@@ -165,11 +166,9 @@ class Scheduler:
                 i += 1
                 continue
             pending = req.num_tokens_with_spec if policy.drafts_in_grant else req.num_tokens
-            demand = pending - req.num_computed_tokens
-            if 0 < threshold < demand:
-                demand = threshold
-            grant = demand if bypass else step.grant_for(demand)
-            grant = min(grant, cfg.max_model_len - req.num_computed_tokens - 1)
+            computed = req.num_computed_tokens
+            grant = running_grant(policy, self.params, step.budgets, pending - computed, computed, threshold,
+                                  cfg.max_model_len, bypass)
             if grant <= 0:
                 i += 1
                 continue
@@ -191,13 +190,12 @@ class Scheduler:
                     break
             if not scheduled:
                 break
-            if policy.drafts_in_grant:
-                num_drafts = max(0, min(req.num_draft_tokens, req.num_computed_tokens + grant - req.num_tokens))
-            else:
-                num_drafts = req.num_draft_tokens if req.is_decoding else 0
+            num_drafts = scheduled_drafts(policy.drafts_in_grant, req.num_draft_tokens, computed, grant,
+                                          req.num_tokens, req.is_decoding)
             self.pool.cache_full_blocks(req, min(req.num_computed_tokens + grant, req.num_tokens))
             step.record_grant(req, grant, num_drafts, padded=False)
             step.scheduled_running.append(req)
+            step.prefill_scheduled |= req.is_prefill_chunk  # vLLM never clears it, even on a refund
             i += 1
 
     def _pick_victim(self) -> Request:
@@ -213,25 +211,14 @@ class Scheduler:
             req = self.waiting[0]
             hits = self.pool.find_cached_prefix(req) if req.num_computed_tokens == 0 else []
             computed = req.num_computed_tokens + len(hits) * cfg.block_size
-            demand = req.num_tokens - computed
-            padded = False
-            if (
-                policy.pads_short_admissions
-                and k > 0
-                and demand == 1
-                and not any(r.is_prefill_chunk for r in step.scheduled_running)
-                and (step.scheduled_running or computed > 0)
-                and computed + 1 + k + 1 <= cfg.max_model_len
-            ):
-                if step.grant_for(1 + k) < 1 + k:
-                    break  # vLLM prefers not scheduling to scheduling un-padded
-                demand = 1 + k
-                padded = True
-            if 0 < threshold < demand:
-                demand = threshold
-            grant = step.grant_for(demand)
-            if not cfg.enable_chunked_prefill and grant < demand:
+            decision = admission(
+                policy, self.params, step.budgets, req.num_tokens - computed, computed, threshold,
+                cfg.max_model_len, k, step.prefill_scheduled,
+                bool(step.scheduled_running), cfg.enable_chunked_prefill,
+            )
+            if decision.stop:
                 break
+            grant = decision.grant
             assert grant > 0, f"waiting loop granted {grant} with budgets {step.budgets}"
             slots = min(computed + grant + self.lookahead, cfg.max_model_len)
             if not self.pool.allocate(req, slots, hits):
@@ -241,7 +228,7 @@ class Scheduler:
             req.status = Status.RUNNING
             req.num_computed_tokens = computed
             self.pool.cache_full_blocks(req, min(computed + grant, req.num_tokens))
-            step.record_grant(req, grant, k if padded else 0, padded)
+            step.record_grant(req, grant, k if decision.padded else 0, decision.padded)
 
     def _shared_block_keys(self) -> dict[int, object]:
         """Content keys of the blocks more than one live request holds (prefix sharing)."""

@@ -30,6 +30,7 @@ class StepPass:
     prefill: set[str] = field(default_factory=set)
     preempted: list[str] = field(default_factory=list)
     scheduled_running: list[Request] = field(default_factory=list)
+    prefill_scheduled: bool = False  # a running request's prefill chunk was scheduled
 
     def may_schedule(self) -> bool:
         return bool(self.policy.may_schedule(self.params, self.budgets))
