@@ -25,7 +25,7 @@ makes ``draft_model_config`` the target's config), ``num_speculative_tokens = k`
 ``parallel_drafting``; the ``VllmConfig`` is validated with it. Then, before the
 ``Scheduler`` is built, ``method`` is set to the requested one (and ``parallel_drafting``
 to True for dflash and dspark, as ``SpeculativeConfig.__post_init__`` does,
-vllm/config/speculative.py:1468) and ``VllmConfig._set_max_num_scheduled_tokens`` is run
+vllm/config/speculative.py:1469) and ``VllmConfig._set_max_num_scheduled_tokens`` is run
 again so its ``max_num_batched_tokens > draft slots`` check sees the real method. The
 scheduler reads only properties derived from those fields:
 ``max_num_new_slots_for_drafting`` (d), ``VllmConfig.num_lookahead_tokens`` (L),
@@ -47,11 +47,16 @@ import os
 import random
 import tempfile
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Mapping
 
 if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+    from vllm.v1.core.sched.output import SchedulerOutput
+    from vllm.v1.core.sched.scheduler import Scheduler as VllmScheduler
+    from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
+
     from tokenbudget.model.config import BudgetConfig
 
 VOCAB_SIZE = 32000  # token ids are drawn from [1, VOCAB_SIZE); the model has no EOS
@@ -75,7 +80,7 @@ def _import_vllm() -> None:
     logging.getLogger("vllm").setLevel(logging.ERROR)
 
 
-def build_vllm_scheduler(cfg: BudgetConfig) -> Any:
+def build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
     """A fresh ``vllm.v1.core.sched.scheduler.Scheduler`` for ``cfg``.
 
     Raises EngineUnavailable without vLLM, ValueError (vLLM's own message) for a config
@@ -83,21 +88,40 @@ def build_vllm_scheduler(cfg: BudgetConfig) -> Any:
     """
     _import_vllm()
     import torch
-    from vllm.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig, SpeculativeConfig, VllmConfig
     from vllm.v1.core.sched.scheduler import Scheduler
     from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
     from vllm.v1.structured_output import StructuredOutputManager
 
-    model_dir = Path(tempfile.mkdtemp(prefix="tokenbudget-vllm-"))
-    (model_dir / "config.json").write_text(
-        json.dumps(
-            {
-                "architectures": ["OPTForCausalLM"],
-                "model_type": "opt",
-                "vocab_size": VOCAB_SIZE,
-                "max_position_embeddings": cfg.max_model_len,
-            }
+    num_blocks = cfg.num_kv_blocks + 1  # + vLLM's null block
+    spec = FullAttentionSpec(block_size=cfg.block_size, num_kv_heads=1, head_size=1, dtype=torch.float32)
+    kv_cache_config = KVCacheConfig(
+        num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)]
+    )
+    with tempfile.TemporaryDirectory(prefix="tokenbudget-vllm-") as model_dir:
+        vllm_config = _vllm_config(cfg, Path(model_dir))
+        vllm_config.cache_config.num_gpu_blocks = num_blocks
+        return Scheduler(
+            vllm_config=vllm_config,
+            kv_cache_config=kv_cache_config,
+            structured_output_manager=StructuredOutputManager(vllm_config),
+            block_size=cfg.block_size,
+            log_stats=False,
         )
+
+
+def _vllm_config(cfg: BudgetConfig, model_dir: Path) -> VllmConfig:
+    """The VllmConfig for ``cfg``, its fake target model written to ``model_dir``."""
+    from vllm.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig, SpeculativeConfig, VllmConfig
+
+    fake_hf_config = {
+        "architectures": ["OPTForCausalLM"],
+        "model_type": "opt",
+        "vocab_size": VOCAB_SIZE,
+        "max_position_embeddings": cfg.max_model_len,
+    }
+    (model_dir / "config.json").write_text(json.dumps(fake_hf_config))
+    model_config = ModelConfig(
+        model=str(model_dir), max_model_len=cfg.max_model_len, dtype="float16", seed=0, skip_tokenizer_init=True
     )
     scheduler_config = SchedulerConfig(
         max_model_len=cfg.max_model_len,
@@ -110,10 +134,6 @@ def build_vllm_scheduler(cfg: BudgetConfig) -> Any:
         policy=cfg.scheduling_policy,
         async_scheduling=False,
     )
-    model_config = ModelConfig(
-        model=str(model_dir), max_model_len=cfg.max_model_len, dtype="float16", seed=0, skip_tokenizer_init=True
-    )
-    cache_config = CacheConfig(block_size=cfg.block_size, enable_prefix_caching=cfg.enable_prefix_caching)
     parallel_config = ParallelConfig()
     spec_config = None
     if cfg.num_speculative_tokens > 0:
@@ -126,7 +146,7 @@ def build_vllm_scheduler(cfg: BudgetConfig) -> Any:
         )
     vllm_config = VllmConfig(
         model_config=model_config,
-        cache_config=cache_config,
+        cache_config=CacheConfig(block_size=cfg.block_size, enable_prefix_caching=cfg.enable_prefix_caching),
         parallel_config=parallel_config,
         scheduler_config=scheduler_config,
         speculative_config=spec_config,
@@ -136,31 +156,13 @@ def build_vllm_scheduler(cfg: BudgetConfig) -> Any:
         spec_config.parallel_drafting = cfg.parallel_drafting or cfg.method in _PARALLEL_ONLY_METHODS
         vllm_config._set_max_num_scheduled_tokens()
     _check_knobs_kept(cfg, vllm_config)
-
-    num_blocks = cfg.num_kv_blocks + 1  # + vLLM's null block
-    cache_config.num_gpu_blocks = num_blocks
-    kv_cache_config = KVCacheConfig(
-        num_blocks=num_blocks,
-        kv_cache_tensors=[],
-        kv_cache_groups=[
-            KVCacheGroupSpec(
-                ["layer"], FullAttentionSpec(block_size=cfg.block_size, num_kv_heads=1, head_size=1, dtype=torch.float32)
-            )
-        ],
-    )
-    return Scheduler(
-        vllm_config=vllm_config,
-        kv_cache_config=kv_cache_config,
-        structured_output_manager=StructuredOutputManager(vllm_config),
-        block_size=cfg.block_size,
-        log_stats=False,
-    )
+    return vllm_config
 
 
-def _check_knobs_kept(cfg: BudgetConfig, vllm_config: Any) -> None:
+def _check_knobs_kept(cfg: BudgetConfig, vllm_config: VllmConfig) -> None:
     """Raise RuntimeError if vLLM's config post-processing overrode one of our knobs."""
     sc, cc = vllm_config.scheduler_config, vllm_config.cache_config
-    seen = {
+    seen: dict[str, object] = {
         "max_num_batched_tokens": sc.max_num_batched_tokens,
         "max_num_seqs": sc.max_num_seqs,
         "long_prefill_token_threshold": sc.long_prefill_token_threshold,
@@ -170,7 +172,9 @@ def _check_knobs_kept(cfg: BudgetConfig, vllm_config: Any) -> None:
         "enable_prefix_caching": cc.enable_prefix_caching,
         "max_model_len": vllm_config.model_config.max_model_len,
     }
-    changed = [f"{name}={value!r} (asked {getattr(cfg, name)!r})" for name, value in seen.items() if value != getattr(cfg, name)]
+    if cfg.max_num_scheduled_tokens is not None:
+        seen["max_num_scheduled_tokens"] = sc.max_num_scheduled_tokens
+    changed = [f"{k}={v!r} (asked {getattr(cfg, k)!r})" for k, v in seen.items() if v != getattr(cfg, k)]
     if changed:
         raise RuntimeError("vLLM changed config knobs: " + ", ".join(changed))
 
@@ -186,7 +190,8 @@ class VllmStep:
     ``finished`` lists the requests that finished while the output was applied;
     ``num_running``/``num_waiting`` are the queue lengths at the end of the step.
     ``error`` is ``"Type: message (file:line)"`` of an exception raised inside vLLM,
-    else None; fields not reached by then are empty.
+    else None; then the fields hold what was observed before it (queue lengths and
+    blocks as they were when it was raised, nothing finished).
     """
 
     num_scheduled_tokens: dict[str, int]
@@ -286,13 +291,19 @@ class VllmEngine:
         try:
             out = sched.schedule()
         except Exception as exc:
-            return self._observe({}, {}, error=_describe(exc))
+            running, waiting = sched.get_request_counts()
+            return VllmStep({}, {}, frozenset(), (), (), running, waiting, self._blocks_in_use(), _describe(exc))
         drafts = out.scheduled_spec_decode_tokens
-        seen = dict(
-            num_scheduled=dict(out.num_scheduled_tokens),
-            drafts=drafts,
-            preempted=tuple(sorted(out.preempted_req_ids)),
-            kv_in_use=self.cfg.num_kv_blocks - sched.kv_cache_manager.block_pool.get_num_free_blocks(),
+        num_running, num_waiting = sched.get_request_counts()
+        scheduled = VllmStep(
+            num_scheduled_tokens=dict(out.num_scheduled_tokens),
+            scheduled_draft_tokens={rid: len(t) for rid, t in drafts.items()},
+            padded=frozenset(rid for rid, t in drafts.items() if t and all(x == -1 for x in t)),
+            preempted=tuple(sorted(out.preempted_req_ids or ())),
+            finished=(),
+            num_running=num_running,
+            num_waiting=num_waiting,
+            kv_blocks_in_use=self._blocks_in_use(),
         )
         runner_output, proposals = self._run_model(out, accepted)
         try:
@@ -300,51 +311,43 @@ class VllmEngine:
             if proposals.req_ids:
                 sched.update_draft_token_ids(proposals)
         except Exception as exc:
-            return self._observe(seen, {}, error=_describe(exc))
-        return self._observe(seen, results)
+            return replace(scheduled, error=_describe(exc))
+        finished = tuple(o.request_id for r in results.values() for o in r.outputs if o.finish_reason is not None)
+        num_running, num_waiting = sched.get_request_counts()
+        return replace(scheduled, finished=finished, num_running=num_running, num_waiting=num_waiting)
 
-    def _run_model(self, out: Any, accepted: Mapping[str, int]) -> tuple[Any, Any]:
+    def _blocks_in_use(self) -> int:
+        return self.cfg.num_kv_blocks - self.scheduler.kv_cache_manager.block_pool.get_num_free_blocks()
+
+    def _run_model(
+        self, out: SchedulerOutput, accepted: Mapping[str, int]
+    ) -> tuple[ModelRunnerOutput, DraftTokenIds]:
         """The fake model runner's output and next drafts for a SchedulerOutput."""
         k = self.cfg.num_speculative_tokens
+        requests, spec_tokens = self.scheduler.requests, out.scheduled_spec_decode_tokens
         req_ids = list(out.num_scheduled_tokens)
         sampled: list[list[int]] = []
         draft_ids: list[str] = []
         draft_tokens: list[list[int]] = []
         for rid in req_ids:
-            request = self.scheduler.requests[rid]
+            request = requests[rid]
             if request.is_prefill_chunk:  # still prefilling after this chunk: no sample
                 sampled.append([])
                 continue
-            drafts = out.scheduled_spec_decode_tokens.get(rid, ())
-            real = next((i for i, t in enumerate(drafts) if t < 0), len(drafts))
+            drafts = spec_tokens.get(rid, [])
+            real = drafts.index(-1) if -1 in drafts else len(drafts)
             n = max(0, min(accepted.get(rid, 0), real))
             position = request.num_tokens + n  # where the bonus token lands
-            sampled.append(list(drafts[:n]) + [self._token(rid, position)])
+            sampled.append(drafts[:n] + self._tokens(rid, position, 1))
             if k:
                 draft_ids.append(rid)
-                draft_tokens.append([self._token(rid, position + 1 + j) for j in range(k)])
+                draft_tokens.append(self._tokens(rid, position + 1, k))
         output = self._output_cls(
             req_ids=req_ids, req_id_to_index={rid: i for i, rid in enumerate(req_ids)}, sampled_token_ids=sampled
         )
         return output, self._drafts_cls(req_ids=draft_ids, draft_token_ids=draft_tokens)
 
-    def _token(self, rid: str, position: int) -> int:
-        return 1 + (self._token_base[rid] + position * 7919) % (VOCAB_SIZE - 1)
-
-    def _observe(self, seen: Mapping[str, Any], results: Mapping[int, Any], error: str | None = None) -> VllmStep:
-        drafts = seen.get("drafts", {})
-        finished = tuple(
-            o.request_id for outs in results.values() for o in outs.outputs if o.finish_reason is not None
-        )
-        num_running, num_waiting = self.scheduler.get_request_counts()
-        return VllmStep(
-            num_scheduled_tokens=seen.get("num_scheduled", {}),
-            scheduled_draft_tokens={rid: len(t) for rid, t in drafts.items()},
-            padded=frozenset(rid for rid, t in drafts.items() if t and all(x == -1 for x in t)),
-            preempted=seen.get("preempted", ()),
-            finished=finished,
-            num_running=num_running,
-            num_waiting=num_waiting,
-            kv_blocks_in_use=seen.get("kv_in_use", 0),
-            error=error,
-        )
+    def _tokens(self, rid: str, position: int, count: int) -> list[int]:
+        """The ``count`` tokens ``rid`` samples or drafts from ``position`` on."""
+        base = self._token_base[rid]
+        return [1 + (base + p * 7919) % (VOCAB_SIZE - 1) for p in range(position, position + count)]
