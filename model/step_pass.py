@@ -42,12 +42,12 @@ class StepPass:
         """Charge ``grant`` tokens to req (computed tokens not yet advanced)."""
         rid = req.request_id
         is_decode = req.is_decoding
-        before = self.budgets
-        self.budgets = self.policy.spend(before, self.policy.charge(self.params, grant, is_decode), -1)
-        self._log("grant", rid, grant, before)
+        policy, before = self.policy, self.budgets
+        after = self.budgets = policy.spend(before, policy.charge(self.params, grant, is_decode), -1)
+        self.ledger.append(LedgerEntry("grant", rid, grant, before.token, after.token, before.input, after.input))
         self.grants[rid] = grant
         self.drafts[rid] = num_drafts
-        self.rows[rid] = self.policy.runner_rows(self.params, grant, is_decode)
+        self.rows[rid] = policy.runner_rows(self.params, grant, is_decode)
         self.computed_before[rid] = req.num_computed_tokens
         self.num_tokens[rid] = req.num_tokens
         self.charged_as_decode[rid] = is_decode
@@ -62,13 +62,9 @@ class StepPass:
         grant = self.grants.pop(rid)
         before = self.budgets
         refund = self.policy.refund(self.params, grant, self.charged_as_decode.pop(rid))
-        self.budgets = self.policy.spend(before, refund, +1)
-        self._log("refund", rid, grant, before)
+        after = self.budgets = self.policy.spend(before, refund, +1)
+        self.ledger.append(LedgerEntry("refund", rid, grant, before.token, after.token, before.input, after.input))
         for table in (self.drafts, self.rows, self.computed_before, self.num_tokens):
             del table[rid]
         self.padded.discard(rid)
         self.prefill.discard(rid)
-
-    def _log(self, kind: str, rid: str, tokens: int, before: Budgets) -> None:
-        after = self.budgets
-        self.ledger.append(LedgerEntry(kind, rid, tokens, before.token, after.token, before.input, after.input))

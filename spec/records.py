@@ -8,7 +8,7 @@ tokenbudget: any target can produce these.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import NamedTuple, Optional
 
 
 @dataclass(frozen=True)
@@ -26,8 +26,7 @@ class StepLimits:
     num_kv_blocks: int
 
 
-@dataclass(frozen=True)
-class LedgerEntry:
+class LedgerEntry(NamedTuple):
     """One movement of the budgets during a pass.
 
     ``kind`` is "grant" (a request was scheduled ``tokens`` tokens) or "refund" (a
@@ -87,8 +86,7 @@ class StepRecord:
         return sum(self.runner_rows.values())
 
 
-@dataclass(frozen=True)
-class RequestState:
+class RequestState(NamedTuple):
     """A request after a step's output was applied."""
 
     status: str  # waiting | running | finished | aborted
