@@ -19,6 +19,10 @@ Faked, with nothing downloaded:
   fresh drafts through ``Scheduler.update_draft_token_ids``, in the order of
   ``EngineCore.step`` + ``post_step`` (vllm/v1/engine/core.py:657-696).
 
+Observed, not changed: the engine wraps the scheduler's ``_preempt_request`` to record
+the order of preemptions (``SchedulerOutput.preempted_req_ids`` is a set), and reads
+queues, block tables and block hashes from the scheduler and its KV cache manager.
+
 Speculative methods. No draft model is ever loaded. The ``SpeculativeConfig`` is built
 as vLLM's own tests build it, with ``method="ngram"`` (which needs no draft model and
 makes ``draft_model_config`` the target's config), ``num_speculative_tokens = k`` and
@@ -47,9 +51,12 @@ import os
 import random
 import tempfile
 import zlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ..spec.records import RequestState
+from .target import describe
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -183,35 +190,38 @@ def _check_knobs_kept(cfg: BudgetConfig, vllm_config: VllmConfig) -> None:
 class VllmStep:
     """What one ``VllmEngine.step`` observed.
 
-    ``num_scheduled_tokens``, ``scheduled_draft_tokens`` (count per request that got
-    drafts), ``padded`` (requests whose drafts are all -1 placeholders), ``preempted``
-    (sorted; vLLM keeps a set) and ``kv_blocks_in_use`` (usable blocks held by live
-    requests; cached free blocks count as free) are read right after ``schedule()``.
-    ``finished`` lists the requests that finished while the output was applied;
-    ``num_running``/``num_waiting`` are the queue lengths at the end of the step.
+    Read right after ``schedule()``: ``num_scheduled_tokens``; ``scheduled_draft_tokens``
+    (count per request that got drafts); ``padded`` (requests whose drafts are all -1
+    placeholders); ``preempted`` (in preemption order: vLLM's output keeps only a set, so
+    the engine records the order of its ``_preempt_request`` calls); per scheduled
+    request ``computed_before`` (computed tokens the grant starts from, prefix hits
+    included) and ``num_tokens`` (prompt + output tokens); the queues ``running`` and
+    ``waiting`` (ids); ``kv_blocks_in_use`` (usable blocks held by live requests; cached
+    free blocks count as free); ``block_tables`` (each running request's KV block ids)
+    and ``block_keys`` (the block hash of each block more than one of them holds).
+
+    Read after the output was applied: ``requests``, the state of every request the step
+    scheduled or preempted (a request that finished then has status "finished").
+
     ``error`` is ``"Type: message (file:line)"`` of an exception raised inside vLLM,
-    else None; then the fields hold what was observed before it (queue lengths and
-    blocks as they were when it was raised, nothing finished).
+    else None. When ``schedule()`` raised, the per-request maps are empty and the queues
+    and blocks are as the exception left them; when applying the output raised,
+    ``requests`` is empty.
     """
 
     num_scheduled_tokens: dict[str, int]
     scheduled_draft_tokens: dict[str, int]
     padded: frozenset[str]
     preempted: tuple[str, ...]
-    finished: tuple[str, ...]
-    num_running: int
-    num_waiting: int
+    computed_before: dict[str, int]
+    num_tokens: dict[str, int]
+    running: tuple[str, ...]
+    waiting: tuple[str, ...]
     kv_blocks_in_use: int
+    block_tables: dict[str, tuple[int, ...]]
+    block_keys: dict[int, object]
+    requests: dict[str, RequestState] = field(default_factory=dict)
     error: str | None = None
-
-
-def _describe(exc: BaseException) -> str:
-    """``Type: message (file:line)`` of the innermost frame, for the step's error."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    where = f" ({Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno})" if tb is not None else ""
-    return f"{type(exc).__name__}: {exc}{where}"
 
 
 class VllmEngine:
@@ -241,6 +251,14 @@ class VllmEngine:
             self._block_hasher = get_request_block_hasher(cfg.block_size, hash_fn)
         self._token_base: dict[str, int] = {}
         self._arrivals = 0
+        self._preempted: list[str] = []
+        preempt = self.scheduler._preempt_request
+
+        def recording_preempt(request: Any, *args: Any, **kwargs: Any) -> None:
+            self._preempted.append(request.request_id)
+            preempt(request, *args, **kwargs)
+
+        self.scheduler._preempt_request = recording_preempt  # type: ignore[method-assign]
 
     def add(
         self,
@@ -288,33 +306,58 @@ class VllmEngine:
         ``num_speculative_tokens`` fresh drafts.
         """
         sched = self.scheduler
+        self._preempted = []
         try:
             out = sched.schedule()
         except Exception as exc:
-            running, waiting = sched.get_request_counts()
-            return VllmStep({}, {}, frozenset(), (), (), running, waiting, self._blocks_in_use(), _describe(exc))
+            return VllmStep({}, {}, frozenset(), tuple(self._preempted), {}, {}, *self._queues_and_blocks(),
+                            error=describe(exc))
         drafts = out.scheduled_spec_decode_tokens
-        num_running, num_waiting = sched.get_request_counts()
+        requests = {rid: sched.requests[rid] for rid in (*out.num_scheduled_tokens, *self._preempted)}
         scheduled = VllmStep(
-            num_scheduled_tokens=dict(out.num_scheduled_tokens),
-            scheduled_draft_tokens={rid: len(t) for rid, t in drafts.items()},
-            padded=frozenset(rid for rid, t in drafts.items() if t and all(x == -1 for x in t)),
-            preempted=tuple(sorted(out.preempted_req_ids or ())),
-            finished=(),
-            num_running=num_running,
-            num_waiting=num_waiting,
-            kv_blocks_in_use=self._blocks_in_use(),
+            dict(out.num_scheduled_tokens),
+            {rid: len(t) for rid, t in drafts.items()},
+            frozenset(rid for rid, t in drafts.items() if t and all(x == -1 for x in t)),
+            tuple(self._preempted),
+            {rid: requests[rid].num_computed_tokens - n for rid, n in out.num_scheduled_tokens.items()},
+            {rid: requests[rid].num_tokens for rid in out.num_scheduled_tokens},
+            *self._queues_and_blocks(),
         )
         runner_output, proposals = self._run_model(out, accepted)
         try:
-            results = sched.update_from_output(out, runner_output)
+            sched.update_from_output(out, runner_output)
             if proposals.req_ids:
                 sched.update_draft_token_ids(proposals)
         except Exception as exc:
-            return replace(scheduled, error=_describe(exc))
-        finished = tuple(o.request_id for r in results.values() for o in r.outputs if o.finish_reason is not None)
-        num_running, num_waiting = sched.get_request_counts()
-        return replace(scheduled, finished=finished, num_running=num_running, num_waiting=num_waiting)
+            return replace(scheduled, error=describe(exc))
+        return replace(scheduled, requests={rid: self._state(request) for rid, request in requests.items()})
+
+    def _queues_and_blocks(self) -> tuple[tuple[str, ...], tuple[str, ...], int, dict[str, tuple[int, ...]],
+                                          dict[int, object]]:
+        """Running and waiting ids, blocks in use, block tables and shared blocks' hashes, as they are now."""
+        sched = self.scheduler
+        manager = sched.kv_cache_manager
+        running = tuple(r.request_id for r in sched.running)
+        waiting = tuple(r.request_id for queue in (sched.kv_holding_waiting, sched.waiting) for r in queue)
+        tables = {rid: tuple(manager.get_block_ids(rid)[0]) for rid in running}
+        blocks = manager.block_pool.blocks
+        shared: dict[int, object] = {
+            b: blocks[b].block_hash for table in tables.values() for b in table if blocks[b].ref_cnt > 1}
+        return running, waiting, self._blocks_in_use(), tables, shared
+
+    def _state(self, request: Any) -> RequestState:
+        """A vLLM request's observable state: its queue by status, token counts and max_tokens."""
+        status = request.status
+        if status == self._status.RUNNING:
+            queue = "running"
+        elif status == self._status.FINISHED_ABORTED:
+            queue = "aborted"
+        elif self._status.is_finished(status):
+            queue = "finished"
+        else:
+            queue = "waiting"
+        return RequestState(queue, request.num_computed_tokens, request.num_output_tokens, request.max_tokens,
+                            request.num_prompt_tokens)
 
     def _blocks_in_use(self) -> int:
         return self.cfg.num_kv_blocks - self.scheduler.kv_cache_manager.block_pool.get_num_free_blocks()

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
+from .intlike import BoolLike, and_, not_
 from .methods import ALL_METHODS
 
 
@@ -12,6 +13,75 @@ class ConfigError(ValueError):
 
 
 SCHEDULING_POLICIES = ("fcfs", "priority")
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One acceptance condition of a validation, written once over IntLike.
+
+    ``holds`` is a bool for a concrete config and a z3 term for a symbolic one (the
+    prover's); ``message()`` is the ConfigError text, naming the knob to change, and is
+    only called on concrete values.
+    """
+
+    holds: BoolLike
+    message: Callable[[], str]
+
+
+def config_requirements(c: Any) -> list[Requirement]:
+    """What every engine asks of a config, in the order BudgetConfig checks it.
+
+    ``c`` has BudgetConfig's field names: a BudgetConfig, or the prover's symbolic config
+    whose numeric fields are z3 terms and whose categorical fields (method,
+    scheduling_policy, parallel_drafting) are Python values. Field types are checked by
+    BudgetConfig itself, before these.
+    """
+    k, method = c.num_speculative_tokens, c.method
+    out = [
+        Requirement(getattr(c, name) >= 1, lambda name=name: f"{name} must be at least 1, got {getattr(c, name)}")
+        for name in ("max_num_batched_tokens", "max_num_seqs", "block_size", "num_kv_blocks", "max_model_len")
+    ]
+    out += [
+        Requirement(
+            c.max_num_scheduled_tokens is None or c.max_num_scheduled_tokens >= 1,
+            lambda: f"max_num_scheduled_tokens must be at least 1 (or unset), got {c.max_num_scheduled_tokens}",
+        ),
+        Requirement(k >= 0, lambda: f"num_speculative_tokens must be >= 0, got {k}"),
+        Requirement(
+            not_(and_(k > 0, method is None)),
+            lambda: f"num_speculative_tokens={k} needs a method; set method to one of {', '.join(ALL_METHODS)}",
+        ),
+        Requirement(
+            not_(and_(k == 0, method is not None)), lambda: f"method={method!r} needs num_speculative_tokens >= 1"
+        ),
+        Requirement(
+            method is None or method in ALL_METHODS,
+            lambda: f"unknown method {method!r}; set method to one of {', '.join(ALL_METHODS)}",
+        ),
+        Requirement(
+            not (c.parallel_drafting and method is None),
+            lambda: "parallel_drafting needs speculative decoding; set method and num_speculative_tokens",
+        ),
+        Requirement(
+            c.scheduling_policy in SCHEDULING_POLICIES,
+            lambda: f"scheduling_policy must be 'fcfs' or 'priority', got {c.scheduling_policy!r}",
+        ),
+        Requirement(
+            c.long_prefill_token_threshold >= 0,
+            lambda: f"long_prefill_token_threshold must be >= 0 (0 disables it), got {c.long_prefill_token_threshold}",
+        ),
+        Requirement(
+            c.long_prefill_token_threshold <= c.max_model_len,
+            lambda: f"long_prefill_token_threshold ({c.long_prefill_token_threshold}) cannot exceed max_model_len "
+            f"({c.max_model_len}); lower long_prefill_token_threshold",
+        ),
+        Requirement(
+            c.num_kv_blocks * c.block_size >= c.max_model_len,
+            lambda: f"the KV pool holds {c.num_kv_blocks * c.block_size} tokens, less than one max_model_len "
+            f"sequence ({c.max_model_len}); raise num_kv_blocks or lower max_model_len",
+        ),
+    ]
+    return out
 
 
 @dataclass(frozen=True)
@@ -46,42 +116,9 @@ class BudgetConfig:
                     raise ConfigError(f"{f.name} must be an integer, got {value!r}")
             if f.type == "bool" and not isinstance(value, bool):
                 raise ConfigError(f"{f.name} must be true or false, got {value!r}")
-        for name in ("max_num_batched_tokens", "max_num_seqs", "block_size", "num_kv_blocks", "max_model_len"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.max_num_scheduled_tokens is not None and self.max_num_scheduled_tokens < 1:
-            raise ConfigError(
-                f"max_num_scheduled_tokens must be at least 1 (or unset), got {self.max_num_scheduled_tokens}"
-            )
-        if self.num_speculative_tokens < 0:
-            raise ConfigError(f"num_speculative_tokens must be >= 0, got {self.num_speculative_tokens}")
-        if self.num_speculative_tokens > 0 and self.method is None:
-            raise ConfigError(
-                f"num_speculative_tokens={self.num_speculative_tokens} needs a method; set method to one of "
-                f"{', '.join(ALL_METHODS)}"
-            )
-        if self.num_speculative_tokens == 0 and self.method is not None:
-            raise ConfigError(f"method={self.method!r} needs num_speculative_tokens >= 1")
-        if self.method is not None and self.method not in ALL_METHODS:
-            raise ConfigError(f"unknown method {self.method!r}; set method to one of {', '.join(ALL_METHODS)}")
-        if self.parallel_drafting and self.method is None:
-            raise ConfigError("parallel_drafting needs speculative decoding; set method and num_speculative_tokens")
-        if self.scheduling_policy not in SCHEDULING_POLICIES:
-            raise ConfigError(f"scheduling_policy must be 'fcfs' or 'priority', got {self.scheduling_policy!r}")
-        if self.long_prefill_token_threshold < 0:
-            raise ConfigError(
-                f"long_prefill_token_threshold must be >= 0 (0 disables it), got {self.long_prefill_token_threshold}"
-            )
-        if self.long_prefill_token_threshold > self.max_model_len:
-            raise ConfigError(
-                f"long_prefill_token_threshold ({self.long_prefill_token_threshold}) cannot exceed max_model_len "
-                f"({self.max_model_len}); lower long_prefill_token_threshold"
-            )
-        if self.num_kv_blocks * self.block_size < self.max_model_len:
-            raise ConfigError(
-                f"the KV pool holds {self.num_kv_blocks * self.block_size} tokens, less than one max_model_len "
-                f"sequence ({self.max_model_len}); raise num_kv_blocks or lower max_model_len"
-            )
+        for r in config_requirements(self):
+            if not r.holds:
+                raise ConfigError(r.message())
 
     @property
     def spec_enabled(self) -> bool:

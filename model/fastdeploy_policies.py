@@ -15,8 +15,8 @@ run their worst case, ``1 + k`` rows; FCFS only; k limited to FastDeploy's 1-5.
 """
 from __future__ import annotations
 
-from .config import BudgetConfig, ConfigError
-from .intlike import BoolLike, IntLike, ite, max_, min_
+from .config import Requirement
+from .intlike import BoolLike, IntLike, and_, ite, max_, min_, not_
 from .policy import BudgetParams, BudgetPolicy, Budgets, register
 
 
@@ -31,36 +31,44 @@ class _FastDeployPolicy(BudgetPolicy):
     max_seqs = 512
     max_k = 5
 
-    def validate(self, cfg: BudgetConfig) -> None:
-        super().validate(cfg)
-        if cfg.scheduling_policy != "fcfs":
-            raise ConfigError(f"{self.name} models FastDeploy, which schedules FCFS only; set scheduling_policy=fcfs")
-        if cfg.parallel_drafting:
-            raise ConfigError(f"{self.name} models FastDeploy, which has no parallel drafting; set parallel_drafting=false")
-        if cfg.num_speculative_tokens > self.max_k:
-            raise ConfigError(
-                f"FastDeploy accepts num_speculative_tokens 1-{self.max_k}, got {cfg.num_speculative_tokens}; "
-                f"lower num_speculative_tokens"
-            )
-        if cfg.max_num_seqs > self.max_seqs:
-            raise ConfigError(f"FastDeploy accepts max_num_seqs <= {self.max_seqs}; lower max_num_seqs")
-        if cfg.max_num_batched_tokens < cfg.max_num_seqs:
-            raise ConfigError(
-                f"max_num_batched_tokens ({cfg.max_num_batched_tokens}) must be >= max_num_seqs "
-                f"({cfg.max_num_seqs}); raise max_num_batched_tokens or lower max_num_seqs"
-            )
-        if cfg.max_num_batched_tokens > cfg.max_model_len * cfg.max_num_seqs:
-            raise ConfigError(
-                f"max_num_batched_tokens ({cfg.max_num_batched_tokens}) must be <= max_model_len * max_num_seqs "
-                f"({cfg.max_model_len * cfg.max_num_seqs}); lower max_num_batched_tokens"
-            )
-        if cfg.enable_chunked_prefill and cfg.max_num_batched_tokens < cfg.block_size:
-            raise ConfigError(
-                f"max_num_batched_tokens ({cfg.max_num_batched_tokens}) must be >= block_size ({cfg.block_size}) "
-                "with chunked prefill; raise max_num_batched_tokens"
-            )
-        if cfg.max_num_scheduled_tokens is not None:
-            raise ConfigError(f"{self.name} models FastDeploy, which has no max_num_scheduled_tokens; leave it unset")
+    def requirements(self, p: BudgetParams) -> list[Requirement]:
+        b, s, k, max_len, block = (p.max_num_batched_tokens, p.max_num_seqs, p.num_speculative_tokens,
+                                   p.max_model_len, p.block_size)
+        return super().requirements(p) + [
+            Requirement(
+                not_(p.priority_scheduling),
+                lambda: f"{self.name} models FastDeploy, which schedules FCFS only; set scheduling_policy=fcfs",
+            ),
+            Requirement(
+                not_(p.parallel_drafting),
+                lambda: f"{self.name} models FastDeploy, which has no parallel drafting; set parallel_drafting=false",
+            ),
+            Requirement(
+                k <= self.max_k,
+                lambda: f"FastDeploy accepts num_speculative_tokens 1-{self.max_k}, got {k}; lower "
+                "num_speculative_tokens",
+            ),
+            Requirement(s <= self.max_seqs, lambda: f"FastDeploy accepts max_num_seqs <= {self.max_seqs}; lower max_num_seqs"),
+            Requirement(
+                b >= s,
+                lambda: f"max_num_batched_tokens ({b}) must be >= max_num_seqs ({s}); raise max_num_batched_tokens "
+                "or lower max_num_seqs",
+            ),
+            Requirement(
+                b <= max_len * s,
+                lambda: f"max_num_batched_tokens ({b}) must be <= max_model_len * max_num_seqs ({max_len * s}); lower "
+                "max_num_batched_tokens",
+            ),
+            Requirement(
+                not_(and_(p.enable_chunked_prefill, b < block)),
+                lambda: f"max_num_batched_tokens ({b}) must be >= block_size ({block}) with chunked prefill; raise "
+                "max_num_batched_tokens",
+            ),
+            Requirement(
+                p.max_num_scheduled_tokens is None,
+                lambda: f"{self.name} models FastDeploy, which has no max_num_scheduled_tokens; leave it unset",
+            ),
+        ]
 
     def token_cap(self, p: BudgetParams) -> IntLike:
         return p.max_num_batched_tokens
@@ -139,14 +147,15 @@ class FastDeployDecodeCount(_FastDeployPolicy):
     description = "T = B - D0*(k+1), D0 = running requests past prefill; decodes charge nothing"
     version = "PR #7499"
 
-    def validate(self, cfg: BudgetConfig) -> None:
-        super().validate(cfg)
-        per_seq = self.tokens_per_seq(self.params(cfg))
-        if cfg.max_num_batched_tokens < cfg.max_num_seqs * per_seq:
-            raise ConfigError(
-                f"max_num_batched_tokens ({cfg.max_num_batched_tokens}) must be >= max_num_seqs * tokens_per_seq "
-                f"({cfg.max_num_seqs} * {per_seq}); raise max_num_batched_tokens or lower max_num_seqs"
-            )
+    def requirements(self, p: BudgetParams) -> list[Requirement]:
+        b, s, per_seq = p.max_num_batched_tokens, p.max_num_seqs, self.tokens_per_seq(p)
+        return super().requirements(p) + [
+            Requirement(
+                b >= s * per_seq,
+                lambda: f"max_num_batched_tokens ({b}) must be >= max_num_seqs * tokens_per_seq ({s} * {per_seq}); "
+                "raise max_num_batched_tokens or lower max_num_seqs",
+            ),
+        ]
 
     def initial_budgets(self, p: BudgetParams, num_decoding: IntLike) -> Budgets:
         return Budgets(p.max_num_batched_tokens - num_decoding * self.tokens_per_seq(p), None)

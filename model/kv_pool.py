@@ -1,14 +1,17 @@
 """KVBlockPool: a paged KV block pool with reference counts and a content-keyed prefix cache.
 
-Mirrors vLLM's block pool: free blocks sit in an LRU queue (the head is evicted
-first); a freed block keeps its content key, so a later request with the same prefix
-can take it back until it is evicted. A request's blocks are freed tail first, so its
-last blocks are evicted first. Never-used blocks sit at the head of vLLM's queue in id
-order; here they are a counter (``next_fresh``), so a large pool costs nothing to build.
+Mirrors vLLM 0.32's block pool (vllm/v1/core/block_pool.py). Free blocks sit in one
+queue and are handed out from its head. A request's blocks are freed tail first; those
+that carry no content key (or all of them, with prefix caching off) are put at the head
+of the queue, to be reused first; keyed blocks go to its tail, so cached content is
+evicted least recently freed first and can be taken back by a later request with the
+same prefix until then. Never-used blocks sit between the two parts in id order; here
+they are a counter (``next_fresh``), so a large pool costs nothing to build. As in
+vLLM, identical content computed twice is cached twice; a lookup takes the oldest copy.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from typing import Hashable
 
 from .intlike import cdiv
@@ -16,36 +19,43 @@ from .request import Request
 
 
 class KVBlockPool:
-    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool) -> None:
+    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool,
+                 drop_last_hit_block: bool = False) -> None:
+        """``drop_last_hit_block``: every prefix-cache hit gives back its last block, as
+        vLLM does for the methods that draft from the target's hidden states (EAGLE, MTP,
+        DFlash, DSpark): the drafter's KV of the last hit block may hold a token past it."""
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.enable_prefix_caching = enable_prefix_caching
+        self.drop_last_hit_block = drop_last_hit_block
         self.next_fresh = 0  # blocks >= next_fresh were never handed out
-        self.free_queue: OrderedDict[int, None] = OrderedDict()  # freed blocks, least recently freed first
+        self.reuse_first: deque[int] = deque()  # freed blocks without content, the head first
+        self.free_queue: OrderedDict[int, None] = OrderedDict()  # freed keyed blocks, least recently freed first
         self.ref_count = [0] * num_blocks
         self.key_of: list[Hashable | None] = [None] * num_blocks
-        self.block_of_key: dict[Hashable, int] = {}
+        self.blocks_of_key: dict[Hashable, dict[int, None]] = {}  # every copy, the oldest first
 
     @property
     def num_free(self) -> int:
         """Blocks that can be handed out now (never used, free, or cached but unreferenced)."""
-        return self.num_blocks - self.next_fresh + len(self.free_queue)
+        return len(self.reuse_first) + self.num_blocks - self.next_fresh + len(self.free_queue)
 
     @property
     def num_in_use(self) -> int:
-        return self.next_fresh - len(self.free_queue)
+        return self.num_blocks - self.num_free
 
     def find_cached_prefix(self, req: Request) -> list[int]:
-        """Blocks of the longest cached prefix of req, never covering its last token."""
+        """Blocks of the longest cached prefix of req, never covering its last token
+        (less the last block with ``drop_last_hit_block``)."""
         if not self.enable_prefix_caching:
             return []
         hits: list[int] = []
         for index in range((req.num_tokens - 1) // self.block_size):
-            block = self.block_of_key.get(req.block_key(index, self.block_size))
-            if block is None:
+            copies = self.blocks_of_key.get(req.block_key(index, self.block_size))
+            if not copies:
                 break
-            hits.append(block)
-        return hits
+            hits.append(next(iter(copies)))
+        return hits[:-1] if self.drop_last_hit_block else hits
 
     def blocks_needed(self, req: Request, num_tokens: int, hits: list[int]) -> int:
         """Free blocks req must take so that it holds ``num_tokens`` slots after adopting hits."""
@@ -65,18 +75,27 @@ class KVBlockPool:
             self.ref_count[block] += 1
             req.block_ids.append(block)
         for _ in range(cdiv(num_tokens, self.block_size) - len(req.block_ids)):
-            if self.next_fresh < self.num_blocks:
-                block = self.next_fresh
-                self.next_fresh += 1
-            else:
-                block, _ = self.free_queue.popitem(last=False)
-                key = self.key_of[block]
-                if key is not None:  # evict the cached content
-                    del self.block_of_key[key]
-                    self.key_of[block] = None
+            block = self._pop_free()
             self.ref_count[block] = 1
             req.block_ids.append(block)
         return True
+
+    def _pop_free(self) -> int:
+        """The block at the head of the free queue, its cached content evicted."""
+        if self.reuse_first:
+            return self.reuse_first.popleft()
+        if self.next_fresh < self.num_blocks:
+            self.next_fresh += 1
+            return self.next_fresh - 1
+        block, _ = self.free_queue.popitem(last=False)
+        key = self.key_of[block]
+        if key is not None:
+            copies = self.blocks_of_key[key]
+            del copies[block]
+            if not copies:
+                del self.blocks_of_key[key]
+            self.key_of[block] = None
+        return block
 
     def cache_full_blocks(self, req: Request, num_tokens: int) -> None:
         """Publish the content keys of req's blocks fully covered by its first num_tokens tokens."""
@@ -85,18 +104,25 @@ class KVBlockPool:
         full = min(num_tokens // self.block_size, len(req.block_ids))
         for index in range(req.num_cached_blocks, full):
             block = req.block_ids[index]
-            key = req.block_key(index, self.block_size)
-            if self.key_of[block] is None and key not in self.block_of_key:
+            if self.key_of[block] is None:
+                key = req.block_key(index, self.block_size)
                 self.key_of[block] = key
-                self.block_of_key[key] = block
+                self.blocks_of_key.setdefault(key, {})[block] = None
         req.num_cached_blocks = max(req.num_cached_blocks, full)
 
     def free(self, req: Request) -> None:
-        """Drop req's references, tail first; unreferenced blocks join the free queue."""
+        """Drop req's references, tail first. Unreferenced blocks without content go to the
+        head of the free queue (the tail block first), keyed ones to its end."""
+        without_content: list[int] = []
         for block in reversed(req.block_ids):
             self.ref_count[block] -= 1
             assert self.ref_count[block] >= 0, f"block {block} freed twice"
-            if self.ref_count[block] == 0:
+            if self.ref_count[block] > 0:
+                continue
+            if self.key_of[block] is None:
+                without_content.append(block)
+            else:
                 self.free_queue[block] = None
+        self.reuse_first.extendleft(reversed(without_content))
         req.block_ids = []
         req.num_cached_blocks = 0

@@ -28,6 +28,7 @@ class MethodRow:
     parallel_draft_slots: Affine | None  # None: the method has no parallel variant
     lookahead: Affine
     decode_rows: Affine  # target rows a decoding request really runs per step
+    drops_last_hit_block: bool = False  # a prefix-cache hit gives back its last block
 
 
 def _eval(coef: Affine, k: IntLike) -> IntLike:
@@ -35,14 +36,18 @@ def _eval(coef: Affine, k: IntLike) -> IntLike:
     return a * k + b
 
 
+# The last column is ``SpeculativeConfig.use_eagle_block_drop()``: for the methods that
+# draft from the target's hidden states, the KV cache manager drops the last block of
+# every prefix-cache hit (``FullAttentionManager.find_longest_cache_hit``,
+# vllm/v1/core/single_type_kv_cache_manager.py), so that block is recomputed.
 VLLM_0_32: Mapping[str, MethodRow] = {
-    # method:      serial d  parallel d   lookahead L   rows of a decode (1 + k drafts)
-    "eagle3": MethodRow((0, 0), (1, -1), (1, 0), (1, 1)),
-    "mtp": MethodRow((0, 0), (1, -1), (1, 0), (1, 1)),
-    "dflash": MethodRow((1, 0), (1, 0), (1, 1), (1, 1)),
-    "dspark": MethodRow((1, -1), (1, -1), (1, 0), (1, 1)),
-    "ngram": MethodRow((0, 0), (1, -1), (0, 0), (1, 1)),
-    "draft_model": MethodRow((0, 1), (1, 0), (1, 0), (1, 1)),
+    # method:      serial d  parallel d   lookahead L   rows of a decode   drop hit block
+    "eagle3": MethodRow((0, 0), (1, -1), (1, 0), (1, 1), True),
+    "mtp": MethodRow((0, 0), (1, -1), (1, 0), (1, 1), True),
+    "dflash": MethodRow((1, 0), (1, 0), (1, 1), (1, 1), True),
+    "dspark": MethodRow((1, -1), (1, -1), (1, 0), (1, 1), True),
+    "ngram": MethodRow((0, 0), (1, -1), (0, 0), (1, 1), False),
+    "draft_model": MethodRow((0, 1), (1, 0), (1, 0), (1, 1), False),
 }
 
 # FastDeploy's runner has no separate draft slots in the target batch: a decode
@@ -84,3 +89,8 @@ def lookahead(table: str, method: str, k: IntLike) -> IntLike:
 def decode_rows(table: str, method: str, k: IntLike) -> IntLike:
     """Target rows a decoding request runs per step on this engine."""
     return _eval(method_row(table, method).decode_rows, k)
+
+
+def drops_last_hit_block(table: str, method: str | None) -> bool:
+    """Whether a prefix-cache hit under ``method`` gives back its last block (False without speculation)."""
+    return method is not None and method_row(table, method).drops_last_hit_block

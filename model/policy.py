@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import ClassVar, Optional
 
 from . import methods
-from .config import BudgetConfig, ConfigError
-from .intlike import BoolLike, IntLike, min_
+from .config import BudgetConfig, ConfigError, Requirement
+from .intlike import BoolLike, IntLike, and_, min_
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,12 @@ class BudgetParams:
     max_num_scheduled_tokens: Optional[IntLike]  # user override of T, None when unset
     spec_enabled: BoolLike
     is_mtp: BoolLike
+    # Read only by validation (``requirements``):
+    max_model_len: IntLike
+    block_size: IntLike
+    enable_chunked_prefill: BoolLike
+    parallel_drafting: BoolLike
+    priority_scheduling: BoolLike  # scheduling_policy == "priority"
 
 
 @dataclass(frozen=True)
@@ -60,10 +66,26 @@ class BudgetPolicy:
 
     # -- configuration ---------------------------------------------------------------
     def validate(self, cfg: BudgetConfig) -> None:
-        """Raise ConfigError (naming the knob to change) when the engine would refuse cfg."""
+        """Raise ConfigError (naming the knob to change) when the engine would refuse cfg:
+        a method outside this policy's table, or the first of ``requirements`` that fails."""
         if cfg.method is not None and cfg.method not in methods.TABLES[self.table]:
             known = ", ".join(sorted(methods.TABLES[self.table]))
             raise ConfigError(f"{self.name} does not model method {cfg.method!r}; set method to one of {known}")
+        for r in self.requirements(self.params(cfg)):
+            if not r.holds:
+                raise ConfigError(r.message())
+
+    def requirements(self, p: BudgetParams) -> list[Requirement]:
+        """The engine's acceptance conditions over IntLike, in the order it checks them.
+
+        Written once: ``validate`` evaluates them on a concrete config, the prover on a
+        symbolic one. Subclasses extend ``super().requirements(p)``.
+        """
+        return []
+
+    def accepts(self, p: BudgetParams) -> BoolLike:
+        """Whether every requirement holds (a z3 term when p is symbolic)."""
+        return and_(*(r.holds for r in self.requirements(p)))
 
     def params(self, cfg: BudgetConfig) -> BudgetParams:
         """Concrete parameters of cfg under this policy's method table."""
@@ -80,6 +102,11 @@ class BudgetPolicy:
             max_num_scheduled_tokens=cfg.max_num_scheduled_tokens,
             spec_enabled=spec,
             is_mtp=cfg.method == "mtp",
+            max_model_len=cfg.max_model_len,
+            block_size=cfg.block_size,
+            enable_chunked_prefill=cfg.enable_chunked_prefill,
+            parallel_drafting=cfg.parallel_drafting,
+            priority_scheduling=cfg.scheduling_policy == "priority",
         )
 
     def lookahead(self, cfg: BudgetConfig) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 
 from ..spec.records import RequestState, StepLimits, StepOutcome, StepRecord
+from . import methods
 from .config import BudgetConfig
 from .decisions import admission, running_grant, scheduled_drafts
 from .kv_pool import KVBlockPool
@@ -37,7 +38,8 @@ class Scheduler:
         self.params = policy.params(cfg)
         self.k = cfg.num_speculative_tokens
         self.lookahead = policy.lookahead(cfg)
-        self.pool = KVBlockPool(cfg.num_kv_blocks, cfg.block_size, cfg.enable_prefix_caching)
+        self.pool = KVBlockPool(cfg.num_kv_blocks, cfg.block_size, cfg.enable_prefix_caching,
+                                methods.drops_last_hit_block(policy.table, cfg.method))
         self.requests: dict[str, Request] = {}
         self.waiting: list[Request] = []
         self.running: list[Request] = []
@@ -221,7 +223,7 @@ class Scheduler:
             grant = decision.grant
             assert grant > 0, f"waiting loop granted {grant} with budgets {step.budgets}"
             slots = min(computed + grant + self.lookahead, cfg.max_model_len)
-            if not self.pool.allocate(req, slots, hits):
+            if not self._whole_sequence_fits(req, hits) or not self.pool.allocate(req, slots, hits):
                 break
             del self.waiting[0]
             self.running.append(req)
@@ -229,6 +231,13 @@ class Scheduler:
             req.num_computed_tokens = computed
             self.pool.cache_full_blocks(req, min(computed + grant, req.num_tokens))
             step.record_grant(req, grant, k if decision.padded else 0, decision.padded)
+
+    def _whole_sequence_fits(self, req: Request, hits: list[int]) -> bool:
+        """vLLM's admission gate (``scheduler_reserve_full_isl``, on by default): a waiting
+        request is admitted only if the free blocks could hold its whole sequence so far
+        (prompt and outputs, at most max_model_len), not only its first chunk."""
+        whole = min(req.num_tokens, self.cfg.max_model_len)
+        return self.pool.blocks_needed(req, whole, hits) <= self.pool.num_free
 
     def _shared_block_keys(self) -> dict[int, object]:
         """Content keys of the blocks more than one live request holds (prefix sharing)."""
@@ -259,7 +268,7 @@ class Scheduler:
             req = self.waiting[0]
             hits = self.pool.find_cached_prefix(req)
             slots = min(len(hits) * cfg.block_size + 1 + self.lookahead, cfg.max_model_len)
-            return self.pool.blocks_needed(req, slots, hits) <= free
+            return self.pool.blocks_needed(req, slots, hits) <= free and self._whole_sequence_fits(req, hits)
         return False
 
     # -- output ---------------------------------------------------------------------
@@ -276,7 +285,10 @@ class Scheduler:
             drafts = record.scheduled_draft_tokens.get(rid, 0)
             taken = 0 if rid in record.padded else max(0, min(accepted.get(rid, 0), drafts))
             if self.policy.drafts_in_grant:
-                req.num_computed_tokens -= drafts - taken
+                # Rows the grant ran past the known tokens: the drafts, or fewer when a
+                # padded admission was cut short (SPEC.md F1); the unaccepted ones roll back.
+                draft_rows = record.computed_before[rid] + record.num_scheduled_tokens[rid] - record.num_tokens[rid]
+                req.num_computed_tokens -= draft_rows - taken
             else:
                 req.num_computed_tokens += taken
             room = min(req.max_tokens - req.num_output_tokens, cfg.max_model_len - req.num_tokens)

@@ -2,8 +2,8 @@
 worst-case reservation (<= 0.27)."""
 from __future__ import annotations
 
-from .config import BudgetConfig, ConfigError
-from .intlike import BoolLike, IntLike, and_, min_
+from .config import Requirement
+from .intlike import BoolLike, IntLike, and_, min_, or_
 from .policy import BudgetParams, BudgetPolicy, Budgets, register
 
 
@@ -15,19 +15,20 @@ class _VllmPolicy(BudgetPolicy):
     table = "vllm-0.32"
     pads_short_admissions = True
 
-    def validate(self, cfg: BudgetConfig) -> None:
-        super().validate(cfg)
-        if not cfg.enable_chunked_prefill and cfg.max_num_batched_tokens < cfg.max_model_len:
-            raise ConfigError(
-                f"max_num_batched_tokens ({cfg.max_num_batched_tokens}) is smaller than max_model_len "
-                f"({cfg.max_model_len}) with chunked prefill off; raise max_num_batched_tokens, lower "
-                "max_model_len or set enable_chunked_prefill=true"
-            )
-        if cfg.max_num_batched_tokens < cfg.max_num_seqs:
-            raise ConfigError(
-                f"max_num_batched_tokens ({cfg.max_num_batched_tokens}) must be >= max_num_seqs "
-                f"({cfg.max_num_seqs}); raise max_num_batched_tokens or lower max_num_seqs"
-            )
+    def requirements(self, p: BudgetParams) -> list[Requirement]:
+        b, s, max_len = p.max_num_batched_tokens, p.max_num_seqs, p.max_model_len
+        return super().requirements(p) + [
+            Requirement(
+                or_(p.enable_chunked_prefill, b >= max_len),
+                lambda: f"max_num_batched_tokens ({b}) is smaller than max_model_len ({max_len}) with chunked prefill "
+                "off; raise max_num_batched_tokens, lower max_model_len or set enable_chunked_prefill=true",
+            ),
+            Requirement(
+                b >= s,
+                lambda: f"max_num_batched_tokens ({b}) must be >= max_num_seqs ({s}); raise max_num_batched_tokens "
+                "or lower max_num_seqs",
+            ),
+        ]
 
 
 @register
@@ -51,19 +52,20 @@ class VllmAdaptive(_VllmPolicy):
     description = "T = B; each scheduled request charges grant + d to the input budget; refund grant + d"
     version = "0.32"
 
-    def validate(self, cfg: BudgetConfig) -> None:
-        super().validate(cfg)
-        p = self.params(cfg)
-        if self.token_cap(p) <= 0:
-            raise ConfigError(
-                f"max_num_scheduled_tokens is {self.token_cap(p)}, which allows no token; raise "
-                "max_num_scheduled_tokens (or leave it unset)"
-            )
-        if cfg.max_num_batched_tokens <= p.draft_slots:
-            raise ConfigError(
-                f"max_num_batched_tokens ({cfg.max_num_batched_tokens}) must exceed the draft slots of one "
-                f"request (d={p.draft_slots}); raise max_num_batched_tokens or lower num_speculative_tokens"
-            )
+    def requirements(self, p: BudgetParams) -> list[Requirement]:
+        cap, b, d = self.token_cap(p), p.max_num_batched_tokens, p.draft_slots
+        return super().requirements(p) + [
+            Requirement(
+                cap > 0,
+                lambda: f"max_num_scheduled_tokens is {cap}, which allows no token; raise max_num_scheduled_tokens "
+                "(or leave it unset)",
+            ),
+            Requirement(
+                b > d,
+                lambda: f"max_num_batched_tokens ({b}) must exceed the draft slots of one request (d={d}); raise "
+                "max_num_batched_tokens or lower num_speculative_tokens",
+            ),
+        ]
 
     def token_cap(self, p: BudgetParams) -> IntLike:
         if p.max_num_scheduled_tokens is None:
@@ -99,16 +101,16 @@ class VllmStatic(_VllmPolicy):
     description = "T = B - d*S reserved up front; only the token budget is charged"
     version = "0.27"
 
-    def validate(self, cfg: BudgetConfig) -> None:
-        super().validate(cfg)
-        p = self.params(cfg)
-        cap = self.token_cap(p)
-        if cap <= 0:
-            raise ConfigError(
-                f"max_num_scheduled_tokens = max_num_batched_tokens - d * max_num_seqs = "
-                f"{cfg.max_num_batched_tokens} - {p.draft_slots} * {cfg.max_num_seqs} = {cap} allows no token; "
-                "raise max_num_batched_tokens, lower max_num_seqs or lower num_speculative_tokens"
-            )
+    def requirements(self, p: BudgetParams) -> list[Requirement]:
+        cap, b, d, s = self.token_cap(p), p.max_num_batched_tokens, p.draft_slots, p.max_num_seqs
+        return super().requirements(p) + [
+            Requirement(
+                cap > 0,
+                lambda: f"max_num_scheduled_tokens = max_num_batched_tokens - d * max_num_seqs = {b} - {d} * {s} = "
+                f"{cap} allows no token; raise max_num_batched_tokens, lower max_num_seqs or lower "
+                "num_speculative_tokens",
+            ),
+        ]
 
     def token_cap(self, p: BudgetParams) -> IntLike:
         if p.max_num_scheduled_tokens is None:

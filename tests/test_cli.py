@@ -142,8 +142,6 @@ def test_unmet_step_expectation_exits_1(tmp_path: Path, capsys: pytest.CaptureFi
 @pytest.mark.parametrize("argv, words", [
     (["replay", "missing.json"], "cannot read missing.json: No such file or directory"),
     (["replay", "."], "cannot read .: Is a directory"),
-    (["replay", SEED, "--target", "runner"], "target runner is not available yet"),
-    (["replay", SEED, "--target", "vllm"], "target vllm is not available yet"),
     (["replay", SEED, "--mode", "sideways"], "invalid choice: 'sideways'"),
     (["replay", SEED, "--policy", "no-such-policy"], "unknown policy 'no-such-policy'"),
     (["replay"], "required: TRACE"),

@@ -12,16 +12,21 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any, Callable, NoReturn
 
-from . import render
+from . import render, runner_cmd
 from .check import CheckReport, run_check
+from .conform_cmd import conform_command
+from .fuzz.target import ModelTarget
+from .fuzz.vllm_engine import EngineUnavailable
+from .fuzz.vllm_target import VllmTarget
 from .model import ConfigError, builtin_policies
 from .replay import BadInput, ReplayResult, replay_on_model
 from .spec import INVARIANTS
 from .spec.trace import Trace, TraceError, load_trace
 
-AVAILABLE_TARGETS = ("model",)
+AVAILABLE_TARGETS = ("model", "runner", "vllm")
 
 
 class UsageError(Exception):
@@ -44,9 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("replay", help="replay trace files and judge them")
     r.add_argument("traces", nargs="+", metavar="TRACE", help="trace file (format tokenbudget.trace/1)")
     r.add_argument("--target", choices=("model", "runner", "vllm"), default="model",
-                   help="what executes the trace (only model is available yet)")
+                   help="what executes the trace: model, or runner (the model with a torch runner executing its steps)")
     r.add_argument("--device", choices=("cpu", "cuda"), help="device of the runner target")
-    r.add_argument("--mode", choices=("forced", "live"), help="mode of the runner and vllm targets")
+    r.add_argument("--mode", choices=("forced", "live"),
+                   help="mode of the runner and vllm targets: forced takes the accepted drafts from the trace "
+                        "(default), live lets the runner's verification decide them")
+    runner_cmd.add_arguments(r)
     r.add_argument("--policy", help="replay under this policy instead of the trace's (name or pkg.module:Class)")
     r.add_argument("--json", action="store_true", help="print one JSON document")
     r.set_defaults(run=_replay)
@@ -61,7 +69,26 @@ def build_parser() -> argparse.ArgumentParser:
                    help="check this policy (repeatable; default: every built-in)")
     c.add_argument("--json", action="store_true", help="print one JSON document")
     c.set_defaults(run=_check)
+
+    f = sub.add_parser(
+        "conform", help="compare the model with a real engine step by step on seeded workloads",
+        description="Run seeded workloads on the reference model (vllm-adaptive) and on the real vLLM 0.32 "
+                    "scheduler in lockstep; compare grants, drafts, preemptions and finished requests per step. "
+                    "Each divergence is written as a trace and matched against the explanations in SPEC.md.")
+    f.add_argument("--engine", choices=("vllm",), default="vllm", help="the real engine (only vllm)")
+    f.add_argument("--workloads", type=_count, default=100, metavar="N", help="workloads to run (default 100)")
+    f.add_argument("--seed", type=int, default=0, help="workload stream (default 0)")
+    f.add_argument("--corpus", type=Path, metavar="DIR", help="where divergence traces go (default: a new temp dir)")
+    f.add_argument("--json", action="store_true", help="print one JSON document")
+    f.set_defaults(run=_conform)
     return parser
+
+
+def _count(text: str) -> int:
+    """An argparse type: an integer >= 0."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return int(text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return int(args.run(args))
-    except (UsageError, TraceError, BadInput, ConfigError) as e:
+    except (UsageError, TraceError, BadInput, ConfigError, EngineUnavailable) as e:
         return _error(str(e))
     except BrokenPipeError:  # the reader left early (`| head`): keep quiet, as other tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -119,16 +146,26 @@ def _policies(args: argparse.Namespace) -> int:
 def _replay(args: argparse.Namespace) -> int:
     if args.target not in AVAILABLE_TARGETS:
         raise UsageError(f"target {args.target} is not available yet; use --target model")
+    problem = runner_cmd.usage_problem(args, len(args.traces))
+    if args.target == "vllm" and (args.device or args.mode == "live"):
+        problem = "the vllm target runs vLLM's scheduler on the CPU with the trace's accepted drafts; " \
+                  "--device and --mode live apply to --target runner"
+    if problem is not None:
+        raise UsageError(problem)
     traces: list[Trace] = [load_trace(path) for path in args.traces]
     progress = _progress()
+    if args.target == "runner":
+        code = runner_cmd.replay_command(args, traces, progress, _print_json)
+        _done_progress()
+        return code
     results: list[ReplayResult] = []
     for n, trace in enumerate(traces, 1):
         progress(f"replaying {n}/{len(traces)}: {trace.source}")
-        results.append(replay_on_model(trace, args.policy))
+        results.append(replay_on_model(trace, args.policy, VllmTarget if args.target == "vllm" else ModelTarget))
     _done_progress()
     # A replay passes only when every expectation is met and nothing was violated: a trace
     # that shows an (expected) violation still exits 1, as a failing counterexample should.
-    ok = all(r.ok and not r.violations for r in results)
+    ok = all(r.ok and not r.violations and not r.errors for r in results)
     if args.json:
         _print_json({"ok": ok, "target": args.target, "traces": [r.to_json() for r in results]})
     else:
@@ -151,6 +188,12 @@ def _check(args: argparse.Namespace) -> int:
     else:
         print(render.check(report))
     return 0 if report.ok else 1
+
+
+def _conform(args: argparse.Namespace) -> int:
+    code = conform_command(args, _progress(), _print_json)
+    _done_progress()
+    return code
 
 
 if __name__ == "__main__":

@@ -56,6 +56,7 @@ def replay(result: ReplayResult, description: str | None) -> str:
         lines += [f"  {v}" for v in result.violations[:MAX_LISTED]]
         if len(result.violations) > MAX_LISTED:
             lines.append(f"  ... and {len(result.violations) - MAX_LISTED} more")
+        lines += [f"target error in {e} (later ops not applied)" for e in result.errors]
     if result.expectations:
         lines.append("expectations:")
         lines += [f"  {'met  ' if r.met else 'UNMET'}  {r.message}" for r in result.expectations]

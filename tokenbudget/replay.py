@@ -1,7 +1,9 @@
 """Replay a trace on the reference model and judge the run: invariants, work gap, expectations.
 
-``replay_on_model`` applies the ops to ``model.Scheduler``, checks the RunRecord with
-``spec.check_run`` and each expectation of the trace. Input that cannot be replayed as
+``replay_on_model`` applies the ops to the reference model through the shared
+op-application path (``fuzz.execution.Execution`` on a ``fuzz.target.ModelTarget``), checks
+the RunRecord with ``spec.check_run`` and each expectation of the trace. A step in which
+the target raised ends the run there: the error is reported, later ops are not applied. Input that cannot be replayed as
 given raises BadInput (the CLI's exit status 2); what the run showed, good or bad, is
 the ReplayResult.
 """
@@ -11,10 +13,12 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
-from .model import BudgetConfig, BudgetPolicy, ConfigError, Scheduler, get_policy
+from .fuzz.execution import Execution
+from .fuzz.target import ModelTarget, TargetFactory
+from .model import BudgetConfig, BudgetPolicy, ConfigError, get_policy
 from .spec import RunRecord, StepLimits, StepRecord, Violation, check_run, work_gap
 from .spec.trace import (
-    AbortOp, AddOp, ConfigRejectedExpectation, Expectation, NoViolationExpectation, StepExpectation, Trace,
+    ConfigRejectedExpectation, Expectation, NoViolationExpectation, StepExpectation, Trace,
     ViolationExpectation, dump_item,
 )
 
@@ -64,7 +68,9 @@ class ExpectationResult:
 @dataclass(frozen=True)
 class ReplayResult:
     """What a replay showed. ``refusal`` is the ConfigError message when the config was
-    refused (then no op ran); ``limits`` is None then."""
+    refused (then no op ran); ``limits`` is None then. ``errors`` lists, as
+    ``"step N: Type: message (file:line)"``, an exception the target raised (the run
+    stopped there)."""
 
     source: str
     policy: str
@@ -74,6 +80,7 @@ class ReplayResult:
     violations: tuple[Violation, ...]
     expectations: tuple[ExpectationResult, ...]
     max_work_gap: int
+    errors: tuple[str, ...] = ()
 
     @property
     def expected_violations(self) -> frozenset[str]:
@@ -83,9 +90,11 @@ class ReplayResult:
     @property
     def problems(self) -> tuple[str, ...]:
         """Why the verdict fails: unmet expectations and, unless some violation is expected,
-        every violation. Empty when the verdict is ok."""
+        every violation and target error. Empty when the verdict is ok."""
         unmet = tuple(r.message for r in self.expectations if not r.met)
-        return unmet if self.expected_violations else unmet + tuple(map(str, self.violations))
+        if self.expected_violations:
+            return unmet
+        return unmet + tuple(map(str, self.violations)) + tuple(f"the target raised in {e}" for e in self.errors)
 
     @property
     def ok(self) -> bool:
@@ -98,23 +107,26 @@ class ReplayResult:
             "steps": [s.to_json() for s in self.steps],
             "violations": [{"invariant": v.invariant, "step": v.step, "message": v.message} for v in self.violations],
             "expectations": [r.to_json() for r in self.expectations],
-            "max_work_gap": self.max_work_gap,
+            "max_work_gap": self.max_work_gap, "errors": list(self.errors),
         }
 
 
-def replay_on_model(trace: Trace, policy: str | BudgetPolicy | None = None) -> ReplayResult:
+def replay_on_model(trace: Trace, policy: str | BudgetPolicy | None = None,
+                    target_factory: TargetFactory = ModelTarget) -> ReplayResult:
     """Run the trace on the reference scheduler under its policy (or ``policy``: a name,
-    ``pkg.module:Class`` or an instance) and judge it. Raises BadInput."""
+    ``pkg.module:Class`` or an instance) and judge it. Raises BadInput. ``target_factory``
+    builds what executes the ops from the config and the policy (the torch runner's
+    target wraps the reference scheduler and executes each of its steps)."""
     name, pol = _resolve_policy(trace, policy)
     try:
         cfg = BudgetConfig.from_dict(trace.config)
     except ConfigError as e:
         return _refused(trace, name, str(e), "invalid config")
     try:
-        sched = Scheduler(cfg, pol)
+        target = target_factory(cfg, pol)
     except ConfigError as e:
         return _refused(trace, name, str(e), f"{name} refuses the config")
-    return _judge(trace, name, None, _run(trace, sched))
+    return _judge(trace, name, None, _run(trace, Execution(target)))
 
 
 def _refused(trace: Trace, name: str, refusal: str, what: str) -> ReplayResult:
@@ -134,25 +146,16 @@ def _resolve_policy(trace: Trace, policy: str | BudgetPolicy | None) -> tuple[st
         raise BadInput(f"{trace.source}: {e}") from None
 
 
-def _run(trace: Trace, sched: Scheduler) -> RunRecord:
-    run = RunRecord(limits=sched.limits)
+def _run(trace: Trace, execution: Execution) -> RunRecord:
+    """Apply the trace's ops until the end or a step in which the target raised."""
     for index, op in enumerate(trace.ops):
-        if isinstance(op, AddOp):
-            try:
-                sched.add_request(op.id, op.prompt_len, op.max_tokens, op.priority, op.prefix_group, op.prefix_len)
-            except ValueError as e:
-                raise BadInput(f"{trace.source}: ops[{index}]: {e}") from None
-            run.events.append(("add", op.id))
-            run.added[op.id] = sched.request_state(op.id)
-        elif isinstance(op, AbortOp):
-            sched.abort_request(op.id)
-            run.events.append(("abort", op.id))
-        else:
-            record = sched.schedule()
-            run.events.append(("step", len(run.steps)))
-            run.steps.append(record)
-            run.outcomes.append(sched.update_from_output(record, dict(op.accepted)))
-    return run
+        if execution.crashed is not None:
+            break
+        try:
+            execution.apply(op)
+        except ValueError as e:
+            raise BadInput(f"{trace.source}: ops[{index}]: {e}") from None
+    return execution.run
 
 
 def _judge(trace: Trace, name: str, refusal: str | None, run: RunRecord | None) -> ReplayResult:
@@ -163,6 +166,7 @@ def _judge(trace: Trace, name: str, refusal: str | None, run: RunRecord | None) 
     return ReplayResult(
         source=trace.source, policy=name, refusal=refusal, limits=run.limits if run else None, steps=steps,
         violations=violations, expectations=results, max_work_gap=max((s.work_gap for s in steps), default=0),
+        errors=tuple(f"step {rec.step}: {rec.error}" for rec in records if rec.error is not None),
     )
 
 

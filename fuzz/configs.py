@@ -1,0 +1,162 @@
+"""Config strategies: deployments a policy accepts, realistic ones and adversarial corners.
+
+``configs(policy)`` draws configs the policy's ``validate`` accepts, built valid by
+construction from the ``ConfigSpace`` the validation allows (found by probing it, so a
+user's policy gets configs too). Scales:
+
+- ``deployment``: B 512-65536, S 1-1024, realistic block sizes and model lengths;
+- ``small``: B up to 256, where a handful of requests fills the budget;
+- ``draft-edge``: B just above the draft slots d of one request (B = d + 1 .. d + 4);
+- ``rows-edge``: S * (k + 1) within a few tokens of B.
+
+Across all scales: every method the policy's table knows (and speculation off), k up to
+the policy's limit, both scheduling policies where accepted, KV pools from the minimum
+(one ``max_model_len`` sequence: preemption) to ample, ``long_prefill_token_threshold``
+off, below 1 + k, or anywhere up to ``max_model_len``. Chunked prefill off only comes with
+B >= ``max_model_len``, as vLLM and FastDeploy (before its V1 KV-cache scheduler) demand.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from hypothesis import strategies as st
+
+from ..model import BudgetConfig, BudgetPolicy, ConfigError, methods
+from ..model.intlike import cdiv
+
+SCALES = ("deployment", "small", "draft-edge", "rows-edge")
+MAX_K = 16
+MAX_SEQS = 1024
+MAX_POOL = 1 << 15  # blocks; an ample pool beyond this adds nothing to a short run
+
+Draw = Callable[[st.SearchStrategy[Any]], Any]
+
+
+@dataclass(frozen=True)
+class ConfigSpace:
+    """The knobs a policy's validation lets vary around a config it accepts."""
+
+    methods: tuple[str | None, ...]  # None: speculative decoding off
+    max_k: int
+    max_seqs: int
+    scheduling_policies: tuple[str, ...]
+    parallel_drafting: bool
+    max_num_scheduled_tokens: bool  # a user-set T is accepted
+
+
+def _accepts(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
+    try:
+        policy.validate(cfg)
+    except ConfigError:
+        return False
+    return True
+
+
+def config_space(policy: BudgetPolicy) -> ConfigSpace:
+    """Probe the policy's validation one knob at a time around a roomy config.
+
+    Raises ConfigError when the policy accepts none of the probe configs.
+    """
+    base = BudgetConfig(max_num_batched_tokens=4096, max_num_seqs=1, max_model_len=4096)
+    table = methods.TABLES[policy.table]
+    spec_ok = [m for m in sorted(table) if _accepts(policy, base.replace(num_speculative_tokens=1, method=m))]
+    found: tuple[str | None, ...] = ((None,) if _accepts(policy, base) else ()) + tuple(spec_ok)
+    if not found:
+        raise ConfigError(f"{policy.name}: found no config the policy accepts to fuzz; check its validate()")
+    probe = base.replace(num_speculative_tokens=1, method=spec_ok[0]) if spec_ok else base
+    max_k = max((k for k in range(1, MAX_K + 1) if spec_ok and _accepts(policy, probe.replace(num_speculative_tokens=k))),
+                default=0)
+    max_seqs = max(s for s in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, MAX_SEQS)
+                   if s == 1 or _accepts(policy, probe.replace(max_num_seqs=s)))
+    return ConfigSpace(
+        methods=found,
+        max_k=max_k,
+        max_seqs=max_seqs,
+        scheduling_policies=("fcfs",) + (("priority",) if _accepts(policy, probe.replace(scheduling_policy="priority")) else ()),
+        parallel_drafting=bool(spec_ok) and any(
+            _accepts(policy, probe.replace(method=m, parallel_drafting=True)) for m in spec_ok
+            if table[m].parallel_draft_slots is not None),
+        max_num_scheduled_tokens=_accepts(policy, probe.replace(max_num_scheduled_tokens=4096)),
+    )
+
+
+def log_int(lo: int, hi: int) -> st.SearchStrategy[int]:
+    """Integers in [lo, hi], each power-of-two range equally likely (lo >= 1)."""
+    return st.integers(lo.bit_length() - 1, hi.bit_length() - 1).flatmap(
+        lambda e: st.integers(max(lo, 1 << e), min(hi, (1 << (e + 1)) - 1)))
+
+
+def configs(policy: BudgetPolicy, space: ConfigSpace | None = None,
+            scales: tuple[str, ...] = SCALES) -> st.SearchStrategy[BudgetConfig]:
+    """Configs the policy accepts, drawn from ``scales`` (see the module docstring)."""
+    space = space or config_space(policy)
+    table = methods.TABLES[policy.table]
+
+    @st.composite
+    def draw_config(draw: Draw) -> BudgetConfig:
+        method = draw(st.sampled_from(space.methods))
+        k = 0 if method is None else draw(st.integers(1, space.max_k))
+        parallel = bool(method and space.parallel_drafting and table[method].parallel_draft_slots is not None
+                        and draw(st.booleans()))
+        d = int(methods.draft_slots(policy.table, method, k, parallel)) if method else 0
+        budget, seqs, block_size, model_len = _limits(draw, draw(st.sampled_from(scales)), d, k, space.max_seqs)
+        chunked = budget >= 2 and draw(st.sampled_from((True, True, False)))
+        model_len = max(2, min(model_len, budget) if not chunked else model_len)
+        scheduled = None
+        if space.max_num_scheduled_tokens and draw(st.sampled_from((False, False, True))):
+            scheduled = draw(st.integers(1, 2 * budget))
+        return BudgetConfig(
+            max_num_batched_tokens=budget,
+            max_num_seqs=seqs,
+            max_num_scheduled_tokens=scheduled,
+            num_speculative_tokens=k,
+            method=method,
+            parallel_drafting=parallel,
+            block_size=block_size,
+            num_kv_blocks=_pool(draw, cdiv(model_len, block_size)),
+            max_model_len=model_len,
+            long_prefill_token_threshold=_threshold(draw, k, model_len),
+            scheduling_policy=draw(st.sampled_from(space.scheduling_policies)),
+            enable_chunked_prefill=not budget >= 2 or chunked,
+            enable_prefix_caching=draw(st.sampled_from((True, False))),
+        )
+
+    return draw_config().filter(lambda cfg: _accepts(policy, cfg))
+
+
+def _limits(draw: Draw, scale: str, d: int, k: int, max_seqs: int) -> tuple[int, int, int, int]:
+    """B, S, block size and max_model_len of one scale."""
+    if scale == "deployment":
+        budget = draw(log_int(512, 65536))
+        seqs = draw(log_int(1, min(MAX_SEQS, max_seqs, budget)))
+        block_size = draw(st.sampled_from((16, 32, 64, 128)))
+        return budget, seqs, block_size, draw(log_int(max(2, budget // 8), 4 * budget))
+    if scale == "rows-edge":
+        per_seq = draw(st.integers(1, 64))
+        budget = max(1, per_seq * (k + 1) + draw(st.integers(-8, 8)))
+        seqs = per_seq + draw(st.integers(-2, 2))
+    else:
+        budget = draw(st.integers(1, 256)) if scale == "small" else d + draw(st.integers(1, 4))
+        seqs = draw(st.integers(1, 64))
+    seqs = max(1, min(seqs, budget, max_seqs))
+    model_len = draw(st.one_of(st.integers(2, 64), st.integers(budget, 4 * budget + 2)))
+    return budget, seqs, draw(st.sampled_from((1, 2, 4, 8, 16))), model_len
+
+
+def _pool(draw: Draw, min_blocks: int) -> int:
+    """KV blocks: the minimum for one sequence (or a few more), a few sequences, or ample."""
+    size = draw(st.sampled_from(("tight", "moderate", "ample")))
+    if size == "tight":
+        return min_blocks + draw(st.integers(0, 2))
+    if size == "moderate":
+        return min_blocks * draw(st.integers(2, 4))
+    return max(min_blocks, MAX_POOL)
+
+
+def _threshold(draw: Draw, k: int, model_len: int) -> int:
+    """long_prefill_token_threshold: off, below 1 + k, or anywhere up to max_model_len."""
+    kind = draw(st.sampled_from(("off", "off", "below-1+k", "any")))
+    if kind == "off":
+        return 0
+    return draw(st.integers(1, min(k + 1, model_len) if kind == "below-1+k" else model_len))

@@ -1,0 +1,182 @@
+"""Conformance: the reference model (``vllm-adaptive``) against the real vLLM 0.32 scheduler.
+
+``run_conformance(seed, n)`` runs workloads ``0 .. n-1`` of ``fuzz.workloads`` on both
+sides in lockstep (``fuzz.lockstep``) and compares every step: grants, scheduled drafts,
+preemptions (in order) and finished requests. A workload agrees when every step does.
+
+Every workload that does not agree is a divergence. Its trace is shrunk (``fuzz.shrink``)
+while it still diverges the same way, cut after the divergent step and written to the
+corpus directory (never overwriting). The trace's expectations hold vLLM's side of the
+divergent step (its grants, drafts and preemptions; or, when vLLM raised, the
+invariants the model reports there), so replaying it on the model shows the model's
+side against vLLM's, and replaying it on ``--target vllm`` meets them. A divergence is
+explained when it matches an entry of ``fuzz.known_divergences`` (a SPEC.md finding or
+deliberate simplification); the run is ok when every divergence is explained.
+"""
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Hashable
+
+from ..model import ConfigError
+from ..spec.trace import StepExpectation, Trace, ViolationExpectation, write_trace
+from .known_divergences import KnownDivergence, explain
+from .lockstep import Lockstep, run_lockstep
+from .shrink import cut_after_step, shrink
+from .workloads import workload
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """A workload on which the model and vLLM disagree: the (shrunk) trace written for it,
+    the lockstep result of that trace, and the SPEC.md entry that explains it, if any."""
+
+    workload: int
+    trace: Path
+    result: Lockstep
+    explanation: KnownDivergence | None
+
+    def to_json(self) -> dict[str, Any]:
+        r = self.result
+        assert r.model is not None and r.vllm is not None
+        return {
+            "workload": self.workload, "trace": str(self.trace), "step": r.step, "fields": list(r.fields),
+            "model": r.model.to_json(), "vllm": r.vllm.to_json(),
+            "explanation": self.explanation.to_json() if self.explanation else None,
+        }
+
+
+@dataclass
+class ConformReport:
+    """The outcome of a conformance run; ``coverage`` counts workloads per exercised feature."""
+
+    engine: str
+    seed: int
+    workloads: int
+    agreeing: int = 0
+    steps_agreeing: int = 0
+    seconds: float = 0.0
+    corpus: Path | None = None
+    divergences: list[Divergence] = field(default_factory=list)
+    coverage: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def agreement(self) -> float:
+        return self.agreeing / self.workloads if self.workloads else 1.0
+
+    @property
+    def unexplained(self) -> list[Divergence]:
+        return [d for d in self.divergences if d.explanation is None]
+
+    @property
+    def ok(self) -> bool:
+        return not self.unexplained
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok, "engine": self.engine, "seed": self.seed, "workloads": self.workloads,
+            "agreeing": self.agreeing, "agreement": round(self.agreement, 6), "steps_agreeing": self.steps_agreeing,
+            "seconds": round(self.seconds, 2), "corpus": str(self.corpus) if self.corpus else None,
+            "divergences": [d.to_json() for d in self.divergences],
+            "unexplained": len(self.unexplained), "coverage": dict(sorted(self.coverage.items())),
+        }
+
+
+def run_conformance(seed: int, workloads: int, corpus: Path | None = None,
+                    progress: Progress = lambda _: None) -> ConformReport:
+    """Compare the model and vLLM on ``workloads`` workloads of ``seed``; write each
+    divergence's trace under ``corpus`` (default: a new temp dir, made at the first one).
+
+    Raises EngineUnavailable without vLLM, OSError when the corpus cannot be written.
+    """
+    report = ConformReport(engine="vllm", seed=seed, workloads=workloads, corpus=corpus)
+    started = time.perf_counter()
+    for index in range(workloads):
+        progress(f"conform: workload {index + 1}/{workloads}, {len(report.divergences)} divergences")
+        trace = workload(seed, index)
+        result = run_lockstep(trace)
+        report.coverage.update(result.features)
+        report.steps_agreeing += result.steps_agreeing
+        if result.agrees:
+            report.agreeing += 1
+            continue
+        report.divergences.append(_divergence(report, index, trace, result))
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def signature(result: Lockstep) -> Hashable:
+    """How a lockstep run diverged, for shrinking: the differing fields, or vLLM's error
+    and the model's verdict on that step. None when it agreed."""
+    if result.agrees:
+        return None
+    assert result.model is not None and result.vllm is not None
+    if result.vllm_raised:
+        return ("vllm raised", result.vllm.error, result.model.violations)
+    return ("differs", result.fields, result.model.error)
+
+
+def _divergence(report: ConformReport, index: int, trace: Trace, result: Lockstep) -> Divergence:
+    wanted = signature(result)
+
+    def same_divergence(candidate: Trace) -> bool:
+        try:
+            return signature(run_lockstep(candidate)) == wanted
+        except (ValueError, ConfigError):  # a candidate a side refuses is no counterexample
+            return False
+
+    small = shrink(cut_after_step(trace, result.step or 0), same_divergence)
+    small_result = run_lockstep(small)
+    small = cut_after_step(small, small_result.step or 0)
+    known = explain(small_result)
+    if report.corpus is None:
+        report.corpus = Path(tempfile.mkdtemp(prefix="tokenbudget-conform-"))
+    path = _write(report.corpus, f"conform-seed{report.seed}-w{index:04d}",
+                  _annotated(small, small_result, report.seed, index, known))
+    return Divergence(index, path, small_result, known)
+
+
+def _annotated(trace: Trace, result: Lockstep, seed: int, index: int, known: KnownDivergence | None) -> Trace:
+    """The divergence trace: vLLM's side as expectations, both sides in the description."""
+    m, v, step = result.model, result.vllm, result.step
+    assert m is not None and v is not None and step is not None
+    if v.error is not None:
+        what = f"vLLM raised {v.error}; the model reports {', '.join(m.violations) or 'no violation'}"
+        expect: tuple[Any, ...] = tuple(ViolationExpectation(inv) for inv in m.violations)
+    else:
+        what = "; ".join(f"{f}: model {_show(getattr(m, f))}, vLLM {_show(getattr(v, f))}" for f in result.fields)
+        expect = (StepExpectation(step, dict(v.num_scheduled_tokens), dict(v.scheduled_draft_tokens), v.preempted),)
+    why = f" Explained by {known.spec}: {known.summary}." if known else " Unexplained."
+    return replace(
+        trace, expect=expect,
+        description=f"Conformance divergence (seed {seed}, workload {index}) at step {step}: {what}.{why}",
+        found_by=f"tokenbudget conform --engine vllm --seed {seed} (workload {index})",
+    )
+
+
+def _show(value: object) -> str:
+    if isinstance(value, frozenset):
+        value = sorted(value)
+    elif isinstance(value, tuple):
+        value = list(value)
+    return json.dumps(value)
+
+
+def _write(directory: Path, stem: str, trace: Trace) -> Path:
+    """Write the trace as ``stem.json`` in ``directory``, or ``stem-2.json``, ... if taken."""
+    directory.mkdir(parents=True, exist_ok=True)
+    n = 1
+    while True:
+        path = directory / (f"{stem}.json" if n == 1 else f"{stem}-{n}.json")
+        try:
+            write_trace(trace, path)
+            return path
+        except FileExistsError:
+            n += 1

@@ -1,0 +1,135 @@
+"""Run one trace on the reference model and on real vLLM in lockstep, step by step.
+
+Both sides get the same ops. After every step op the observable part of the step
+(``StepView``: grants, scheduled drafts, preemptions in order, finished requests) is
+compared; the run stops at the first step that differs, at the first step where vLLM
+raised, or when the ops end. Nothing here writes files or knows about workloads.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from ..model import BudgetConfig, get_policy
+from ..spec import check_step
+from ..spec.records import StepOutcome, StepRecord
+from ..spec.trace import AbortOp, AddOp, StepOp, Trace
+from .coverage import config_features, step_features
+from .target import ModelTarget
+from .vllm_target import VllmTarget
+
+COMPARED = ("num_scheduled_tokens", "scheduled_draft_tokens", "preempted", "finished")
+
+
+@dataclass(frozen=True)
+class StepView:
+    """What both sides expose of one step. ``scheduled_draft_tokens`` lists only requests
+    with at least one draft; ``preempted`` is in preemption order; ``error`` is an
+    exception raised inside the side's scheduler (the record's ``error``);
+    ``violations`` are the invariant ids the model's StepRecord breaks (model side only)."""
+
+    num_scheduled_tokens: Mapping[str, int]
+    scheduled_draft_tokens: Mapping[str, int]
+    preempted: tuple[str, ...]
+    finished: frozenset[str]
+    error: str | None = None
+    violations: tuple[str, ...] = ()
+
+    def differs_in(self, other: StepView) -> tuple[str, ...]:
+        """The compared fields on which the two views differ."""
+        return tuple(f for f in COMPARED if getattr(self, f) != getattr(other, f))
+
+    def to_json(self) -> dict[str, object]:
+        doc: dict[str, object] = {
+            "num_scheduled_tokens": dict(self.num_scheduled_tokens),
+            "scheduled_draft_tokens": dict(self.scheduled_draft_tokens),
+            "preempted": list(self.preempted),
+            "finished": sorted(self.finished),
+        }
+        if self.error is not None:
+            doc["error"] = self.error
+        if self.violations:
+            doc["violations"] = list(self.violations)
+        return doc
+
+
+@dataclass(frozen=True)
+class Lockstep:
+    """The outcome of one lockstep run.
+
+    ``steps_agreeing`` counts the steps whose views were equal; ``features`` are the
+    scheduler features the model's side exercised (``fuzz.coverage``). ``step`` is the index
+    (counting step ops) of the step that ended the run early, None when every step
+    agreed. ``fields`` are the compared fields that differ there; empty when vLLM
+    raised (``vllm.error``), in which case ``model.violations`` says whether the model
+    flagged that step as well.
+    """
+
+    steps_agreeing: int
+    features: frozenset[str]
+    step: int | None = None
+    fields: tuple[str, ...] = ()
+    model: StepView | None = None
+    vllm: StepView | None = None
+
+    @property
+    def agrees(self) -> bool:
+        return self.step is None
+
+    @property
+    def vllm_raised(self) -> bool:
+        return self.vllm is not None and self.vllm.error is not None
+
+    @property
+    def predicted_failure(self) -> bool:
+        """vLLM raised in a step where the model reports a safety violation."""
+        return self.vllm_raised and self.model is not None and bool(self.model.violations)
+
+
+def _view(record: StepRecord, outcome: StepOutcome, violations: tuple[str, ...] = ()) -> StepView:
+    finished = frozenset(rid for rid in record.num_scheduled_tokens
+                         if rid in outcome.requests and outcome.requests[rid].status == "finished")
+    return StepView(
+        num_scheduled_tokens=dict(record.num_scheduled_tokens),
+        scheduled_draft_tokens={rid: n for rid, n in record.scheduled_draft_tokens.items() if n},
+        preempted=tuple(record.preempted),
+        finished=finished,
+        error=record.error,
+        violations=violations,
+    )
+
+
+def run_lockstep(trace: Trace) -> Lockstep:
+    """Run the trace's ops on the model (``ModelTarget``) and on vLLM (``VllmTarget``);
+    compare every step.
+
+    Raises EngineUnavailable without vLLM, ConfigError when a side refuses the config,
+    ValueError when a side refuses a request.
+    """
+    cfg, policy = BudgetConfig.from_dict(trace.config), get_policy(trace.policy)
+    model, vllm = ModelTarget(cfg, policy), VllmTarget(cfg, policy)
+    features, running = config_features(cfg), frozenset[str]()
+    changes_left = sum(not isinstance(op, StepOp) for op in trace.ops)
+    agreeing = 0
+    for op in trace.ops:
+        if isinstance(op, AddOp):
+            model.add(op)
+            vllm.add(op)
+        elif isinstance(op, AbortOp):
+            model.abort(op.id)
+            vllm.abort(op.id)
+        else:
+            m_record, m_outcome = model.step(op.accepted)
+            features |= step_features(m_record, cfg.long_prefill_token_threshold, running)
+            running = frozenset(m_record.running)
+            m = _view(m_record, m_outcome, tuple(sorted({v.invariant for v in check_step(m_record)})))
+            v = _view(*vllm.step(op.accepted))
+            fields = m.differs_in(v)
+            if v.error is not None or m.error is not None or fields:
+                return Lockstep(agreeing, frozenset(features), agreeing, () if v.error else fields, m, v)
+            agreeing += 1
+            if not m.num_scheduled_tokens and not changes_left:
+                break  # both idle and no add or abort left: every later step is empty on both sides
+            continue
+        changes_left -= 1
+    return Lockstep(agreeing, frozenset(features))

@@ -1,0 +1,215 @@
+"""The fuzzing state machine: generate ops, execute them on a target, judge every step.
+
+Generate, execute and check stay apart. The rules generate operations (``add``,
+``step``, ``abort``) and record each one before applying it; an ``Execution`` applies
+them to the target; the spec's predicates judge what it observed. A failing run
+therefore becomes a Trace of exactly the ops applied, and replays.
+
+Every step is judged as it happens (``check_step``, and the target's ``error``); the
+``@invariant`` judges the run so far (``no_request_lost``). At teardown the machine
+stops adding and drains: it steps until every live request has finished, and once the
+drain is longer than the spec's bound ``progress_bound`` judges it. ``target()`` steers
+generation toward high input-row use and preemption.
+
+Only the spec's observations are read, never the target's internals, so a real engine
+whose records lack a ledger (or carry an ``error``) runs in the same machine.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Mapping
+
+from hypothesis import strategies as st
+from hypothesis import target
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from ..model import BudgetConfig, BudgetPolicy
+from ..spec.invariants import Violation, check_step, drain_bound, no_request_lost, progress_bound
+from ..spec.records import RequestState, StepRecord
+from ..spec.trace import AbortOp, AddOp, Op, StepOp, Trace, ViolationExpectation
+from .configs import configs
+from .execution import Execution
+from .failures import TARGET_ERROR, failure
+from .target import ModelTarget, TargetFactory
+from .workload import PATTERNS, RequestShape, accepted_drafts, request_shapes, resolve
+
+DEFAULTS = BudgetConfig().to_dict()
+
+
+@dataclass
+class FuzzStats:
+    """Counters shared by every run of one machine class. ``first_failure`` holds, per
+    failure kind, the seconds from ``started`` to the step where it was first seen
+    (before any shrinking); ``tick`` is called as each example starts."""
+
+    started: float = field(default_factory=time.perf_counter)
+    examples: int = 0
+    steps: int = 0
+    first_failure: dict[str, float] = field(default_factory=dict)
+    tick: Callable[["FuzzStats"], None] | None = None
+
+
+def compact_config(cfg: BudgetConfig) -> dict[str, Any]:
+    """The config's keys that differ from BudgetConfig's defaults, as a trace writes them."""
+    return {key: value for key, value in cfg.to_dict().items() if DEFAULTS[key] != value}
+
+
+class FuzzMachine(RuleBasedStateMachine):
+    """Rules and checks shared by every machine; ``machine_class`` makes the concrete
+    class for one policy, target and config strategy."""
+
+    policy_spec: ClassVar[str]
+    policy: ClassVar[BudgetPolicy]
+    target_factory: ClassVar[TargetFactory]
+    stats: ClassVar[FuzzStats]
+    found_by: ClassVar[str]
+    known: ClassVar[frozenset[str]] = frozenset()  # failure kinds not to raise again: such a run just ends
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cfg: BudgetConfig | None = None
+        self.execution: Execution | None = None
+        self.ops: list[Op] = []
+        self.num_added = 0
+        self.live: dict[str, RequestState] = {}  # added, not yet seen finished or aborted
+        self.broken = False  # a check failed or an op raised: teardown must not run more ops
+        self.max_row_use = 0.0  # the largest share of B a step's runner rows took
+        self.max_preempted = 0  # the most requests one step preempted
+
+    # -- generate -----------------------------------------------------------------------
+    def deploy(self, cfg: BudgetConfig) -> None:
+        """Start the target; the initialize rule of each concrete class calls this."""
+        self.cfg = cfg
+        self.execution = Execution(type(self).target_factory(cfg, type(self).policy))
+        stats = type(self).stats
+        stats.examples += 1
+        if stats.tick is not None:
+            stats.tick(stats)
+
+    @rule(requests=st.lists(request_shapes(), min_size=1, max_size=3))
+    def add(self, requests: list[RequestShape]) -> None:
+        if self.broken:
+            return
+        assert self.cfg is not None and self.execution is not None
+        lim = self.execution.run.limits
+        chunk = min(lim.max_num_batched_tokens - lim.draft_slots, lim.max_num_scheduled_tokens,
+                    self.cfg.long_prefill_token_threshold or lim.max_num_batched_tokens)
+        for shape in requests:
+            op = resolve(shape, self.cfg, max(1, chunk), str(self.num_added))
+            self.num_added += 1
+            self._apply(op)
+            self.live[op.id] = RequestState("waiting", 0, 0, op.max_tokens, op.prompt_len)
+
+    @rule(count=st.integers(1, 8), pattern=st.sampled_from(PATTERNS), seed=st.integers(0, 255))
+    def step(self, count: int, pattern: str, seed: int) -> None:
+        assert self.cfg is not None
+        for i in range(count):
+            if self.broken:
+                return
+            self._step(accepted_drafts(pattern, seed + i, list(self.live), self.cfg.num_speculative_tokens))
+
+    @precondition(lambda self: bool(self.live) and not self.broken)
+    @rule(index=st.integers(0, 255))
+    def abort(self, index: int) -> None:
+        rid = list(self.live)[index % len(self.live)]
+        self._apply(AbortOp(rid))
+        del self.live[rid]
+
+    # -- execute ------------------------------------------------------------------------
+    def _apply(self, op: Op) -> StepRecord | None:
+        assert self.execution is not None
+        self.ops.append(op)
+        self.broken = True
+        record = self.execution.apply(op)
+        self.broken = False
+        return record
+
+    def _step(self, accepted: Mapping[str, int]) -> None:
+        assert self.execution is not None
+        record = self._apply(StepOp(dict(accepted)))
+        assert record is not None
+        stats = type(self).stats
+        stats.steps += 1
+        for rid, state in self.execution.run.outcomes[-1].requests.items():
+            if rid in self.live:
+                if state.status in ("finished", "aborted"):
+                    del self.live[rid]
+                else:
+                    self.live[rid] = state
+        self.max_row_use = max(self.max_row_use, record.total_runner_rows / record.limits.max_num_batched_tokens)
+        self.max_preempted = max(self.max_preempted, len(record.preempted))
+        self._judge(tuple(check_step(record)), record.error)
+
+    # -- check --------------------------------------------------------------------------
+    @invariant()
+    def no_request_is_lost(self) -> None:
+        if self.execution is not None and not self.broken:
+            self._judge(tuple(no_request_lost(self.execution.run)))
+
+    def teardown(self) -> None:
+        """Stop adding and drain; a drain past the spec's bound is a ``progress`` violation."""
+        if self.execution is None or self.broken:
+            return
+        run = self.execution.run
+        bound = drain_bound(self.live)
+        drained = 0
+        while self.live:
+            self._step({})
+            drained += 1
+            if drained >= bound and progress_bound(run):
+                break
+        self._judge(tuple(no_request_lost(run)) + tuple(progress_bound(run)))
+        target(self.max_row_use, label="input rows / B, most in a step")
+        target(float(self.max_preempted), label="preemptions, most in a step")
+
+    def _judge(self, violations: tuple[Violation, ...], error: str | None = None) -> None:
+        """Raise the failure of the first violated invariant (or target error) not yet known;
+        a run that shows only known kinds ends quietly: its later rules do nothing."""
+        if not violations and error is None:
+            return
+        self.broken = True
+        kinds = tuple(dict.fromkeys(v.invariant for v in violations)) or (TARGET_ERROR,)
+        stats = type(self).stats
+        for kind in kinds:
+            stats.first_failure.setdefault(kind, time.perf_counter() - stats.started)
+        new = [kind for kind in kinds if kind not in type(self).known]
+        if new:
+            raise failure(new[0], violations, error, self._trace(kinds if violations else (), violations, error))
+
+    def _trace(self, kinds: tuple[str, ...], violations: tuple[Violation, ...], error: str | None) -> Trace:
+        assert self.cfg is not None and self.execution is not None
+        parts = [str(violations[0])] if violations else []
+        if error is not None:
+            parts.append(f"the target raised in step {self.execution.run.steps[-1].step}: {error}")
+        return Trace(
+            policy=type(self).policy_spec,
+            config=compact_config(self.cfg),
+            ops=tuple(self.ops),
+            expect=tuple(ViolationExpectation(kind) for kind in kinds),
+            description="; ".join(parts),
+            found_by=type(self).found_by,
+        )
+
+
+def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: TargetFactory = ModelTarget,
+                  config_strategy: st.SearchStrategy[BudgetConfig] | None = None,
+                  found_by: str = "Hypothesis (tokenbudget fuzz)") -> type[FuzzMachine]:
+    """A state machine fuzzing ``policy`` (loaded from ``policy_spec``, the name a trace
+    records) on targets made by ``target_factory``, with configs from ``config_strategy``
+    (default: every scale ``fuzz.configs.configs`` knows). Raises ConfigError when no
+    config of the policy can be found."""
+    strategy = config_strategy if config_strategy is not None else configs(policy)
+
+    class Machine(FuzzMachine):
+        @initialize(cfg=strategy)
+        def start(self, cfg: BudgetConfig) -> None:
+            self.deploy(cfg)
+
+    Machine.__name__ = Machine.__qualname__ = "Fuzz_" + "".join(c if c.isalnum() else "_" for c in policy_spec)
+    Machine.policy_spec = policy_spec
+    Machine.policy = policy
+    Machine.target_factory = target_factory
+    Machine.stats = FuzzStats()
+    Machine.found_by = found_by
+    return Machine

@@ -1,0 +1,200 @@
+"""A fuzzing session: run the state machine for a number of examples or seconds, collect
+the shrunk counterexamples and save each as a trace with its Hypothesis program.
+
+``examples=N`` is one Hypothesis run of N examples, deterministic for a seed.
+``seconds=S`` runs batches of examples, each with its own seed derived from the session's,
+until S seconds have passed (checked between batches); a batch that finds a failure also
+shrinks it, which can run past S. A failure kind found once is not raised again in later batches: a run that shows
+only known kinds just ends, so the time goes to finding the others.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+from hypothesis.reporting import with_reporter
+from hypothesis.stateful import run_state_machine_as_test
+
+from ..model import BudgetConfig, get_policy
+from ..spec.trace import Trace, write_trace
+from .failures import FuzzFailure
+from .machine import FuzzMachine, FuzzStats, machine_class
+from .target import ModelTarget, TargetFactory
+
+PHASES = (Phase.explicit, Phase.generate, Phase.target, Phase.shrink)  # no explain phase: it is slow
+FIRST_BATCH = 25  # examples in the first batch of a timed session; each next one doubles, up to
+MAX_BATCH = 100  # (sizes do not depend on timing, so a seed always runs the same examples in order)
+PROGRESS_EVERY = 0.2  # seconds between progress lines
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Counterexample:
+    """A shrunk failure: its kind, what was violated, the trace and the program that
+    found it, when it was first seen (seconds into the session, before shrinking), and
+    where trace and program were saved (empty when not saved)."""
+
+    kind: str
+    message: str
+    trace: Trace
+    program: tuple[str, ...]
+    first_seen: float
+    paths: tuple[str, ...] = ()
+
+
+@dataclass
+class FuzzReport:
+    """What a session did: examples and steps run (shrinking included), and one
+    counterexample per failure kind found."""
+
+    policy: str
+    target: str
+    seed: int
+    examples: int = 0
+    steps: int = 0
+    seconds: float = 0.0
+    counterexamples: list[Counterexample] = field(default_factory=list)
+
+    @property
+    def steps_per_second(self) -> float:
+        return self.steps / self.seconds if self.seconds else 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.counterexamples
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "ok": self.ok, "policy": self.policy, "target": self.target, "seed": self.seed,
+            "examples": self.examples, "steps": self.steps, "seconds": round(self.seconds, 3),
+            "steps_per_second": round(self.steps_per_second, 1),
+            "violations": {
+                c.kind: {"message": c.message, "first_seen_seconds": round(c.first_seen, 3), "ops": len(c.trace.ops),
+                         "trace": c.paths[0] if c.paths else None, "program": c.paths[1] if c.paths else None}
+                for c in self.counterexamples
+            },
+        }
+
+
+def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, target_name: str = "model",
+         examples: int | None = None, seconds: float | None = None, seed: int = 0,
+         corpus: str | Path | None = None, progress: Progress = lambda _: None,
+         config_strategy: st.SearchStrategy[BudgetConfig] | None = None,
+         phases: Sequence[Phase] = PHASES) -> FuzzReport:
+    """Fuzz one policy on one target; save counterexamples under ``corpus`` when given.
+
+    Exactly one of ``examples`` and ``seconds`` is set. Raises ConfigError for an unknown
+    policy or one that accepts no config.
+    """
+    if (examples is None) == (seconds is None):
+        raise ValueError("give exactly one of examples and seconds")
+    policy = get_policy(policy_spec)
+    report = FuzzReport(policy_spec, target_name, seed)
+    found_by = f"Hypothesis: tokenbudget fuzz --policy {policy_spec} --seed {seed}"
+    started = time.perf_counter()
+    shown = [0.0]
+
+    def tick(stats: FuzzStats) -> None:
+        now = time.perf_counter()
+        if now - shown[0] >= PROGRESS_EVERY:
+            shown[0] = now
+            elapsed = now - started
+            steps = report.steps + stats.steps
+            progress(f"{policy_spec}: {elapsed:.0f}s  {report.examples + stats.examples} examples  {steps} steps "
+                     f"({steps / max(elapsed, 1e-9):.0f}/s)  {len(report.counterexamples)} violated")
+
+    batch, size = 0, examples if examples is not None else FIRST_BATCH
+    while True:
+        cls = machine_class(policy_spec, policy, target_factory, config_strategy, found_by)
+        cls.stats = FuzzStats(started=started, tick=tick)
+        cls.known = frozenset(c.kind for c in report.counterexamples)
+        failures = run_machine(cls, size, seed * 100_003 + batch, phases)
+        report.examples += cls.stats.examples
+        report.steps += cls.stats.steps
+        for f in failures:
+            first_seen = cls.stats.first_failure.get(f.kind, time.perf_counter() - started)
+            report.counterexamples.append(_save(f, first_seen, corpus, policy_spec, seed))
+        report.seconds = time.perf_counter() - started
+        batch += 1
+        if examples is not None or seconds is None or report.seconds >= seconds:
+            return report
+        size = min(2 * size, MAX_BATCH)
+
+
+def run_machine(cls: type[FuzzMachine], size: int, seed: int, phases: Sequence[Phase] = PHASES,
+                **changes: object) -> list[FuzzFailure]:
+    """One Hypothesis run of ``size`` examples from ``seed``: the failures it found,
+    shrunk, each with its program. Nothing is printed. ``changes`` override settings."""
+    s = settings(
+        settings(max_examples=size, database=None, deadline=None, derandomize=False, print_blob=False,
+                 suppress_health_check=list(HealthCheck), report_multiple_bugs=True, phases=tuple(phases)),
+        **changes,  # type: ignore[arg-type]
+    )
+    try:
+        with with_reporter(lambda _: None):
+            run_state_machine_as_test(hypothesis_seed(seed)(cls), settings=s)
+    except FuzzFailure as e:
+        return [_with_program(e)]
+    except BaseExceptionGroup as group:
+        fuzz_failures, others = group.split(FuzzFailure)
+        if others is not None:
+            raise others
+        assert fuzz_failures is not None
+        return [_with_program(e) for e in fuzz_failures.exceptions if isinstance(e, FuzzFailure)]
+    return []
+
+
+def _with_program(failure: FuzzFailure) -> FuzzFailure:
+    """Fill in the program Hypothesis attached to the failure as notes."""
+    notes = getattr(failure, "__notes__", [])
+    starts = [i for i, line in enumerate(notes) if line.startswith("state = ")]
+    if starts:
+        program = []
+        for line in notes[starts[0]:]:
+            program.append(line)
+            if line == "state.teardown()":
+                break
+        failure.program = program
+    return failure
+
+
+def _save(failure: FuzzFailure, first_seen: float, corpus: str | Path | None, policy_spec: str,
+          seed: int) -> Counterexample:
+    """The counterexample of a failure; its trace and program written under ``corpus``
+    (when given) as ``<policy>-<kind>-seed<N>[-<n>].json`` and ``.hypothesis.txt``,
+    never overwriting a file."""
+    message = str(failure).splitlines()[0] if str(failure) else failure.kind
+    found = Counterexample(failure.kind, message, failure.trace, tuple(failure.program), first_seen)
+    if corpus is None:
+        return found
+    folder = Path(corpus)
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = f"{''.join(c if c.isalnum() or c in '-_' else '_' for c in policy_spec)}-{failure.kind}-seed{seed}"
+    for n in range(1, 10_000):
+        name = stem if n == 1 else f"{stem}-{n}"
+        trace_path, program_path = folder / f"{name}.json", folder / f"{name}.hypothesis.txt"
+        if program_path.exists():
+            continue
+        try:
+            write_trace(failure.trace, trace_path)
+        except FileExistsError:
+            continue
+        with open(program_path, "x", encoding="utf-8") as f:
+            f.write(_program_text(failure, policy_spec, trace_path.name))
+        return Counterexample(found.kind, found.message, found.trace, found.program, first_seen,
+                              (str(trace_path), str(program_path)))
+    raise FileExistsError(f"{folder}: too many counterexamples named {stem}-*")
+
+
+def _program_text(failure: FuzzFailure, policy_spec: str, trace_name: str) -> str:
+    header = [
+        f"# The Hypothesis program that found {failure.kind} for {policy_spec} ({trace_name} is its trace).",
+        f"# Replay it with: tokenbudget replay {trace_name}",
+    ]
+    return "\n".join(header + list(failure.program)) + "\n"

@@ -1,0 +1,109 @@
+"""VllmTarget: the real vLLM 0.32 scheduler as a fuzz and replay target.
+
+It wraps ``VllmEngine`` (vLLM's own ``Scheduler``, KV cache manager and block pool on a
+fake model; see ``fuzz/vllm_engine.py``) and turns each engine step into the spec's
+StepRecord and StepOutcome.
+
+What a record holds, and where it comes from:
+
+* limits: read from vLLM after its config validation — B, T (the scheduler's
+  ``max_num_scheduled_tokens``), S, k, d (``max_num_new_slots_for_drafting``), L
+  (``num_lookahead_tokens``), ``max_model_len``, block size and usable pool size;
+* per scheduled request: the grant and scheduled drafts from the ``SchedulerOutput``;
+  ``runner_rows`` = grant + d, the rows vLLM's model runner occupies for it (its target
+  tokens plus the drafter's slots); computed tokens before the grant and the token count
+  from vLLM's ``Request``; the prefill set is the requests with more than one token left;
+* padded requests, preemptions (in order), queues, blocks in use, block tables and the
+  hashes of shared blocks, all from vLLM's scheduler and KV cache manager;
+* ``error``: an exception raised inside vLLM's ``schedule()`` or ``update_from_output``,
+  as ``"Type: message (file:line)"``; after it the target is dead.
+
+What vLLM cannot expose is left None, so the spec does not judge it: the ledger and the
+initial budgets (vLLM's budgets are locals of ``schedule()``), ``progress_possible``
+and ``unserved_demand``. Hence ``input-budget-nonnegative``, ``exact-refund``, the step
+half of ``progress`` and ``work-conserving`` are not judged on this target; vLLM's own
+``assert input_budget >= 0`` at the end of the pass still fires as an ``error``.
+
+The policy must be ``vllm-adaptive``: vLLM 0.32 runs its own accounting, which is that
+policy; traces written for another policy cannot run on it.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+from ..model import BudgetConfig, BudgetPolicy, ConfigError
+from ..spec.records import StepLimits, StepOutcome, StepRecord
+from ..spec.trace import AddOp
+from .vllm_engine import VllmEngine, VllmStep
+
+VLLM_POLICY = "vllm-adaptive"
+
+
+class VllmTarget:
+    """One deployment of vLLM's scheduler. Construction raises EngineUnavailable without
+    vLLM, and ConfigError (one line) for another policy than ``vllm-adaptive``, a config
+    the policy refuses (when ``validate``) or one vLLM's own config checks refuse."""
+
+    def __init__(self, cfg: BudgetConfig, policy: BudgetPolicy, validate: bool = True) -> None:
+        if policy.name != VLLM_POLICY:
+            raise ConfigError(f"the vllm target runs vLLM 0.32, whose policy is {VLLM_POLICY}, not {policy.name}; "
+                              "replay this trace with --target model")
+        if validate:
+            policy.validate(cfg)
+        try:
+            self.engine = VllmEngine(cfg)
+        except ValueError as exc:
+            raise ConfigError(f"vLLM refuses the config: {' '.join(str(exc).split())}") from None
+        self.limits = _limits(self.engine)
+        self.num_steps = 0
+
+    def add(self, op: AddOp) -> None:
+        self.engine.add(op.id, op.prompt_len, op.max_tokens, op.priority, op.prefix_group, op.prefix_len)
+
+    def abort(self, request_id: str) -> None:
+        self.engine.abort(request_id)
+
+    def step(self, accepted: Mapping[str, int]) -> tuple[StepRecord, StepOutcome]:
+        observed = self.engine.step(accepted)
+        record = _record(self.num_steps, self.limits, observed)
+        self.num_steps += 1
+        return record, StepOutcome(step=record.step, requests=observed.requests,
+                                   preempted=frozenset(observed.preempted))
+
+
+def _limits(engine: VllmEngine) -> StepLimits:
+    sched = engine.scheduler
+    spec = sched.vllm_config.speculative_config
+    return StepLimits(
+        max_num_batched_tokens=sched.scheduler_config.max_num_batched_tokens,
+        max_num_scheduled_tokens=sched.max_num_scheduled_tokens,
+        max_num_seqs=sched.max_num_running_reqs,
+        num_speculative_tokens=sched.num_spec_tokens,
+        draft_slots=spec.max_num_new_slots_for_drafting if spec is not None else 0,
+        lookahead=sched.num_lookahead_tokens,
+        max_model_len=sched.max_model_len,
+        block_size=sched.block_size,
+        num_kv_blocks=sched.kv_cache_manager.block_pool.num_gpu_blocks - 1,  # less vLLM's null block
+    )
+
+
+def _record(step: int, limits: StepLimits, s: VllmStep) -> StepRecord:
+    grants = s.num_scheduled_tokens
+    return StepRecord(
+        step=step,
+        limits=limits,
+        num_scheduled_tokens=dict(grants),
+        scheduled_draft_tokens={rid: s.scheduled_draft_tokens.get(rid, 0) for rid in grants},
+        runner_rows={rid: n + limits.draft_slots for rid, n in grants.items()},
+        computed_before=dict(s.computed_before),
+        num_tokens=dict(s.num_tokens),
+        padded=s.padded,
+        prefill=frozenset(rid for rid in grants if s.computed_before[rid] < s.num_tokens[rid] - 1),
+        preempted=s.preempted,
+        running=s.running,
+        waiting=s.waiting,
+        kv_blocks_in_use=s.kv_blocks_in_use,
+        block_tables=dict(s.block_tables),
+        block_keys=dict(s.block_keys),
+        error=s.error,
+    )

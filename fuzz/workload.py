@@ -1,0 +1,95 @@
+"""Workload strategies: request shapes and acceptance patterns, resolved against a config.
+
+A shape says what kind of request to add (a 1-token prompt, k + 1, a block-size edge, a
+prompt that chunks, one that runs into ``max_model_len``, a prefix-group member) in small
+integers that do not depend on the config, so the printed Hypothesis program reads well
+and shrinks toward simple requests. ``resolve`` turns a shape into the ``AddOp`` that the
+config makes of it; every length it yields is one the scheduler accepts.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Mapping
+
+from hypothesis import strategies as st
+
+from ..model import BudgetConfig
+from ..spec.trace import AddOp
+
+PROMPT_KINDS = ("any", "one", "k+1", "blocks", "long", "tail")
+PREFIXES = (None, "g0:blocks", "g0:all-but-last", "g0:all", "g1:blocks", "g1:all-but-last", "g1:all")
+PATTERNS = ("none", "all", "random")
+MAX_TOKENS = 48  # keeps every drain short; "tail" prompts reach max_model_len within it
+
+
+@dataclass(frozen=True)
+class RequestShape:
+    """A request in config-free terms (see ``resolve`` for what each field means)."""
+
+    prompt: str  # one of PROMPT_KINDS
+    n: int  # the kind's parameter
+    max_tokens: int
+    priority: int = 0
+    prefix: str | None = None  # one of PREFIXES: "group:what it shares", or None
+
+
+def request_shapes() -> st.SearchStrategy[RequestShape]:
+    return st.builds(
+        RequestShape,
+        prompt=st.sampled_from(PROMPT_KINDS),
+        n=st.integers(0, 300),
+        max_tokens=st.integers(1, MAX_TOKENS),
+        priority=st.integers(0, 3),
+        prefix=st.sampled_from(PREFIXES),
+    )
+
+
+def prompt_len(shape: RequestShape, cfg: BudgetConfig, chunk: int) -> int:
+    """The prompt length of a shape under cfg, within 1 .. max_model_len - 1.
+
+    ``chunk`` is the most one request can be granted in a step. Lengths are kept within
+    8 chunks so that every prompt prefills in a few steps whatever the config.
+    any: up to 4 chunks · one: 1 · k+1: k + 1 · blocks: a multiple of the block size, or
+    one either side (n picks which) · long: 1-2 chunks and more than a chunk, so it
+    chunks · tail: within n % 16 tokens of max_model_len - 1.
+    """
+    bs, top = cfg.block_size, cfg.max_model_len - 1
+    kind, n = shape.prompt, shape.n
+    if kind == "one":
+        return 1
+    if kind == "k+1":
+        return max(1, min(cfg.num_speculative_tokens + 1, top))
+    if kind == "blocks":
+        length = (n // 3 % 8 + 1) * bs + n % 3 - 1
+    elif kind == "long":
+        length = chunk + 1 + n * chunk // 300
+    elif kind == "tail":
+        length = top - n % 16
+    else:
+        length = 1 + n % (4 * chunk)
+    return max(1, min(length, top, 8 * chunk))
+
+
+def resolve(shape: RequestShape, cfg: BudgetConfig, chunk: int, request_id: str) -> AddOp:
+    """The add op of a shape under cfg (``chunk`` as for ``prompt_len``). A member of a
+    prefix group shares 1-4 full blocks (n picks how many), all of its prompt but the
+    last token, or all of it."""
+    length = prompt_len(shape, cfg, chunk)
+    if shape.prefix is None:
+        return AddOp(request_id, length, shape.max_tokens, shape.priority)
+    group, _, what = shape.prefix.partition(":")
+    shared = {"blocks": (shape.n % 4 + 1) * cfg.block_size, "all-but-last": length - 1, "all": length}[what]
+    return AddOp(request_id, length, shape.max_tokens, shape.priority, group, min(shared, length))
+
+
+def accepted_drafts(pattern: str, seed: int, live: list[str], k: int) -> Mapping[str, int]:
+    """Drafts accepted per live request: none, all k, or each 0..k from ``seed``. The
+    target clips them to the drafts it scheduled; zero entries are left out."""
+    if k == 0 or pattern == "none":
+        return {}
+    if pattern == "all":
+        return {rid: k for rid in live}
+    rng = random.Random(seed)
+    counts = {rid: rng.randint(0, k) for rid in live}
+    return {rid: n for rid, n in counts.items() if n}

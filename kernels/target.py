@@ -1,0 +1,132 @@
+"""RunnerTarget: the reference scheduler with the torch runner executing every step it makes.
+
+A target in the sense of ``fuzz.target.Target``: replay drives it op by op. Each step
+op schedules once on ``model.Scheduler``, executes the StepRecord on the ModelRunner,
+then feeds the output back with ``update_from_output``:
+
+- **forced** mode: the accepted drafts are the trace's (the runner still verifies them
+  and reports how many its own rule would have accepted);
+- **live** mode: the runner's greedy match or rejection sampling decides them.
+
+A step the runner cannot execute (InputRowsOverflow, KVOverflow, a CUDA out-of-memory
+under ``memory_cap``, or a record it cannot follow) is returned as the pass's record with
+``error`` set, like any target's failure: the run stops there and replay reports it.
+Every step lands in ``report``: rows per request against B, KV blocks, time and, on CUDA,
+peak memory.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Mapping
+
+import torch
+
+from ..model import BudgetConfig, BudgetPolicy, Scheduler
+from ..spec.records import StepOutcome, StepRecord
+from ..spec.trace import AddOp
+from .acceptance import Rule
+from .errors import DeviceOutOfMemory
+from .memory import cap_allocator
+from .models import MODEL_SPECS
+from .prompts import prompt_tokens
+from .report import RunnerReport, StepReport
+from .runner import ModelRunner, StepExecution
+
+
+@dataclass(frozen=True)
+class RunnerOptions:
+    """How the runner target runs: ``model`` names a MODEL_SPECS entry; ``memory_cap``
+    (CUDA only) sizes the allocator for B rows and lets steps allocate past B."""
+
+    device: str = "cpu"
+    mode: str = "forced"  # forced | live
+    rule: Rule = "greedy"
+    model: str = "tiny"
+    seed: int = 0
+    memory_cap: bool = False
+
+
+class RunnerTarget:
+    """Raises ConfigError on construction when the policy refuses cfg, ValueError for a
+    memory cap off CUDA."""
+
+    def __init__(self, cfg: BudgetConfig, policy: BudgetPolicy, options: RunnerOptions) -> None:
+        if options.memory_cap and options.device != "cuda":
+            raise ValueError("the memory cap needs device cuda")
+        self.scheduler = Scheduler(cfg, policy)
+        self.limits = self.scheduler.limits
+        self.options = options
+        spec = replace(MODEL_SPECS[options.model], seed=options.seed)
+        self.runner = ModelRunner(self.limits, cfg.method, spec, options.device, options.rule, options.seed,
+                                  growable_inputs=options.memory_cap)
+        self.report = RunnerReport(options.device, options.mode, options.rule, spec)
+        if options.memory_cap:
+            self.report.memory_cap = cap_allocator(self.runner)
+        self._cuda = self.runner.device.type == "cuda"
+
+    def add(self, op: AddOp) -> None:
+        self.scheduler.add_request(op.id, op.prompt_len, op.max_tokens, op.priority, op.prefix_group, op.prefix_len)
+        self.runner.add_request(op.id, prompt_tokens(op, self.runner.model.spec.vocab_size))
+
+    def abort(self, request_id: str) -> None:
+        self.scheduler.abort_request(request_id)
+        self.runner.drop(request_id)
+
+    def step(self, accepted: Mapping[str, int]) -> tuple[StepRecord, StepOutcome]:
+        sched = self.scheduler
+        before = (tuple(r.request_id for r in sched.running), tuple(r.request_id for r in sched.waiting),
+                  sched.pool.num_in_use)
+        try:
+            record = sched.schedule()
+        except Exception as exc:  # the pass itself failed: nothing reached the runner
+            return self._failed_pass(exc, *before)
+        forced = accepted if self.options.mode == "forced" else None
+        execution, fault = self._execute(record, forced)
+        if fault is not None:
+            return replace(record, error=fault), StepOutcome(step=record.step, requests={})
+        assert execution is not None
+        try:
+            outcome = sched.update_from_output(record, dict(accepted if forced is not None else execution.accepted))
+        except Exception as exc:
+            return replace(record, error=f"{type(exc).__name__}: {exc}"), StepOutcome(step=record.step, requests={})
+        return record, outcome
+
+    def _execute(self, record: StepRecord, forced: Mapping[str, int] | None) -> tuple[StepExecution | None, str | None]:
+        """Run the step on the runner and report it; the fault, if any, as "Type: message"."""
+        device = self.runner.device
+        if self._cuda:
+            torch.cuda.reset_peak_memory_stats(device)
+        start = time.perf_counter()
+        execution: StepExecution | None = None
+        fault: Exception | None = None
+        try:
+            execution = self.runner.execute(record, forced)
+        except torch.cuda.OutOfMemoryError:
+            cap = self.report.memory_cap.cap_bytes if self.report.memory_cap else 0
+            fault = DeviceOutOfMemory(record.step, record.total_runner_rows, cap)
+        except Exception as exc:  # a RunnerFault; anything else is a record the runner cannot follow
+            fault = exc
+        if self._cuda:
+            torch.cuda.synchronize(device)
+        seconds = time.perf_counter() - start
+        described = f"{type(fault).__name__}: {fault}" if fault is not None else None
+        self.report.steps.append(StepReport(
+            step=record.step, rows=dict(record.runner_rows), capacity=self.limits.max_num_batched_tokens,
+            tokens=record.total_scheduled_tokens, kv_blocks=record.kv_blocks_in_use, kv_pool=self.limits.num_kv_blocks,
+            seconds=seconds, peak_bytes=torch.cuda.max_memory_allocated(device) if self._cuda else None,
+            verified=execution.verified if execution else 0, matched=execution.matched if execution else 0,
+            committed=execution.committed if execution else 0, fault=described,
+        ))
+        return execution, described
+
+    def _failed_pass(self, exc: Exception, running: tuple[str, ...], waiting: tuple[str, ...],
+                     in_use: int) -> tuple[StepRecord, StepOutcome]:
+        """The record of a pass that raised, with the queues as they were before it."""
+        record = StepRecord(
+            step=self.scheduler.num_steps, limits=self.limits, num_scheduled_tokens={}, scheduled_draft_tokens={},
+            runner_rows={}, computed_before={}, num_tokens={}, padded=frozenset(), prefill=frozenset(), preempted=(),
+            running=running, waiting=waiting, kv_blocks_in_use=in_use, block_tables={}, block_keys={},
+            error=f"{type(exc).__name__}: {exc}",
+        )
+        return record, StepOutcome(step=record.step, requests={})

@@ -1,0 +1,56 @@
+"""Small helpers around z3: checks that never pass an ``unknown`` off as a result."""
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+import z3
+
+Z3_VERSION: str = z3.get_version_string()
+
+
+class Unknown(Exception):
+    """z3 answered unknown (a timeout, or a question outside its decidable fragments).
+
+    An unknown is a failure of the prover, never a pass."""
+
+
+def solver(timeout_s: float, *constraints: Any) -> z3.Solver:
+    """A solver that first simplifies and eliminates the equalities (the policy's
+    arithmetic is mostly definitions), then runs z3's default SMT core on the rest:
+    an order of magnitude faster on these queries than the default strategy."""
+    s = z3.Then("simplify", "propagate-values", "solve-eqs", "smt").solver()
+    s.set("timeout", max(1, int(timeout_s * 1000)))
+    s.add(*constraints)
+    return s
+
+
+def check(s: z3.Solver | z3.Optimize, what: str) -> bool:
+    """True for sat, False for unsat; Unknown (naming ``what``) otherwise."""
+    result = s.check()
+    if result == z3.unknown:
+        raise Unknown(f"z3 answered unknown for {what}: {s.reason_unknown()}")
+    return bool(result == z3.sat)
+
+
+def minimise(constraints: Sequence[Any], objectives: Iterable[Any], timeout_s: float, what: str) -> z3.ModelRef:
+    """A model of ``constraints`` minimising ``objectives`` lexicographically (z3.Optimize).
+
+    The caller has shown the constraints satisfiable; Unknown if the optimiser gives up.
+    """
+    opt = z3.Optimize()
+    opt.set("timeout", max(1, int(timeout_s * 1000)))
+    opt.set("priority", "lex")
+    opt.add(*constraints)
+    for term in objectives:
+        opt.minimize(term)
+    if not check(opt, what):
+        raise AssertionError(f"{what}: satisfiable constraints became unsatisfiable under the optimiser")
+    return opt.model()
+
+
+def value(model: z3.ModelRef, term: Any) -> Any:
+    """A term's value in the model as a Python int or bool (plain values pass through)."""
+    if isinstance(term, (bool, int)):
+        return term
+    v = model.eval(term, model_completion=True)
+    return z3.is_true(v) if z3.is_bool(v) else v.as_long()

@@ -1,0 +1,31 @@
+"""The trace shrinker used for conformance divergences (no engine needed)."""
+from __future__ import annotations
+
+from tokenbudget.fuzz.shrink import cut_after_step, shrink
+from tokenbudget.spec.trace import AbortOp, AddOp, StepOp, Trace
+
+TRACE = Trace(
+    policy="vllm-adaptive",
+    config={"max_num_batched_tokens": 64},
+    ops=(AddOp("a", 5, 2), AddOp("b", 7, 2), StepOp({"a": 1, "b": 2}), AddOp("c", 3, 1), StepOp({"b": 1}),
+         AbortOp("a"), StepOp(), StepOp({"c": 1})),
+)
+
+
+def test_shrink_keeps_only_what_the_predicate_needs() -> None:
+    def holds(t: Trace) -> bool:  # "b is added and at least two steps run"
+        return any(isinstance(op, AddOp) and op.id == "b" for op in t.ops) and t.num_steps >= 2
+
+    small = shrink(TRACE, holds)
+    assert small.ops == (AddOp("b", 7, 2), StepOp(), StepOp())
+
+
+def test_shrink_respects_its_attempt_budget() -> None:
+    calls = []
+    shrink(TRACE, lambda t: calls.append(t) is None and False, max_attempts=5)
+    assert len(calls) == 5
+
+
+def test_cut_after_step_keeps_the_ops_up_to_that_step() -> None:
+    assert cut_after_step(TRACE, 1).ops == TRACE.ops[:5]
+    assert cut_after_step(TRACE, 9) == TRACE

@@ -1,0 +1,69 @@
+"""Conformance of the model with the real vLLM 0.32 scheduler: lockstep runs, divergences, the command."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from vllm_support import F1_TRACE, F2_TRACE, skip_without_vllm
+
+from tokenbudget.cli import main
+from tokenbudget.corpus import corpus_paths
+from tokenbudget.fuzz.conform import run_conformance
+from tokenbudget.fuzz.known_divergences import explain
+from tokenbudget.fuzz.lockstep import run_lockstep
+from tokenbudget.fuzz.vllm_target import VllmTarget
+from tokenbudget.model import methods
+from tokenbudget.replay import replay_on_model
+from tokenbudget.spec.trace import load_trace
+
+pytestmark = pytest.mark.vllm
+skip_without_vllm()
+
+VLLM_CORPUS = [p for p in corpus_paths() if load_trace(p).policy == "vllm-adaptive"]
+
+
+def test_twenty_workloads_agree_or_diverge_only_as_documented(tmp_path: Path) -> None:
+    report = run_conformance(seed=0, workloads=20, corpus=tmp_path)
+    assert report.ok, [d.to_json() for d in report.unexplained]
+    assert report.agreeing + len(report.divergences) == 20 and report.steps_agreeing > 100
+    assert all(d.trace.exists() for d in report.divergences)
+    assert {"chunked-prefill", "prefix-hit", "preemption", "drafts"} <= set(report.coverage)
+
+
+@pytest.mark.parametrize("path", [*VLLM_CORPUS, F2_TRACE], ids=lambda p: p.stem)
+def test_model_and_vllm_agree_on_every_step_of_the_corpus(path: Path) -> None:
+    result = run_lockstep(load_trace(path))
+    assert result.agrees, (result.step, result.fields, result.model, result.vllm)
+
+
+def test_finding_f1_is_a_known_divergence() -> None:
+    result = run_lockstep(load_trace(F1_TRACE))
+    assert result.step == 1 and result.vllm_raised and result.predicted_failure
+    known = explain(result)
+    assert known is not None and known.id == "F1" and "SPEC.md" in known.spec
+
+
+def test_a_planted_model_bug_is_an_unexplained_divergence_with_a_replayable_trace(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(methods, "drops_last_hit_block", lambda table, method: False)
+    report = run_conformance(seed=0, workloads=1, corpus=tmp_path)
+    assert not report.ok and len(report.unexplained) == 1
+    divergence = report.unexplained[0]
+    trace = load_trace(divergence.trace)
+    assert trace.expect and "Unexplained" in (trace.description or "")
+    on_model = replay_on_model(trace)
+    assert not on_model.ok and "expected" in on_model.problems[0]  # the model's side against vLLM's
+    assert replay_on_model(trace, target_factory=VllmTarget).ok  # vLLM meets its own side
+    assert len(trace.ops) <= 40  # shrunk
+
+
+def test_conform_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["conform", "--engine", "vllm", "--workloads", "3", "--seed", "0", "--json",
+                 "--corpus", str(tmp_path)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] and doc["workloads"] == 3 and 0 <= doc["agreement"] <= 1 and doc["unexplained"] == 0
+    assert main(["conform", "--workloads", "2"]) == 0
+    assert "agreement: " in capsys.readouterr().out
+    assert main(["conform", "--engine", "sglang"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1

@@ -1,0 +1,95 @@
+"""The real vLLM 0.32 scheduler as a target: records, target errors, replay and the CLI."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from vllm_support import F1_TRACE, F2_TRACE, skip_without_vllm
+
+from tokenbudget.cli import main
+from tokenbudget.corpus import corpus_paths
+from tokenbudget.fuzz.execution import Execution
+from tokenbudget.fuzz.target import ModelTarget
+from tokenbudget.fuzz.vllm_target import VllmTarget
+from tokenbudget.model import BudgetConfig, ConfigError, get_policy
+from tokenbudget.model.methods import VLLM_0_32
+from tokenbudget.replay import replay_on_model
+from tokenbudget.spec import check_run
+from tokenbudget.spec.trace import AddOp, StepOp, load_trace
+
+pytestmark = pytest.mark.vllm
+skip_without_vllm()
+
+ADAPTIVE = get_policy("vllm-adaptive")
+VLLM_CORPUS = [p for p in corpus_paths() if load_trace(p).policy == "vllm-adaptive"]
+
+
+def test_seed_000_replays_on_vllm_with_10_and_4() -> None:
+    seed = next(p for p in VLLM_CORPUS if p.stem == "seed-000-vllm-adaptive")
+    result = replay_on_model(load_trace(seed), target_factory=VllmTarget)
+    assert result.ok and not result.violations and not result.errors
+    assert dict(result.steps[0].num_scheduled_tokens) == {"0": 10, "1": 4}
+
+
+@pytest.mark.parametrize("path", VLLM_CORPUS, ids=lambda p: p.stem)
+def test_every_vllm_adaptive_corpus_trace_meets_its_expectations_on_vllm(path) -> None:
+    result = replay_on_model(load_trace(path), target_factory=VllmTarget)
+    assert result.ok, "; ".join(result.problems)
+
+
+def test_an_exception_inside_vllm_is_a_target_error_not_a_crash() -> None:
+    trace = load_trace(F1_TRACE)
+    on_vllm = replay_on_model(trace, target_factory=VllmTarget)
+    assert len(on_vllm.steps) == 2  # the run stops at the step that raised
+    assert on_vllm.errors and "AssertionError" in on_vllm.errors[0] and "scheduler.py:1372" in on_vllm.errors[0]
+    assert not on_vllm.ok
+    on_model = replay_on_model(trace)  # the model flags the same step as a spec-shape violation
+    assert on_model.ok and not on_model.errors and {v.invariant for v in on_model.violations} == {"spec-shape"}
+
+
+def test_finding_f2_hangs_vllm_as_the_model_predicts() -> None:
+    trace = load_trace(F2_TRACE)
+    for result in (replay_on_model(trace, target_factory=VllmTarget), replay_on_model(trace)):
+        assert result.ok and all(not s.num_scheduled_tokens for s in result.steps)
+
+
+@pytest.mark.parametrize("method", sorted(VLLM_0_32))
+@pytest.mark.parametrize("parallel", [False, True])
+def test_limits_read_from_vllm_match_the_method_table(method: str, parallel: bool) -> None:
+    cfg = BudgetConfig(max_num_batched_tokens=64, max_num_seqs=4, num_speculative_tokens=3, method=method,
+                       parallel_drafting=parallel, max_model_len=64, num_kv_blocks=16)
+    assert VllmTarget(cfg, ADAPTIVE).limits == ModelTarget(cfg, ADAPTIVE).limits
+
+
+def test_records_carry_what_vllm_exposes_and_leave_the_ledger_out() -> None:
+    cfg = BudgetConfig(max_num_batched_tokens=32, max_num_seqs=4, num_speculative_tokens=2, method="ngram",
+                       parallel_drafting=True, block_size=4, num_kv_blocks=12, max_model_len=32)
+    run = Execution(VllmTarget(cfg, ADAPTIVE))
+    for op in (AddOp("a", 9, 6, prefix_group="g", prefix_len=8), AddOp("b", 9, 6, prefix_group="g", prefix_len=8)):
+        run.apply(op)
+    records = [run.apply(StepOp({"a": 1, "b": 2})) for _ in range(8)]
+    first = records[0]
+    assert first is not None and first.num_scheduled_tokens == {"a": 9, "b": 1 + 2}  # b hits a's block, padded
+    assert first.padded == {"b"} and first.scheduled_draft_tokens == {"a": 0, "b": 2}
+    assert first.runner_rows == {"a": 9 + 1, "b": 3 + 1} and first.computed_before == {"a": 0, "b": 8}
+    assert first.block_tables["a"][0] == first.block_tables["b"][0] and first.block_keys  # one shared block
+    assert first.ledger is None and first.progress_possible is None and first.unserved_demand is None
+    assert check_run(run.run) == []
+
+
+def test_the_vllm_target_refuses_other_policies_and_configs_vllm_refuses() -> None:
+    cfg = BudgetConfig(max_num_batched_tokens=8, max_num_seqs=16, max_model_len=64, num_kv_blocks=8)
+    with pytest.raises(ConfigError, match="whose policy is vllm-adaptive"):
+        VllmTarget(cfg, get_policy("fastdeploy-v0"))
+    with pytest.raises(ConfigError, match="vLLM refuses the config"):
+        VllmTarget(cfg, ADAPTIVE, validate=False)  # B < S
+
+
+def test_cli_replays_on_vllm(capsys: pytest.CaptureFixture[str]) -> None:
+    seed = next(p for p in VLLM_CORPUS if p.stem == "seed-000-vllm-adaptive")
+    assert main(["replay", "--target", "vllm", "--json", str(seed)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["target"] == "vllm" and doc["traces"][0]["steps"][0]["num_scheduled_tokens"] == {"0": 10, "1": 4}
+    assert main(["replay", "--target", "vllm", str(F1_TRACE)]) == 1
+    assert "target error in step 1: AssertionError" in capsys.readouterr().out
+    assert main(["replay", "--target", "vllm", "--mode", "live", str(seed)]) == 2
