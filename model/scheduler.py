@@ -174,7 +174,11 @@ class Scheduler:
             if grant <= 0:
                 i += 1
                 continue
-            slots = min(req.num_computed_tokens + grant + self.lookahead, cfg.max_model_len)
+            num_drafts = scheduled_drafts(policy.drafts_in_grant, req.num_draft_tokens, computed, grant,
+                                          req.num_tokens, req.is_decoding)
+            # Drafts outside the grant (a FastDeploy decode) still write KV: reserve their slots too.
+            kv_tokens = grant if policy.drafts_in_grant else grant + num_drafts
+            slots = min(computed + kv_tokens + self.lookahead, cfg.max_model_len)
             scheduled = True
             while not self.pool.allocate(req, slots, []):
                 victim = self._pick_victim()
@@ -192,8 +196,6 @@ class Scheduler:
                     break
             if not scheduled:
                 break
-            num_drafts = scheduled_drafts(policy.drafts_in_grant, req.num_draft_tokens, computed, grant,
-                                          req.num_tokens, req.is_decoding)
             self.pool.cache_full_blocks(req, min(req.num_computed_tokens + grant, req.num_tokens))
             step.record_grant(req, grant, num_drafts, padded=False)
             step.scheduled_running.append(req)
