@@ -138,7 +138,7 @@ def _limits(draw: Draw, scale: str, d: int, k: int, max_seqs: int) -> tuple[int,
         seqs = per_seq + draw(st.integers(-2, 2))
     else:
         budget = draw(st.integers(1, 256)) if scale == "small" else d + draw(st.integers(1, 4))
-        seqs = draw(st.integers(1, 64))
+        seqs = draw(log_int(1, 64))
     seqs = max(1, min(seqs, budget, max_seqs))
     model_len = draw(st.one_of(st.integers(2, 64), st.integers(budget, 4 * budget + 2)))
     return budget, seqs, draw(st.sampled_from((1, 2, 4, 8, 16))), model_len

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Mapping
 
 from hypothesis import strategies as st
-from hypothesis import target
+from hypothesis import reject, target
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from ..model import BudgetConfig, BudgetPolicy
+from ..model import BudgetConfig, BudgetPolicy, ConfigError
 from ..spec.invariants import Violation, check_step, drain_bound, no_request_lost, progress_bound
 from ..spec.records import RequestState, StepRecord
 from ..spec.trace import AbortOp, AddOp, Op, StepOp, Trace, ViolationExpectation
@@ -81,7 +81,11 @@ class FuzzMachine(RuleBasedStateMachine):
     def deploy(self, cfg: BudgetConfig) -> None:
         """Start the target; the initialize rule of each concrete class calls this."""
         self.cfg = cfg
-        self.execution = Execution(type(self).target_factory(cfg, type(self).policy))
+        try:
+            made = type(self).target_factory(cfg, type(self).policy)
+        except ConfigError:  # the target (a real engine) refuses a config the policy accepts
+            reject()
+        self.execution = Execution(made)
         stats = type(self).stats
         stats.examples += 1
         if stats.tick is not None:
@@ -96,7 +100,7 @@ class FuzzMachine(RuleBasedStateMachine):
         chunk = min(lim.max_num_batched_tokens - lim.draft_slots, lim.max_num_scheduled_tokens,
                     self.cfg.long_prefill_token_threshold or lim.max_num_batched_tokens)
         for shape in requests:
-            op = resolve(shape, self.cfg, max(1, chunk), str(self.num_added))
+            op = resolve(shape, self.cfg, max(1, chunk), lim.draft_slots, str(self.num_added))
             self.num_added += 1
             self._apply(op)
             self.live[op.id] = RequestState("waiting", 0, 0, op.max_tokens, op.prompt_len)

@@ -133,7 +133,7 @@ def run_machine(cls: type[FuzzMachine], size: int, seed: int, phases: Sequence[P
     shrunk, each with its program. Nothing is printed. ``changes`` override settings."""
     s = settings(
         settings(max_examples=size, database=None, deadline=None, derandomize=False, print_blob=False,
-                 suppress_health_check=list(HealthCheck), report_multiple_bugs=True, phases=tuple(phases)),
+                 suppress_health_check=list(HealthCheck), report_multiple_bugs=False, phases=tuple(phases)),
         **changes,  # type: ignore[arg-type]
     )
     try:

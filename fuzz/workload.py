@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from ..model import BudgetConfig
 from ..spec.trace import AddOp
 
-PROMPT_KINDS = ("any", "one", "k+1", "blocks", "long", "tail")
+PROMPT_KINDS = ("any", "one", "k+1", "blocks", "budget", "long", "tail")
 PREFIXES = (None, "g0:blocks", "g0:all-but-last", "g0:all", "g1:blocks", "g1:all-but-last", "g1:all")
 PATTERNS = ("none", "all", "random")
 MAX_TOKENS = 48  # keeps every drain short; "tail" prompts reach max_model_len within it
@@ -45,14 +45,16 @@ def request_shapes() -> st.SearchStrategy[RequestShape]:
     )
 
 
-def prompt_len(shape: RequestShape, cfg: BudgetConfig, chunk: int) -> int:
+def prompt_len(shape: RequestShape, cfg: BudgetConfig, chunk: int, draft_slots: int) -> int:
     """The prompt length of a shape under cfg, within 1 .. max_model_len - 1.
 
-    ``chunk`` is the most one request can be granted in a step. Lengths are kept within
-    8 chunks so that every prompt prefills in a few steps whatever the config.
-    any: up to 4 chunks · one: 1 · k+1: k + 1 · blocks: a multiple of the block size, or
-    one either side (n picks which) · long: 1-2 chunks and more than a chunk, so it
-    chunks · tail: within n % 16 tokens of max_model_len - 1.
+    ``chunk`` is the most one request can be granted in a step (at most B - d), and
+    ``draft_slots`` is d. Lengths are kept within 8 chunks so that every prompt prefills
+    in a few steps whatever the config. any: up to 4 chunks · one: 1 · k+1: k + 1 ·
+    blocks: a multiple of the block size, or one either side · budget: a chunk, or a
+    chunk less d (whose grant leaves the input budget at exactly d, the loops' exit
+    edge), or one either side · long: 1-2 chunks and more than a chunk, so it chunks ·
+    tail: within n % 16 tokens of max_model_len - 1. n picks among the choices.
     """
     bs, top = cfg.block_size, cfg.max_model_len - 1
     kind, n = shape.prompt, shape.n
@@ -62,6 +64,8 @@ def prompt_len(shape: RequestShape, cfg: BudgetConfig, chunk: int) -> int:
         return max(1, min(cfg.num_speculative_tokens + 1, top))
     if kind == "blocks":
         length = (n // 3 % 8 + 1) * bs + n % 3 - 1
+    elif kind == "budget":
+        length = chunk - n // 3 % 2 * draft_slots + n % 3 - 1
     elif kind == "long":
         length = chunk + 1 + n * chunk // 300
     elif kind == "tail":
@@ -71,11 +75,11 @@ def prompt_len(shape: RequestShape, cfg: BudgetConfig, chunk: int) -> int:
     return max(1, min(length, top, 8 * chunk))
 
 
-def resolve(shape: RequestShape, cfg: BudgetConfig, chunk: int, request_id: str) -> AddOp:
-    """The add op of a shape under cfg (``chunk`` as for ``prompt_len``). A member of a
-    prefix group shares 1-4 full blocks (n picks how many), all of its prompt but the
-    last token, or all of it."""
-    length = prompt_len(shape, cfg, chunk)
+def resolve(shape: RequestShape, cfg: BudgetConfig, chunk: int, draft_slots: int, request_id: str) -> AddOp:
+    """The add op of a shape under cfg (``chunk`` and ``draft_slots`` as for
+    ``prompt_len``). A member of a prefix group shares 1-4 full blocks (n picks how
+    many), all of its prompt but the last token, or all of it."""
+    length = prompt_len(shape, cfg, chunk, draft_slots)
     if shape.prefix is None:
         return AddOp(request_id, length, shape.max_tokens, shape.priority)
     group, _, what = shape.prefix.partition(":")

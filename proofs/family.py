@@ -128,8 +128,8 @@ class Family:
         self.constraints: list[Any] = [sc.domain, self.prefix_len >= 1, *([sc.accepts] if check_validation else [])]
         self._request_constraints()
         self.kv = ExactKV(self)
-        cfg = PassConfig(policy, p, sc.lookahead, sc.long_prefill_token_threshold, p.priority_scheduling,
-                         scheduler_victim)
+        self.config = cfg = PassConfig(policy, p, sc.lookahead, sc.long_prefill_token_threshold,
+                                       p.priority_scheduling, scheduler_victim)
         self.states: list[list[Slot]] = []
         self.passes: list[PassResult] = []
         slots = [Slot(False, False, False, r.prompt, 0, 0, r.priority, j) for j, r in enumerate(self.requests)]
@@ -212,6 +212,7 @@ class Family:
                z3.Sum([z3.If(r.present, r.priority, 0) for r in self.requests])]
         if sc.scheduled_tokens_set:
             out.append(sc.max_num_scheduled_tokens)
+        out.append(sc.selector)  # among equals, the earlier case: FCFS before priority
         return out
 
     # -- the trace ---------------------------------------------------------------------

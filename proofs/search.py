@@ -12,7 +12,7 @@ raises ``ProverBug``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Union
 
 import z3
 
@@ -27,8 +27,11 @@ FOUND_BY = f"tokenbudget prove (z3 {Z3_VERSION})"
 
 # What a search looks for, given the families of one size (one per policy compared).
 Goal = Callable[[Sequence[Family]], BoolLike]
-# Extra judgement of a replay beyond its expectations (spec predicates a replay does not run).
-Judge = Callable[[Sequence[ReplayResult]], Optional[str]]
+# Extra judgement of the replays beyond their expectations (spec predicates a replay does
+# not run); returns what is wrong, or None.
+Judge = Callable[[Sequence[Trace], Sequence[ReplayResult]], Optional[str]]
+# The violation a trace expects: an invariant id, None, or computed from the model.
+Violation = Union[Optional[str], Callable[[z3.ModelRef, Sequence[Family]], Optional[str]]]
 
 
 class ProverBug(AssertionError):
@@ -42,19 +45,22 @@ class Found:
     steps: int
 
 
-def search(policies: Sequence[BudgetPolicy], goal: Goal, violation: Optional[str], what: str, max_requests: int,
+def search(policies: Sequence[BudgetPolicy], goal: Goal, violation: Violation, what: str, max_requests: int,
            timeout_s: float, judge: Optional[Judge] = None, fixed: Optional[dict[str, Any]] = None,
-           check_validation: bool = True, max_steps: int = FAMILY_STEPS) -> Optional[Found]:
+           check_validation: bool = True, max_steps: int = FAMILY_STEPS, min_requests: int = 1) -> Optional[Found]:
     """The smallest trace of the family that meets ``goal``, replayed and verified; None when
-    no trace of up to ``max_requests`` requests and ``max_steps`` steps does.
+    no trace of ``min_requests`` to ``max_requests`` requests and up to ``max_steps`` steps does.
 
-    ``violation`` names the invariant the replay must show (None: the goal is judged by
-    ``judge`` only). Raises Unknown on a z3 timeout, ProverBug when a replay disagrees.
+    ``violation`` names the invariant the replay must show, or computes it from the model
+    (None: the goal is judged by ``judge`` only). ``fixed`` pins config knobs;
+    ``check_validation`` False searches configs the policy refuses, replayed with its
+    validation bypassed by ``judge``. Raises Unknown on a z3 timeout, ProverBug when a
+    replay disagrees.
     """
-    for size in range(2, max_requests + max_steps + 1):
+    for size in range(min_requests + 1, max_requests + max_steps + 1):
         for steps in range(1, max_steps + 1):
             n = size - steps
-            if not 1 <= n <= max_requests:
+            if not min_requests <= n <= max_requests:
                 continue
             for scheduled_set in (False, True):
                 families = [Family(p, n, steps, scheduled_set, fixed=fixed, check_validation=check_validation)
@@ -66,22 +72,33 @@ def search(policies: Sequence[BudgetPolicy], goal: Goal, violation: Optional[str
                 model = minimise([*constraints, target], families[0].objectives(), timeout_s, f"minimising {what}")
                 description = (f"{what}: the smallest counterexample tokenbudget prove found "
                                f"({n} request{'s' * (n != 1)}, {steps} step{'s' * (steps != 1)})")
-                traces = tuple(f.trace(model, violation, description, FOUND_BY) for f in families)
-                verify(traces, violation, judge)
+                named = violation(model, families) if callable(violation) else violation
+                traces = tuple(f.trace(model, named, description, FOUND_BY) for f in families)
+                verify(traces, named, judge, None if check_validation else [bypassed(p) for p in policies])
                 return Found(traces, n, steps)
     return None
 
 
-def verify(traces: Sequence[Trace], violation: Optional[str], judge: Optional[Judge]) -> list[ReplayResult]:
-    """Replay every trace on the model; ProverBug unless each meets its expectations (the
-    grants of every step, the violation) and ``judge`` accepts them together."""
-    results = [replay_on_model(t) for t in traces]
+def verify(traces: Sequence[Trace], violation: Optional[str], judge: Optional[Judge],
+           replay_as: Optional[Sequence[BudgetPolicy]] = None) -> list[ReplayResult]:
+    """Replay every trace on the model (under ``replay_as`` instead of the trace's policy,
+    if given); ProverBug unless each meets its expectations (the grants of every step, the
+    violation) and ``judge`` accepts them together."""
+    results = [replay_on_model(t, None if replay_as is None else replay_as[i]) for i, t in enumerate(traces)]
     for trace, result in zip(traces, results):
         if not result.ok:
             raise ProverBug(f"{trace.policy}: the counterexample does not replay: {'; '.join(result.problems)}")
         if violation is not None and violation not in {v.invariant for v in result.violations}:
             raise ProverBug(f"{trace.policy}: the counterexample replays without a {violation} violation")
-    complaint = judge(results) if judge is not None else None
+    complaint = judge(traces, results) if judge is not None else None
     if complaint is not None:
         raise ProverBug(f"the counterexample does not replay as found: {complaint}")
     return results
+
+
+def bypassed(policy: BudgetPolicy) -> BudgetPolicy:
+    """The policy with its validation switched off: every config is served as given."""
+    cls = type(policy)
+    unvalidated = type(f"{cls.__name__}Unvalidated", (cls,), {"validate": lambda self, cfg: None,
+                                                               "__module__": cls.__module__})
+    return unvalidated()  # type: ignore[no-any-return]

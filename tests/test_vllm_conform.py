@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
-from vllm_support import F1_TRACE, F2_TRACE, skip_without_vllm
+from vllm_support import F1_TRACE, F2_TRACE, F3_TRACE, skip_without_vllm
 
 from tokenbudget.cli import main
 from tokenbudget.corpus import corpus_paths
@@ -20,7 +20,7 @@ from tokenbudget.spec.trace import load_trace
 pytestmark = pytest.mark.vllm
 skip_without_vllm()
 
-VLLM_CORPUS = [p for p in corpus_paths() if load_trace(p).policy == "vllm-adaptive"]
+VLLM_CORPUS = [p for p in corpus_paths(findings=False) if load_trace(p).policy == "vllm-adaptive"]
 
 
 def test_twenty_workloads_agree_or_diverge_only_as_documented(tmp_path: Path) -> None:
@@ -31,7 +31,7 @@ def test_twenty_workloads_agree_or_diverge_only_as_documented(tmp_path: Path) ->
     assert {"chunked-prefill", "prefix-hit", "preemption", "drafts"} <= set(report.coverage)
 
 
-@pytest.mark.parametrize("path", [*VLLM_CORPUS, F2_TRACE], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [*VLLM_CORPUS, F2_TRACE, F3_TRACE], ids=lambda p: p.stem)
 def test_model_and_vllm_agree_on_every_step_of_the_corpus(path: Path) -> None:
     result = run_lockstep(load_trace(path))
     assert result.agrees, (result.step, result.fields, result.model, result.vllm)

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.vllm
 skip_without_vllm()
 
 ADAPTIVE = get_policy("vllm-adaptive")
-VLLM_CORPUS = [p for p in corpus_paths() if load_trace(p).policy == "vllm-adaptive"]
+VLLM_CORPUS = [p for p in corpus_paths(findings=False) if load_trace(p).policy == "vllm-adaptive"]
 
 
 def test_seed_000_replays_on_vllm_with_10_and_4() -> None:

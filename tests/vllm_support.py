@@ -1,15 +1,14 @@
 """Shared by the tests that need vLLM: skip the module, with vLLM's own reason, when it cannot be imported."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from tokenbudget.corpus import FINDINGS_DIR
 from tokenbudget.fuzz.vllm_engine import EngineUnavailable, _import_vllm
 
-DATA = Path(__file__).parent / "data"
-F1_TRACE = DATA / "vllm-adaptive-padded-threshold-f1.json"
-F2_TRACE = DATA / "vllm-adaptive-unchunked-draft-slots-f2.json"
+F1_TRACE = FINDINGS_DIR / "f1-vllm-adaptive-padded-threshold.json"
+F2_TRACE = FINDINGS_DIR / "f2-vllm-adaptive-unchunked-draft-slots.json"
+F3_TRACE = FINDINGS_DIR / "f3-vllm-adaptive-priority-self-preemption.json"
 
 
 def skip_without_vllm() -> None:

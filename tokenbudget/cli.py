@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, NoReturn
 
-from . import render, runner_cmd
+from . import fuzz_cmd, render, runner_cmd
 from .check import CheckReport, run_check
 from .conform_cmd import conform_command
 from .fuzz.target import ModelTarget
@@ -81,6 +81,15 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--corpus", type=Path, metavar="DIR", help="where divergence traces go (default: a new temp dir)")
     f.add_argument("--json", action="store_true", help="print one JSON document")
     f.set_defaults(run=_conform)
+
+    z = sub.add_parser(
+        "fuzz", help="fuzz policies with Hypothesis; each counterexample becomes a trace",
+        description="Drive a target step by step with Hypothesis-generated requests, steps and aborts, judging "
+                    "every step with the spec. Each violated invariant is shrunk to a minimal trace, written to "
+                    "the corpus folder with the Hypothesis program beside it; it replays with `tokenbudget "
+                    "replay`. Exit 0 when nothing was violated, 1 when something was.")
+    fuzz_cmd.add_arguments(z)
+    z.set_defaults(run=_fuzz)
     return parser
 
 
@@ -192,6 +201,12 @@ def _check(args: argparse.Namespace) -> int:
 
 def _conform(args: argparse.Namespace) -> int:
     code = conform_command(args, _progress(), _print_json)
+    _done_progress()
+    return code
+
+
+def _fuzz(args: argparse.Namespace) -> int:
+    code = fuzz_cmd.fuzz_command(args, _progress(), _print_json)
     _done_progress()
     return code
 

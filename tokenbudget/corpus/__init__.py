@@ -1,16 +1,25 @@
-"""The counterexample corpus shipped with tokenbudget: trace files, each with expectations."""
+"""The trace corpus shipped with tokenbudget, each trace with its expectations.
+
+The top folder holds counterexamples and regression traces of the budget policies;
+``findings/`` holds findings about an engine's scheduling loop itself (SPEC.md,
+"Findings"), which no budget policy can change.
+"""
 from __future__ import annotations
 
 from pathlib import Path
 
 from ..spec.trace import Trace, load_trace
 
-
-def corpus_paths() -> list[Path]:
-    """The shipped trace files, sorted by name."""
-    return sorted(Path(__file__).parent.glob("*.json"))
+CORPUS_DIR = Path(__file__).parent
+FINDINGS_DIR = CORPUS_DIR / "findings"
 
 
-def load_corpus() -> list[Trace]:
-    """Every shipped trace, loaded and validated."""
-    return [load_trace(path) for path in corpus_paths()]
+def corpus_paths(findings: bool = True) -> list[Path]:
+    """The shipped trace files sorted by name, then (with ``findings``) the findings."""
+    paths = sorted(CORPUS_DIR.glob("*.json"))
+    return paths + sorted(FINDINGS_DIR.glob("*.json")) if findings else paths
+
+
+def load_corpus(findings: bool = True) -> list[Trace]:
+    """Every shipped trace (see ``corpus_paths``), loaded and validated."""
+    return [load_trace(path) for path in corpus_paths(findings)]

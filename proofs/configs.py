@@ -1,0 +1,167 @@
+"""Config obligations over symbolic configs: does validation accept exactly what can be served?
+
+``config-sound``: every config the policy's ``requirements`` accept lets one request, of
+any prompt length, be scheduled by the first step of an empty system. The probe is
+one pass of the skeleton over a symbolic config (B up to 2^20, S up to 4096, k up to
+32, every method of the policy's table, both scheduling policies, T unset and set),
+so an UNSAT answer proves it for all of them. The probe fixes block_size 1, which
+an empty system's first step does not read (no prefix hit; BudgetConfig makes the pool
+hold a whole sequence). A counterexample is a one-request trace whose step 0 grants
+nothing: a ``progress`` violation when the exit rule lets the pass start.
+
+``config-complete``: no config the policy refuses can be served safely. Candidates are
+the smallest refused configs whose first step grants a token (counterexample-guided):
+each is judged with the policy's validation switched off, by every step obligation at
+that config (``obligations.decide_step``). A candidate with a refuted obligation is
+rightly refused and excluded; the first candidate on which every step obligation is
+proved (or proved up to N) is an over-rejection, and the verdict is REFUTED with its
+probe trace (expecting the refusal). A proof of completeness would need a witness for
+every refused config; the prover does not attempt one, so no over-rejection among
+``MAX_CANDIDATES`` candidates is UNKNOWN.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import fields, replace
+from typing import Any, Optional, Sequence
+
+import z3
+
+from ..model import BudgetConfig, ConfigError
+from ..replay import ReplayResult, replay_on_model
+from ..spec import ConfigProbe
+from ..spec.invariants import config_complete as spec_config_complete
+from ..spec.invariants import config_sound as spec_config_sound
+from ..spec.trace import ConfigRejectedExpectation, Trace
+from .family import Family
+from .obligations import STEP_OBLIGATIONS, Context, Obligation, decide_step, refuted, unknown
+from .search import FOUND_BY, ProverBug, bypassed, search
+from .solving import Unknown, check, minimise, solver, value
+from .verdicts import PROVED, PROVED_UP_TO, REFUTED, Outcome
+
+MAX_CANDIDATES = 6
+
+
+def _first_step(fam: Family) -> tuple[z3.BoolRef, Any]:
+    """(one request is present, what the first step grants) of a one-request family."""
+    return fam.requests[0].present, fam.last.total(fam.last.grant)
+
+
+def config_sound(ctx: Context) -> Outcome:
+    start = time.perf_counter()
+    policy = ctx.policy
+
+    def goal(families: Sequence[Family]) -> Any:
+        present, granted = _first_step(families[0])
+        return z3.And(present, granted == 0)
+
+    def violation(model: z3.ModelRef, families: Sequence[Family]) -> Optional[str]:
+        fam = families[0]
+        return "progress" if value(model, policy.may_schedule(fam.sc.params, fam.last.initial)) else None
+
+    def judge(traces: Sequence[Trace], results: Sequence[ReplayResult]) -> Optional[str]:
+        probe = ConfigProbe(accepted=True, first_step_grants=results[0].steps[0].tokens)
+        return None if spec_config_sound(probe) else "spec.config_sound does not flag the probe"
+
+    try:
+        found = search([policy], goal, violation, f"config-sound of {ctx.name}", 1, ctx.options.timeout_s,
+                       judge=judge, max_steps=1)
+    except Unknown as e:
+        return unknown(ctx, "config-sound", "config", start, str(e))
+    if found:
+        return refuted(ctx, "config-sound", "config", start, found, "an accepted config cannot schedule this request")
+    return Outcome(ctx.name, "config-sound", PROVED, "config", time.perf_counter() - start,
+                   "every accepted config schedules a token for any one request in an empty system")
+
+
+def config_complete(ctx: Context) -> Outcome:
+    start = time.perf_counter()
+    excluded: list[str] = []  # why each candidate is rightly refused
+    blocks: list[dict[str, Any]] = []  # the candidates judged so far
+    try:
+        for _ in range(MAX_CANDIDATES):
+            candidate = _refused_candidate(ctx, blocks)
+            if candidate is None:
+                return Outcome(ctx.name, "config-complete", PROVED, "config", time.perf_counter() - start,
+                               "every refused config is unsafe or cannot schedule a token")
+            trace, cfg = candidate
+            unsafe = _unsafe(ctx, cfg)
+            if unsafe is None:
+                probe = _verify_over_rejection(ctx, trace)
+                return Outcome(ctx.name, "config-complete", REFUTED, "config", time.perf_counter() - start,
+                               f"refused ({trace.expect[0].config_rejected}) but safe: {probe}", traces=(trace,))
+            excluded.append(unsafe)
+            blocks.append(cfg)
+    except Unknown as e:
+        return unknown(ctx, "config-complete", "config", start, str(e))
+    return unknown(ctx, "config-complete", "config", start,
+                   f"no over-rejection among {MAX_CANDIDATES} refused configs, each unsafe: " + "; ".join(excluded))
+
+
+def _refused_candidate(ctx: Context, blocks: list[dict[str, Any]]) -> Optional[tuple[Trace, dict[str, Any]]]:
+    """The smallest refused config but ``blocks`` whose first step grants a token, as a
+    probe trace expecting the refusal; None when there is none."""
+    for scheduled_set in (False, True):
+        fam = Family(ctx.policy, 1, 1, scheduled_set, check_validation=False)
+        present, granted = _first_step(fam)
+        constraints = [*fam.constraints, z3.Not(fam.sc.accepts), present, granted > 0,
+                       *(z3.Not(_pinned(fam, cfg)) for cfg in blocks)]
+        if not check(solver(ctx.options.timeout_s, *constraints), f"config-complete of {ctx.name}"):
+            continue
+        model = minimise(constraints, fam.objectives(), ctx.options.timeout_s, f"config-complete of {ctx.name}")
+        message = fam.sc.requirement_failed(model)
+        assert message is not None, "a refused config is refused by validation"
+        probe = fam.trace(model, None, f"config-complete of {ctx.name}: a refused config that serves safely",
+                          FOUND_BY)
+        trace = replace(probe, expect=(ConfigRejectedExpectation(message),))
+        return trace, dict(probe.config)
+    return None
+
+
+def _pinned(fam: Family, cfg: dict[str, Any]) -> z3.BoolRef:
+    """The family's config is exactly ``cfg``."""
+    sc = fam.sc
+    same = [sc.selector == next(i for i, c in enumerate(sc.cases)
+                                if (c.method, c.parallel_drafting, c.scheduling_policy) ==
+                                (cfg["method"], cfg["parallel_drafting"], cfg["scheduling_policy"]))]
+    for name, term in sc.knobs.items():
+        if isinstance(term, z3.ExprRef):
+            same.append(term == cfg[name])
+    return z3.And(same)
+
+
+def _unsafe(ctx: Context, cfg: dict[str, Any]) -> Optional[str]:
+    """Why the policy cannot serve ``cfg`` safely with its validation off (a refuted step
+    obligation), or None when every step obligation holds there."""
+    fixed = {f.name: cfg[f.name] for f in fields(BudgetConfig)}
+    for name in STEP_OBLIGATIONS:
+        outcome = decide_step(ctx, name, fixed=fixed, check_validation=False)
+        if outcome.verdict not in (PROVED, PROVED_UP_TO):
+            return f"{name} {outcome.label} at B={cfg['max_num_batched_tokens']}, S={cfg['max_num_seqs']}, " \
+                   f"k={cfg['num_speculative_tokens']}"
+    return None
+
+
+def _verify_over_rejection(ctx: Context, trace: Trace) -> str:
+    """Replay the probe: refused as expected, and served without a violation when the
+    policy's validation is off; ``spec.config_complete`` must flag it."""
+    refused = replay_on_model(trace)
+    if not refused.ok:
+        raise ProverBug(f"{ctx.name}: the refused config replays otherwise: {'; '.join(refused.problems)}")
+    served = replay_on_model(replace(trace, expect=()), bypassed(ctx.policy))
+    probe = ConfigProbe(accepted=False, first_step_grants=served.steps[0].tokens,
+                        safety_violations=tuple(sorted({v.invariant for v in served.violations})))
+    if not spec_config_complete(probe):
+        raise ProverBug(f"{ctx.name}: spec.config_complete does not flag the over-rejection ({probe})")
+    try:
+        ctx.policy.validate(BudgetConfig(**trace.config))
+    except ConfigError:
+        return f"the probe grants {probe.first_step_grants} token(s) and every step obligation holds there"
+    raise ProverBug(f"{ctx.name}: the candidate config is accepted")
+
+
+def config_obligations() -> list[Obligation]:
+    from ..spec import INVARIANTS
+
+    return [Obligation("config-sound", "config", INVARIANTS["config-sound"].holds_when, config_sound),
+            Obligation("config-complete", "config", INVARIANTS["config-complete"].holds_when, config_complete)]

@@ -1,0 +1,161 @@
+"""Efficiency obligations: budget left unused, and vllm-adaptive against vllm-static.
+
+``work-conserving``: no step that preempts nothing leaves a gap (``spec.work_gap``:
+tokens unused although a queued request wanted them and the runner, one more request's
+draft slots included, and the KV pool had room). REFUTED comes with the smallest trace
+showing a gap (replayed: ``spec.work_gap`` of its last step is that gap) and the gap
+in the detail; otherwise the bounded pass proves the gap 0 for every pass from a state
+of up to N requests (PROVED_UP_TO). The traces searched have no other violation and
+grant something in every step, so the gap is the only thing they show.
+
+``no-fewer-tokens-than-static`` / ``no-fewer-requests-than-static`` (vllm-adaptive only):
+from the same state, does vllm-adaptive's pass grant at least as many tokens, and
+schedule at least as many requests, as vllm-static's? Both passes run on one symbolic
+config and one set of requests (the two families share their variables); a
+counterexample is a pair of traces with the same ops, one per policy, each replayed.
+The state compared is a first step from an empty system, the one state both policies
+reach with the same ops; without a counterexample up to N requests the verdict is
+PROVED_UP_TO N for that state.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Optional, Sequence
+
+import z3
+
+from ..model import BudgetPolicy, get_policy
+from ..model.intlike import BoolLike, IntLike, and_, ite, max_, not_
+from ..replay import ReplayResult
+from ..spec.trace import Trace
+from .abstract import AbstractState, holds_up_to
+from .family import Family
+from .obligations import Context, Obligation, refuted, unknown
+from .passmodel import PassConfig, PassResult, Slot
+from .search import search
+from .solving import Unknown
+from .verdicts import PROVED_UP_TO, Outcome
+from .violations import VIOLATED, work_gap
+
+BASELINE = "vllm-static"
+CHALLENGER = "vllm-adaptive"
+
+
+def unserved(cfg: PassConfig, slots: Sequence[Slot], r: PassResult) -> IntLike:
+    """``Scheduler._unserved_demand`` after the pass: what running requests still want
+    (drafts included), plus what waiting ones want while a sequence slot is free."""
+    running: IntLike = 0
+    waiting: IntLike = 0
+    for s, sched, grant, before, run_after in zip(slots, r.scheduled, r.grant, r.computed_before, r.running_after):
+        computed = ite(sched, before + grant, s.computed)
+        drafts = ite(sched, 0, s.drafts)
+        running = running + ite(run_after, max_(0, s.num_tokens + drafts - computed), 0)
+        waiting = waiting + ite(and_(s.present, not_(run_after)), s.num_tokens - s.computed, 0)
+    num_running = sum((ite(c, 1, 0) for c in r.running_after), 0)
+    return running + ite(num_running < cfg.params.max_num_seqs, waiting, 0)
+
+
+def _clean(families: Sequence[Family]) -> list[BoolLike]:
+    """Every step of every family grants a token and violates no step invariant."""
+    out: list[BoolLike] = []
+    for fam in families:
+        for r in fam.passes:
+            out.append(r.total(r.grant) > 0)
+            out += [not_(violated(fam.config, r)) for violated in VIOLATED.values()]
+    return out
+
+
+def work_conserving(ctx: Context) -> Outcome:
+    start = time.perf_counter()
+    policy, opts = ctx.policy, ctx.options
+
+    def gap(fam: Family) -> IntLike:
+        r = fam.last
+        kv_room = fam.sc.num_kv_blocks - fam.kv.in_use - fam.sc.lookahead  # block_size 1
+        return work_gap(fam.config, r, unserved(fam.config, fam.states[-1], r), kv_room)
+
+    def goal(families: Sequence[Family]) -> Any:
+        return z3.And(gap(families[0]) > 0, z3.Not(families[0].last.any_preempted), *_clean(families))
+
+    def judge(traces: Sequence[Trace], results: Sequence[ReplayResult]) -> Optional[str]:
+        last = results[0].steps[-1]
+        return None if last.work_gap > 0 and not last.preempted else f"the last step's work gap is {last.work_gap}"
+
+    def abstract_gap(st: AbstractState) -> BoolLike:
+        r, sc = st.result, st.sc
+        kv_room = st.kv.free * sc.block_size - sc.lookahead
+        return and_(work_gap(st.config, r, unserved(st.config, st.slots, r), kv_room) > 0, not_(r.any_preempted))
+
+    what = f"work-conserving of {ctx.name}"
+    try:
+        found = search([policy], goal, None, what, opts.max_requests, opts.timeout_s, judge=judge)
+        if found:
+            shown = _replayed_gap(found.traces[0])
+            return refuted(ctx, "work-conserving", "search", start, found, f"a step leaves {shown} token(s) unused")
+        if holds_up_to(policy, abstract_gap, opts.max_requests, opts.timeout_s, what, assume_seq_cap=True):
+            return Outcome(ctx.name, "work-conserving", PROVED_UP_TO, "bounded", time.perf_counter() - start,
+                           f"no pass from a state of at most {opts.max_requests} requests leaves a gap",
+                           bound=opts.max_requests)
+    except Unknown as e:
+        return unknown(ctx, "work-conserving", "search", start, str(e))
+    return unknown(ctx, "work-conserving", "bounded", start,
+                   "a pass from some state leaves a gap, but no trace of the searched shape does")
+
+
+def _replayed_gap(trace: Trace) -> int:
+    from ..replay import replay_on_model
+
+    return replay_on_model(trace).steps[-1].work_gap
+
+
+def _comparison(name: str, measure: Callable[[PassResult], IntLike], replayed: Callable[[ReplayResult], int],
+                what: str) -> Callable[[Context], Outcome]:
+    def decide(ctx: Context) -> Outcome:
+        start = time.perf_counter()
+        policies = [ctx.policy, get_policy(BASELINE)]
+
+        def goal(families: Sequence[Family]) -> Any:
+            mine, theirs = (measure(f.last) for f in families)
+            return z3.And(mine < theirs, *_clean(families))
+
+        def judge(traces: Sequence[Trace], results: Sequence[ReplayResult]) -> Optional[str]:
+            mine, theirs = (replayed(r) for r in results)
+            return None if mine < theirs else f"{CHALLENGER} {what} {mine}, {BASELINE} {theirs}"
+
+        try:
+            found = search(policies, goal, None, f"{name} of {ctx.name}", ctx.options.max_requests,
+                           ctx.options.timeout_s, judge=judge, max_steps=1)
+        except Unknown as e:
+            return unknown(ctx, name, "search", start, str(e))
+        if found:
+            a, b = (found.traces[i].expect[-1].num_scheduled_tokens or {} for i in (0, 1))  # type: ignore[union-attr]
+            return refuted(ctx, name, "search", start, found,
+                           f"from the same first step, {CHALLENGER} grants {dict(a)} and {BASELINE} {dict(b)}")
+        return Outcome(ctx.name, name, PROVED_UP_TO, "search", time.perf_counter() - start,
+                       f"no first step from an empty system with at most {ctx.options.max_requests} requests",
+                       bound=ctx.options.max_requests)
+    return decide
+
+
+def _count(r: PassResult) -> IntLike:
+    return sum((ite(s, 1, 0) for s in r.scheduled), 0)
+
+
+def _is_challenger(policy: BudgetPolicy) -> bool:
+    return policy.name == CHALLENGER and type(policy) is type(get_policy(CHALLENGER))
+
+
+def efficiency_obligations() -> list[Obligation]:
+    from ..spec import INVARIANTS
+
+    return [
+        Obligation("work-conserving", "efficiency", INVARIANTS["work-conserving"].holds_when, work_conserving),
+        Obligation("no-fewer-tokens-than-static", "comparison",
+                   f"from the same state, {CHALLENGER} grants at least as many tokens as {BASELINE}",
+                   _comparison("no-fewer-tokens-than-static", lambda r: r.total(r.grant),
+                               lambda res: res.steps[-1].tokens, "grants"), _is_challenger),
+        Obligation("no-fewer-requests-than-static", "comparison",
+                   f"from the same state, {CHALLENGER} schedules at least as many requests as {BASELINE}",
+                   _comparison("no-fewer-requests-than-static", _count,
+                               lambda res: len(res.steps[-1].num_scheduled_tokens), "schedules"), _is_challenger),
+    ]

@@ -1,0 +1,140 @@
+"""The obligations the prover decides for each policy, and the order of methods for each.
+
+A **step obligation** (the five ledger invariants, ``model-len``, ``spec-shape``) is
+decided by, in order:
+
+1. induction (``induction.py``): PROVED for any number of requests;
+2. a search for a small counterexample (``search.py``, up to 3 requests): REFUTED with a
+   minimal trace that replays;
+3. the bounded pass from any state of up to N requests (``abstract.py``): PROVED_UP_TO N;
+4. the search up to N requests: REFUTED;
+5. otherwise UNKNOWN, a failure, with why induction did not apply.
+
+The config, efficiency and comparison obligations live in ``configs.py`` and
+``efficiency.py``; every obligation is registered in ``OBLIGATIONS``.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+from ..model import BudgetPolicy
+from .abstract import holds_up_to
+from .family import Family
+from .induction import DECISION_PROPERTIES, LEDGER_INVARIANTS, InductionResult, prove_by_induction
+from .search import Found, search
+from .solving import Unknown
+from .verdicts import PROVED, PROVED_UP_TO, REFUTED, UNKNOWN, Outcome
+from .violations import VIOLATED
+
+SMALL_SEARCH = 3  # requests searched before the bounded proof
+STEP_OBLIGATIONS = LEDGER_INVARIANTS + DECISION_PROPERTIES
+
+
+@dataclass(frozen=True)
+class Options:
+    max_requests: int = 8  # N
+    timeout_s: float = 60.0  # per z3 query
+
+
+@dataclass
+class Context:
+    """One policy under proof; the induction result is shared by its step obligations."""
+
+    policy: BudgetPolicy
+    options: Options
+    _induction: Optional[InductionResult] = field(default=None, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.policy.name
+
+    def induction(self) -> InductionResult:
+        if self._induction is None:
+            self._induction = prove_by_induction(self.policy, self.options.timeout_s)
+        return self._induction
+
+
+@dataclass(frozen=True)
+class Obligation:
+    id: str
+    kind: str  # safety | config | efficiency | comparison
+    holds_when: str
+    decide: Callable[[Context], Outcome]
+    applies: Callable[[BudgetPolicy], bool] = lambda policy: True
+
+
+def refuted(ctx: Context, obligation: str, method: str, start: float, found: Found, why: str) -> Outcome:
+    cfg = found.traces[0].config
+    knobs = (f"B={cfg['max_num_batched_tokens']}, S={cfg['max_num_seqs']}, k={cfg['num_speculative_tokens']}"
+             + (f", {cfg['method']}" if cfg["method"] else "")
+             + (f", T={cfg['max_num_scheduled_tokens']}" if cfg["max_num_scheduled_tokens"] is not None else ""))
+    detail = f"{knobs}; {found.requests} request(s), {found.steps} step(s)" + (f"; {why}" if why else "")
+    return Outcome(ctx.name, obligation, REFUTED, method, time.perf_counter() - start, detail, traces=found.traces)
+
+
+def unknown(ctx: Context, obligation: str, method: str, start: float, why: str) -> Outcome:
+    return Outcome(ctx.name, obligation, UNKNOWN, method, time.perf_counter() - start, why)
+
+
+def decide_step(ctx: Context, name: str, fixed: Optional[dict[str, Any]] = None,
+                check_validation: bool = True) -> Outcome:
+    """A step obligation by induction, then search and the bounded pass (module docstring).
+    ``fixed`` pins config knobs; ``check_validation`` False judges a config the policy
+    refuses, as if its validation were off (for config-complete)."""
+    start = time.perf_counter()
+    opts, policy = ctx.options, ctx.policy
+    try:
+        ind = (ctx.induction() if fixed is None and check_validation else
+               prove_by_induction(policy, opts.timeout_s, fixed=fixed, check_validation=check_validation))
+    except Unknown as e:
+        return unknown(ctx, name, "induction", start, str(e))
+    if ind.proved[name]:
+        detail = ind.notes.get(name, "inductive: holds at the empty system and after every grant, refund and "
+                                     "pass boundary, for every config the policy accepts")
+        return Outcome(ctx.name, name, PROVED, "induction", time.perf_counter() - start, detail)
+    why = ind.reasons[name]
+
+    def goal(families: Sequence[Family]) -> Any:
+        return VIOLATED[name](families[0].config, families[0].last)
+
+    what, n = f"{name} of {ctx.name}", opts.max_requests
+    common = dict(fixed=fixed, check_validation=check_validation)
+    try:
+        found = search([policy], goal, name, what, min(n, SMALL_SEARCH), opts.timeout_s, **common)
+        if found:
+            return refuted(ctx, name, "search", start, found, why)
+        if holds_up_to(policy, lambda st: VIOLATED[name](st.config, st.result), n, opts.timeout_s, what,
+                       assume_seq_cap=ind.proved["seq-cap"], **common):
+            return Outcome(ctx.name, name, PROVED_UP_TO, "bounded", time.perf_counter() - start,
+                           f"no pass from a state of at most {n} requests breaks it ({why})", bound=n)
+        found = search([policy], goal, name, what, n, opts.timeout_s, min_requests=SMALL_SEARCH + 1, **common)
+        if found:
+            return refuted(ctx, name, "search", start, found, why)
+    except Unknown as e:
+        return unknown(ctx, name, "search", start, f"{e} ({why})")
+    return unknown(ctx, name, "bounded", start,
+                   f"a pass from some state of at most {n} requests breaks it, but no trace of the searched shape "
+                   f"from an empty system does ({why})")
+
+
+def step_obligations() -> list[Obligation]:
+    from ..spec import INVARIANTS
+
+    return [Obligation(name, "safety", INVARIANTS[name].holds_when, lambda ctx, name=name: decide_step(ctx, name))
+            for name in STEP_OBLIGATIONS]
+
+
+def all_obligations() -> dict[str, Obligation]:
+    """Every obligation, in the order of the table ``tokenbudget prove`` prints."""
+    from .configs import config_obligations
+    from .efficiency import efficiency_obligations
+
+    return {o.id: o for o in step_obligations() + config_obligations() + efficiency_obligations()}
+
+
+def decide(policy: BudgetPolicy, obligation: Obligation, options: Options, ctx: Optional[Context] = None) -> Outcome:
+    """The verdict of one obligation (``ctx`` shares the induction among a policy's obligations)."""
+    return obligation.decide(ctx or Context(policy, options))
+

@@ -1,0 +1,197 @@
+"""Planted bugs: small patches to a correct policy or to the Scheduler that the tools must catch.
+
+Each ``PlantedBug`` names a bug, says in one line what it breaks, and applies it with a
+``pytest.MonkeyPatch`` (never by editing the model). ``caught_by`` maps a tool to the
+failure kinds (invariant ids, or ``target-error`` for an exception inside the model)
+through which that tool is expected to catch the bug; ``tests/quality/test_planted_bugs.py``
+checks the ``fuzz`` entries. The prover adds its own ``proof`` entries.
+
+``configs`` narrows the fuzzer to the policy's configs that are free of the findings the
+correct policy already shows (SPEC.md §6), so that a catch is the planted bug's own.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import pytest
+
+from tokenbudget.model import BudgetConfig, BudgetPolicy, Budgets
+from tokenbudget.model import decisions, scheduler, step_pass, vllm_policies
+from tokenbudget.model.intlike import min_
+from tokenbudget.model.request import Request, Status
+
+Patch = Callable[[pytest.MonkeyPatch], None]
+
+
+def clean(policy: BudgetPolicy, scheduling_policy: str) -> Callable[[BudgetConfig], bool]:
+    """Configs of one scheduling policy that none of the vLLM findings of SPEC.md §6 needs:
+    chunked prefill on, no threshold at or below k, room for a padded admission
+    (min(T, B - d) >= 1 + k); under FCFS no self-preemption stall is possible either."""
+
+    def ok(cfg: BudgetConfig) -> bool:
+        p = policy.params(cfg)
+        k, threshold = cfg.num_speculative_tokens, cfg.long_prefill_token_threshold
+        room = min(int(policy.token_cap(p)), cfg.max_num_batched_tokens - int(p.draft_slots))
+        return (cfg.scheduling_policy == scheduling_policy and cfg.enable_chunked_prefill
+                and (threshold == 0 or threshold > k) and room >= 1 + k)
+    return ok
+
+
+@dataclass(frozen=True)
+class PlantedBug:
+    """A bug to plant: ``patch`` applies it to ``policy`` or the Scheduler. ``scheduling``
+    picks the clean configs to fuzz (``clean``); under priority the self-preemption
+    stall of the correct scheduler (a ``progress`` finding) is ignored."""
+
+    name: str
+    description: str
+    patch: Patch
+    caught_by: Mapping[str, frozenset[str]]
+    policy: str = "vllm-adaptive"
+    scheduling: str = "fcfs"
+
+    @property
+    def ignored(self) -> frozenset[str]:
+        """Failure kinds the correct policy shows on these configs too (not the bug's)."""
+        return frozenset({"progress"}) if self.scheduling == "priority" else frozenset()
+
+
+# -- the patches --------------------------------------------------------------------------
+def _refund_without_draft_slots(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(vllm_policies.VllmAdaptive, "refund", lambda self, p, grant, is_decode: Budgets(grant, grant))
+
+
+def _refund_twice(mp: pytest.MonkeyPatch) -> None:
+    original = step_pass.StepPass.record_refund
+
+    def record_refund(self: step_pass.StepPass, req: Request) -> None:
+        grant, decode = self.grants[req.request_id], self.charged_as_decode[req.request_id]
+        original(self, req)
+        self.budgets = self.policy.spend(self.budgets, self.policy.refund(self.params, grant, decode), +1)
+
+    mp.setattr(step_pass.StepPass, "record_refund", record_refund)
+
+
+class _NoDraftCharge:
+    """A policy whose charge leaves out the draft slots; everything else is the wrapped one's."""
+
+    def __init__(self, inner: BudgetPolicy) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def charge(self, p: Any, grant: Any, is_decode: Any) -> Budgets:
+        return Budgets(grant, grant)
+
+
+def _waiting_loop_skips_draft_slots(mp: pytest.MonkeyPatch) -> None:
+    original = scheduler.Scheduler._schedule_waiting
+
+    def schedule_waiting(self: scheduler.Scheduler, step: step_pass.StepPass, threshold: int) -> None:
+        charging = step.policy
+        step.policy = _NoDraftCharge(charging)  # type: ignore[assignment]
+        try:
+            original(self, step, threshold)
+        finally:
+            step.policy = charging
+
+    mp.setattr(scheduler.Scheduler, "_schedule_waiting", schedule_waiting)
+
+
+def _exit_rule(loose: bool) -> Patch:
+    def patch(mp: pytest.MonkeyPatch) -> None:
+        if loose:  # input_budget >= d instead of > d
+            rule = lambda self, p, b: b.token > 0 and b.input >= p.draft_slots  # noqa: E731
+        else:  # input_budget > d + 1 instead of > d
+            rule = lambda self, p, b: b.token > 0 and b.input > p.draft_slots + 1  # noqa: E731
+        mp.setattr(vllm_policies.VllmAdaptive, "may_schedule", rule)
+    return patch
+
+
+def _grant_before_model_len_clip(mp: pytest.MonkeyPatch) -> None:
+    def running_grant(policy: BudgetPolicy, p: Any, budgets: Budgets, demand: int, computed: int, threshold: int,
+                      max_model_len: int, bypass: bool) -> int:
+        wanted = decisions.capped_by_threshold(demand, threshold)
+        return wanted if bypass else policy.grant(p, wanted, budgets)  # the clip to max_model_len is gone
+
+    mp.setattr(scheduler, "running_grant", running_grant)
+
+
+def _negative_draft_share(mp: pytest.MonkeyPatch) -> None:
+    def scheduled_drafts(drafts_in_grant: bool, drafts: int, computed: int, grant: int, num_tokens: int,
+                         is_decode: bool) -> int:
+        if drafts_in_grant:
+            return min_(drafts, computed + grant - num_tokens)  # max(0, ...) is gone
+        return drafts if is_decode else 0
+
+    mp.setattr(scheduler, "scheduled_drafts", scheduled_drafts)
+
+
+def _static_reservation_s_minus_1(mp: pytest.MonkeyPatch) -> None:
+    def token_cap(self: BudgetPolicy, p: Any) -> Any:
+        if p.max_num_scheduled_tokens is None:
+            return p.max_num_batched_tokens - p.draft_slots * (p.max_num_seqs - 1)
+        return p.max_num_scheduled_tokens
+
+    mp.setattr(vllm_policies.VllmStatic, "token_cap", token_cap)
+
+
+def _block_freed_twice_on_preemption(mp: pytest.MonkeyPatch) -> None:
+    original = scheduler.Scheduler._preempt
+
+    def preempt(self: scheduler.Scheduler, req: Request) -> None:
+        for block in req.block_ids:  # drops its references by hand, then frees them again
+            self.pool.ref_count[block] -= 1
+        original(self, req)
+
+    mp.setattr(scheduler.Scheduler, "_preempt", preempt)
+
+
+def _abort_leaves_request_queued(mp: pytest.MonkeyPatch) -> None:
+    def abort_request(self: scheduler.Scheduler, request_id: str) -> None:
+        req = self.requests[request_id]
+        if req.is_finished:
+            return
+        self.pool.free(req)  # the removal from its queue is gone
+        req.status = Status.ABORTED
+
+    mp.setattr(scheduler.Scheduler, "abort_request", abort_request)
+
+
+FUZZ = "fuzz"
+
+BUGS: tuple[PlantedBug, ...] = (
+    PlantedBug("refund-forgets-draft-slots",
+               "a same-step preemption gives back grant, not grant + d, to the input budget",
+               _refund_without_draft_slots, {FUZZ: frozenset({"exact-refund"})}, scheduling="priority"),
+    PlantedBug("refund-applied-twice",
+               "a same-step preemption credits its refund to the budgets twice (the second time off the ledger)",
+               _refund_twice, {FUZZ: frozenset({"exact-refund"})}, scheduling="priority"),
+    PlantedBug("waiting-loop-skips-draft-slots",
+               "the waiting loop charges the input budget grant, not grant + d",
+               _waiting_loop_skips_draft_slots, {FUZZ: frozenset({"input-rows-cap", "input-budget-nonnegative"})}),
+    PlantedBug("exit-rule-too-loose",
+               "the loops go on while input_budget >= d (off by one: > d), so a request can be granted 0",
+               _exit_rule(loose=True), {FUZZ: frozenset({"target-error"})}),
+    PlantedBug("exit-rule-too-strict",
+               "the loops stop once input_budget <= d + 1 (off by one: <= d), so B = d + 1 never schedules",
+               _exit_rule(loose=False), {FUZZ: frozenset({"progress"})}),
+    PlantedBug("grant-before-model-len-clip",
+               "a running request keeps the grant the budgets allow, never clipped to max_model_len - computed - 1",
+               _grant_before_model_len_clip, {FUZZ: frozenset({"model-len", "kv-capacity", "target-error"})}),
+    PlantedBug("negative-draft-share-not-floored",
+               "the drafts riding with a grant, grant - tokens left, are not floored at 0 for a prefill chunk",
+               _negative_draft_share, {FUZZ: frozenset({"spec-shape", "target-error"})}),
+    PlantedBug("static-reservation-with-s-minus-1",
+               "vLLM <= 0.27's reservation computed as T = B - d * (S - 1)",
+               _static_reservation_s_minus_1, {FUZZ: frozenset({"input-rows-cap"})}, policy="vllm-static"),
+    PlantedBug("kv-block-freed-twice-on-preemption",
+               "preempting a request drops its block references twice",
+               _block_freed_twice_on_preemption, {FUZZ: frozenset({"kv-capacity", "target-error"})}),
+    PlantedBug("abort-leaves-request-queued",
+               "an abort frees the blocks and marks the request aborted but leaves it in its queue",
+               _abort_leaves_request_queued, {FUZZ: frozenset({"no-request-lost", "target-error"})}),
+)
+
