@@ -13,12 +13,14 @@ Across all scales: every method the policy's table knows (and speculation off), 
 the policy's limit, both scheduling policies where accepted, KV pools from the minimum
 (one ``max_model_len`` sequence: preemption) to ample, ``long_prefill_token_threshold``
 off, below 1 + k, or anywhere up to ``max_model_len``. Chunked prefill off only comes with
-B >= ``max_model_len``, as vLLM and FastDeploy (before its V1 KV-cache scheduler) demand.
+B >= ``max_model_len``, as vLLM and FastDeploy (before its V1 KV-cache scheduler) demand,
+and never for FastDeploy: the V1 scheduler its policies model has no unchunked path
+(``ResourceManagerV1._get_num_new_tokens`` grants min(tokens left, token budget)), while
+the model would refuse to chunk and hang a prompt longer than the reserved budget.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
 
 from hypothesis import strategies as st
 
@@ -30,7 +32,7 @@ MAX_K = 16
 MAX_SEQS = 1024
 MAX_POOL = 1 << 15  # blocks; an ample pool beyond this adds nothing to a short run
 
-Draw = Callable[[st.SearchStrategy[Any]], Any]
+Draw = st.DrawFn
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class ConfigSpace:
     scheduling_policies: tuple[str, ...]
     parallel_drafting: bool
     max_num_scheduled_tokens: bool  # a user-set T is accepted
+    chunked_prefill_off: bool  # the engine has an unchunked mode (see the module docstring)
 
 
 def _accepts(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
@@ -78,6 +81,8 @@ def config_space(policy: BudgetPolicy) -> ConfigSpace:
             _accepts(policy, probe.replace(method=m, parallel_drafting=True)) for m in spec_ok
             if table[m].parallel_draft_slots is not None),
         max_num_scheduled_tokens=_accepts(policy, probe.replace(max_num_scheduled_tokens=4096)),
+        chunked_prefill_off=getattr(policy, "engine", None) != "fastdeploy"
+        and _accepts(policy, probe.replace(enable_chunked_prefill=False)),
     )
 
 
@@ -101,7 +106,7 @@ def configs(policy: BudgetPolicy, space: ConfigSpace | None = None,
                         and draw(st.booleans()))
         d = int(methods.draft_slots(policy.table, method, k, parallel)) if method else 0
         budget, seqs, block_size, model_len = _limits(draw, draw(st.sampled_from(scales)), d, k, space.max_seqs)
-        chunked = budget >= 2 and draw(st.sampled_from((True, True, False)))
+        chunked = not (space.chunked_prefill_off and budget >= 2) or draw(st.sampled_from((True, True, False)))
         model_len = max(2, min(model_len, budget) if not chunked else model_len)
         scheduled = None
         if space.max_num_scheduled_tokens and draw(st.sampled_from((False, False, True))):
@@ -118,7 +123,7 @@ def configs(policy: BudgetPolicy, space: ConfigSpace | None = None,
             max_model_len=model_len,
             long_prefill_token_threshold=_threshold(draw, k, model_len),
             scheduling_policy=draw(st.sampled_from(space.scheduling_policies)),
-            enable_chunked_prefill=not budget >= 2 or chunked,
+            enable_chunked_prefill=chunked,
             enable_prefix_caching=draw(st.sampled_from((True, False))),
         )
 

@@ -9,7 +9,9 @@ Every step is judged as it happens (``check_step``, and the target's ``error``);
 ``@invariant`` judges the run so far (``no_request_lost``). At teardown the machine
 stops adding and drains: it steps until every live request has finished, and once the
 drain is longer than the spec's bound ``progress_bound`` judges it. ``target()`` steers
-generation toward high input-row use and preemption.
+generation toward high input-row use and preemption. The first violation raises a
+FuzzFailure carrying the trace, unless its kind is ``known`` (found before in the same
+session): then the run just ends, its later rules doing nothing.
 
 Only the spec's observations are read, never the target's internals, so a real engine
 whose records lack a ledger (or carry an ``error``) runs in the same machine.
@@ -35,6 +37,7 @@ from .target import ModelTarget, TargetFactory
 from .workload import PATTERNS, RequestShape, accepted_drafts, request_shapes, resolve
 
 DEFAULTS = BudgetConfig().to_dict()
+REQUESTS = st.lists(request_shapes(), min_size=1, max_size=3)
 
 
 @dataclass
@@ -47,6 +50,7 @@ class FuzzStats:
     examples: int = 0
     steps: int = 0
     first_failure: dict[str, float] = field(default_factory=dict)
+    raised_at: int = 0  # examples run when a failure was first raised
     tick: Callable[["FuzzStats"], None] | None = None
 
 
@@ -73,7 +77,7 @@ class FuzzMachine(RuleBasedStateMachine):
         self.ops: list[Op] = []
         self.num_added = 0
         self.live: dict[str, RequestState] = {}  # added, not yet seen finished or aborted
-        self.broken = False  # a check failed or an op raised: teardown must not run more ops
+        self.broken = False  # a check failed or an op raised: no more ops (teardown included)
         self.max_row_use = 0.0  # the largest share of B a step's runner rows took
         self.max_preempted = 0  # the most requests one step preempted
 
@@ -91,7 +95,7 @@ class FuzzMachine(RuleBasedStateMachine):
         if stats.tick is not None:
             stats.tick(stats)
 
-    @rule(requests=st.lists(request_shapes(), min_size=1, max_size=3))
+    @rule(requests=REQUESTS)
     def add(self, requests: list[RequestShape]) -> None:
         if self.broken:
             return
@@ -100,11 +104,12 @@ class FuzzMachine(RuleBasedStateMachine):
         chunk = min(lim.max_num_batched_tokens - lim.draft_slots, lim.max_num_scheduled_tokens,
                     self.cfg.long_prefill_token_threshold or lim.max_num_batched_tokens)
         for shape in requests:
-            op = resolve(shape, self.cfg, max(1, chunk), lim.draft_slots, str(self.num_added))
+            op = resolve(shape, self.cfg, max(1, chunk), lim.draft_slots, self.num_added)
             self.num_added += 1
             self._apply(op)
             self.live[op.id] = RequestState("waiting", 0, 0, op.max_tokens, op.prompt_len)
 
+    @precondition(lambda self: bool(self.live))
     @rule(count=st.integers(1, 8), pattern=st.sampled_from(PATTERNS), seed=st.integers(0, 255))
     def step(self, count: int, pattern: str, seed: int) -> None:
         assert self.cfg is not None
@@ -122,12 +127,15 @@ class FuzzMachine(RuleBasedStateMachine):
 
     # -- execute ------------------------------------------------------------------------
     def _apply(self, op: Op) -> StepRecord | None:
+        """Record the op, then apply it; an exception (a bug outside the spec's reach, such
+        as a refused add) leaves the run broken, so teardown applies nothing more."""
         assert self.execution is not None
         self.ops.append(op)
-        self.broken = True
-        record = self.execution.apply(op)
-        self.broken = False
-        return record
+        try:
+            return self.execution.apply(op)
+        except BaseException:
+            self.broken = True
+            raise
 
     def _step(self, accepted: Mapping[str, int]) -> None:
         assert self.execution is not None
@@ -152,20 +160,27 @@ class FuzzMachine(RuleBasedStateMachine):
             self._judge(tuple(no_request_lost(self.execution.run)))
 
     def teardown(self) -> None:
-        """Stop adding and drain; a drain past the spec's bound is a ``progress`` violation."""
+        """Stop adding and drain; a drain past the spec's bound is a ``progress`` violation.
+
+        The spec bounds the drain from the requests live when it began, which may be before
+        this teardown; ``progress_bound`` is asked at this drain's own bound and then at
+        every doubling of it, so a stuck run costs at most about twice the spec's bound.
+        """
         if self.execution is None or self.broken:
             return
         run = self.execution.run
-        bound = drain_bound(self.live)
-        drained = 0
-        while self.live:
+        ask_at, drained = drain_bound(self.live), 0
+        while self.live and not self.broken:
             self._step({})
             drained += 1
-            if drained >= bound and progress_bound(run):
-                break
-        self._judge(tuple(no_request_lost(run)) + tuple(progress_bound(run)))
-        target(self.max_row_use, label="input rows / B, most in a step")
-        target(float(self.max_preempted), label="preemptions, most in a step")
+            if drained >= ask_at:
+                if progress_bound(run):
+                    break
+                ask_at *= 2
+        if not self.broken:
+            self._judge(tuple(no_request_lost(run)) + tuple(progress_bound(run)))
+            target(self.max_row_use, label="input rows / B, most in a step")
+            target(float(self.max_preempted), label="preemptions, most in a step")
 
     def _judge(self, violations: tuple[Violation, ...], error: str | None = None) -> None:
         """Raise the failure of the first violated invariant (or target error) not yet known;
@@ -173,13 +188,14 @@ class FuzzMachine(RuleBasedStateMachine):
         if not violations and error is None:
             return
         self.broken = True
-        kinds = tuple(dict.fromkeys(v.invariant for v in violations)) or (TARGET_ERROR,)
+        kinds = tuple(dict.fromkeys(v.invariant for v in violations)) + ((TARGET_ERROR,) if error else ())
         stats = type(self).stats
         for kind in kinds:
             stats.first_failure.setdefault(kind, time.perf_counter() - stats.started)
         new = [kind for kind in kinds if kind not in type(self).known]
         if new:
-            raise failure(new[0], violations, error, self._trace(kinds if violations else (), violations, error))
+            stats.raised_at = stats.raised_at or stats.examples
+            raise failure(new[0], violations, error, self._trace(kinds, violations, error))
 
     def _trace(self, kinds: tuple[str, ...], violations: tuple[Violation, ...], error: str | None) -> Trace:
         assert self.cfg is not None and self.execution is not None
@@ -190,7 +206,7 @@ class FuzzMachine(RuleBasedStateMachine):
             policy=type(self).policy_spec,
             config=compact_config(self.cfg),
             ops=tuple(self.ops),
-            expect=tuple(ViolationExpectation(kind) for kind in kinds),
+            expect=tuple(ViolationExpectation(kind) for kind in kinds if kind != TARGET_ERROR),
             description="; ".join(parts),
             found_by=type(self).found_by,
         )
@@ -206,9 +222,10 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
     strategy = config_strategy if config_strategy is not None else configs(policy)
 
     class Machine(FuzzMachine):
-        @initialize(cfg=strategy)
-        def start(self, cfg: BudgetConfig) -> None:
+        @initialize(cfg=strategy, requests=REQUESTS)
+        def start(self, cfg: BudgetConfig, requests: list[RequestShape]) -> None:
             self.deploy(cfg)
+            self.add(requests)
 
     Machine.__name__ = Machine.__qualname__ = "Fuzz_" + "".join(c if c.isalnum() else "_" for c in policy_spec)
     Machine.policy_spec = policy_spec

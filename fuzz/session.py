@@ -1,16 +1,18 @@
 """A fuzzing session: run the state machine for a number of examples or seconds, collect
 the shrunk counterexamples and save each as a trace with its Hypothesis program.
 
-``examples=N`` is one Hypothesis run of N examples, deterministic for a seed.
-``seconds=S`` runs batches of examples, each with its own seed derived from the session's,
-until S seconds have passed (checked between batches); a batch that finds a failure also
-shrinks it, which can run past S. A failure kind found once is not raised again in later batches: a run that shows
-only known kinds just ends, so the time goes to finding the others.
+A session runs Hypothesis in batches, each with its own seed derived from the session's.
+A batch stops at its first failure and shrinks it; the next batch goes on with that
+failure's kind known: a run that shows only known kinds just ends, so the examples go
+to finding the others. ``examples=N`` runs batches until N examples were generated
+(deterministic for a seed); ``seconds=S`` until S seconds have passed (checked between
+batches, so shrinking can run past S; batch sizes do not depend on timing, so a seed
+always runs the same examples in the same order).
 """
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -21,14 +23,16 @@ from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
 from ..model import BudgetConfig, get_policy
-from ..spec.trace import Trace, write_trace
-from .failures import FuzzFailure
+from ..replay import BadInput, ReplayResult, replay_on_model
+from ..spec.trace import Trace, ViolationExpectation, write_trace
+from .failures import TARGET_ERROR, FuzzFailure
 from .machine import FuzzMachine, FuzzStats, machine_class
+from .shrink import shrink
 from .target import ModelTarget, TargetFactory
 
 PHASES = (Phase.explicit, Phase.generate, Phase.target, Phase.shrink)  # no explain phase: it is slow
 FIRST_BATCH = 25  # examples in the first batch of a timed session; each next one doubles, up to
-MAX_BATCH = 100  # (sizes do not depend on timing, so a seed always runs the same examples in order)
+MAX_BATCH = 100
 PROGRESS_EVERY = 0.2  # seconds between progress lines
 
 Progress = Callable[[str], None]
@@ -36,9 +40,9 @@ Progress = Callable[[str], None]
 
 @dataclass(frozen=True)
 class Counterexample:
-    """A shrunk failure: its kind, what was violated, the trace and the program that
-    found it, when it was first seen (seconds into the session, before shrinking), and
-    where trace and program were saved (empty when not saved)."""
+    """A shrunk failure: its kind, what was violated (in the reduced trace), the trace and
+    the program that found it, when it was first seen (seconds into the session, before
+    shrinking), and where trace and program were saved (empty when not saved)."""
 
     kind: str
     message: str
@@ -97,57 +101,62 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
     policy = get_policy(policy_spec)
     report = FuzzReport(policy_spec, target_name, seed)
     found_by = f"Hypothesis: tokenbudget fuzz --policy {policy_spec} --seed {seed}"
-    started = time.perf_counter()
-    shown = [0.0]
+    started = shown = time.perf_counter()
 
     def tick(stats: FuzzStats) -> None:
+        nonlocal shown
         now = time.perf_counter()
-        if now - shown[0] >= PROGRESS_EVERY:
-            shown[0] = now
+        if now - shown >= PROGRESS_EVERY:
+            shown = now
             elapsed = now - started
             steps = report.steps + stats.steps
             progress(f"{policy_spec}: {elapsed:.0f}s  {report.examples + stats.examples} examples  {steps} steps "
                      f"({steps / max(elapsed, 1e-9):.0f}/s)  {len(report.counterexamples)} violated")
 
-    batch, size = 0, examples if examples is not None else FIRST_BATCH
+    batch, size, left = 0, examples or FIRST_BATCH, examples
     while True:
         cls = machine_class(policy_spec, policy, target_factory, config_strategy, found_by)
         cls.stats = FuzzStats(started=started, tick=tick)
         cls.known = frozenset(c.kind for c in report.counterexamples)
-        failures = run_machine(cls, size, seed * 100_003 + batch, phases)
+        found = run_machine(cls, size, seed * 100_003 + batch, phases)
         report.examples += cls.stats.examples
         report.steps += cls.stats.steps
-        for f in failures:
-            first_seen = cls.stats.first_failure.get(f.kind, time.perf_counter() - started)
-            report.counterexamples.append(_save(f, first_seen, corpus, policy_spec, seed))
+        if found is not None:
+            first_seen = cls.stats.first_failure.get(found.kind, time.perf_counter() - started)
+            report.counterexamples.append(_save(found, first_seen, corpus, policy_spec, seed, target_factory))
         report.seconds = time.perf_counter() - started
         batch += 1
-        if examples is not None or seconds is None or report.seconds >= seconds:
-            return report
-        size = min(2 * size, MAX_BATCH)
+        if left is not None:
+            left -= cls.stats.raised_at if found is not None else size
+            if left <= 0:
+                return report
+            size = left
+        else:
+            assert seconds is not None
+            if report.seconds >= seconds:
+                return report
+            size = min(2 * size, MAX_BATCH)
 
 
 def run_machine(cls: type[FuzzMachine], size: int, seed: int, phases: Sequence[Phase] = PHASES,
-                **changes: object) -> list[FuzzFailure]:
-    """One Hypothesis run of ``size`` examples from ``seed``: the failures it found,
-    shrunk, each with its program. Nothing is printed. ``changes`` override settings."""
+                parent: settings | None = None) -> FuzzFailure | None:
+    """One Hypothesis run of ``size`` examples of ``cls`` from ``seed``, stopping at the
+    first failure: that failure (shrunk when ``phases`` shrink) with its program, or None.
+    Nothing is printed; an exception other than a FuzzFailure propagates. ``parent``
+    supplies the other settings (a test passes its profile's, whose ``derandomize`` then
+    decides the seed); by default the seed does.
+    """
     s = settings(
-        settings(max_examples=size, database=None, deadline=None, derandomize=False, print_blob=False,
-                 suppress_health_check=list(HealthCheck), report_multiple_bugs=False, phases=tuple(phases)),
-        **changes,  # type: ignore[arg-type]
+        parent if parent is not None else settings(derandomize=False),
+        max_examples=size, database=None, deadline=None, print_blob=False,
+        suppress_health_check=list(HealthCheck), report_multiple_bugs=False, phases=tuple(phases),
     )
     try:
         with with_reporter(lambda _: None):
             run_state_machine_as_test(hypothesis_seed(seed)(cls), settings=s)
-    except FuzzFailure as e:
-        return [_with_program(e)]
-    except BaseExceptionGroup as group:
-        fuzz_failures, others = group.split(FuzzFailure)
-        if others is not None:
-            raise others
-        assert fuzz_failures is not None
-        return [_with_program(e) for e in fuzz_failures.exceptions if isinstance(e, FuzzFailure)]
-    return []
+    except FuzzFailure as failure:
+        return _with_program(failure)
+    return None
 
 
 def _with_program(failure: FuzzFailure) -> FuzzFailure:
@@ -164,13 +173,40 @@ def _with_program(failure: FuzzFailure) -> FuzzFailure:
     return failure
 
 
-def _save(failure: FuzzFailure, first_seen: float, corpus: str | Path | None, policy_spec: str,
-          seed: int) -> Counterexample:
-    """The counterexample of a failure; its trace and program written under ``corpus``
-    (when given) as ``<policy>-<kind>-seed<N>[-<n>].json`` and ``.hypothesis.txt``,
-    never overwriting a file."""
-    message = str(failure).splitlines()[0] if str(failure) else failure.kind
-    found = Counterexample(failure.kind, message, failure.trace, tuple(failure.program), first_seen)
+def reduce(trace: Trace, kind: str, target_factory: TargetFactory) -> Trace:
+    """The trace with every request, step, abort and accepted entry left out that the
+    failure does not need (``fuzz.shrink``: Hypothesis's shrinking leaves some, such as a
+    request added and aborted), judged by replaying on the same target. Expectations keep
+    the violated invariants the reduced trace still shows; the description is its first
+    violation of ``kind`` (or the error the target raised)."""
+
+    def replayed(candidate: Trace) -> ReplayResult | None:
+        try:
+            return replay_on_model(replace(candidate, expect=()), target_factory=target_factory)
+        except BadInput:
+            return None
+
+    def shown(result: ReplayResult | None) -> list[str]:
+        if result is None:
+            return []
+        return [str(v) for v in result.violations if v.invariant == kind] if kind != TARGET_ERROR else \
+            [f"the target raised in {e}" for e in result.errors]
+
+    reduced = shrink(trace, lambda candidate: bool(shown(replayed(candidate))))
+    result = replayed(reduced)
+    assert result is not None
+    still = {v.invariant for v in result.violations}
+    return replace(reduced, description=shown(result)[0], expect=tuple(
+        e for e in trace.expect if not isinstance(e, ViolationExpectation) or e.violation in still))
+
+
+def _save(failure: FuzzFailure, first_seen: float, corpus: str | Path | None, policy_spec: str, seed: int,
+          target_factory: TargetFactory) -> Counterexample:
+    """The counterexample of a failure, its trace reduced (``reduce``); trace and program
+    written under ``corpus`` (when given) as ``<policy>-<kind>-seed<N>[-<n>].json`` and
+    ``.hypothesis.txt``, never overwriting a file."""
+    trace = reduce(failure.trace, failure.kind, target_factory)
+    found = Counterexample(failure.kind, trace.description or failure.kind, trace, tuple(failure.program), first_seen)
     if corpus is None:
         return found
     folder = Path(corpus)
@@ -182,19 +218,20 @@ def _save(failure: FuzzFailure, first_seen: float, corpus: str | Path | None, po
         if program_path.exists():
             continue
         try:
-            write_trace(failure.trace, trace_path)
+            write_trace(trace, trace_path)
         except FileExistsError:
             continue
         with open(program_path, "x", encoding="utf-8") as f:
-            f.write(_program_text(failure, policy_spec, trace_path.name))
+            f.write(_program_text(failure, policy_spec, trace_path.name, len(trace.ops)))
         return Counterexample(found.kind, found.message, found.trace, found.program, first_seen,
                               (str(trace_path), str(program_path)))
     raise FileExistsError(f"{folder}: too many counterexamples named {stem}-*")
 
 
-def _program_text(failure: FuzzFailure, policy_spec: str, trace_name: str) -> str:
+def _program_text(failure: FuzzFailure, policy_spec: str, trace_name: str, num_ops: int) -> str:
     header = [
-        f"# The Hypothesis program that found {failure.kind} for {policy_spec} ({trace_name} is its trace).",
-        f"# Replay it with: tokenbudget replay {trace_name}",
+        f"# The Hypothesis program that found {failure.kind} for {policy_spec}. Its {len(failure.trace.ops)} ops, "
+        f"reduced to {num_ops}, are the trace {trace_name}:",
+        f"#   tokenbudget replay {trace_name}",
     ]
     return "\n".join(header + list(failure.program)) + "\n"

@@ -1,7 +1,8 @@
 """Workload strategies: request shapes and acceptance patterns, resolved against a config.
 
 A shape says what kind of request to add (a 1-token prompt, k + 1, a block-size edge, a
-prompt that chunks, one that runs into ``max_model_len``, a prefix-group member) in small
+budget edge, a prompt that chunks, a share of ``max_model_len`` or one that runs into it,
+a prefix-group member) in small
 integers that do not depend on the config, so the printed Hypothesis program reads well
 and shrinks toward simple requests. ``resolve`` turns a shape into the ``AddOp`` that the
 config makes of it; every length it yields is one the scheduler accepts.
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 from ..model import BudgetConfig
 from ..spec.trace import AddOp
 
-PROMPT_KINDS = ("any", "one", "k+1", "blocks", "budget", "long", "tail")
+PROMPT_KINDS = ("any", "one", "k+1", "blocks", "budget", "long", "share", "tail")
 PREFIXES = (None, "g0:blocks", "g0:all-but-last", "g0:all", "g1:blocks", "g1:all-but-last", "g1:all")
 PATTERNS = ("none", "all", "random")
 MAX_TOKENS = 48  # keeps every drain short; "tail" prompts reach max_model_len within it
@@ -54,7 +55,8 @@ def prompt_len(shape: RequestShape, cfg: BudgetConfig, chunk: int, draft_slots: 
     blocks: a multiple of the block size, or one either side · budget: a chunk, or a
     chunk less d (whose grant leaves the input budget at exactly d, the loops' exit
     edge), or one either side · long: 1-2 chunks and more than a chunk, so it chunks ·
-    tail: within n % 16 tokens of max_model_len - 1. n picks among the choices.
+    share: max_model_len / 2, 3 or 4, so that a few requests fill a small KV pool as they
+    decode · tail: within n % 16 tokens of max_model_len - 1. n picks among the choices.
     """
     bs, top = cfg.block_size, cfg.max_model_len - 1
     kind, n = shape.prompt, shape.n
@@ -68,6 +70,8 @@ def prompt_len(shape: RequestShape, cfg: BudgetConfig, chunk: int, draft_slots: 
         length = chunk - n // 3 % 2 * draft_slots + n % 3 - 1
     elif kind == "long":
         length = chunk + 1 + n * chunk // 300
+    elif kind == "share":
+        length = cfg.max_model_len // (n % 3 + 2)
     elif kind == "tail":
         length = top - n % 16
     else:
@@ -75,16 +79,23 @@ def prompt_len(shape: RequestShape, cfg: BudgetConfig, chunk: int, draft_slots: 
     return max(1, min(length, top, 8 * chunk))
 
 
-def resolve(shape: RequestShape, cfg: BudgetConfig, chunk: int, draft_slots: int, request_id: str) -> AddOp:
-    """The add op of a shape under cfg (``chunk`` and ``draft_slots`` as for
-    ``prompt_len``). A member of a prefix group shares 1-4 full blocks (n picks how
-    many), all of its prompt but the last token, or all of it."""
+def resolve(shape: RequestShape, cfg: BudgetConfig, chunk: int, draft_slots: int, index: int) -> AddOp:
+    """The add op of the ``index``-th request (its id) of a shape under cfg (``chunk`` and
+    ``draft_slots`` as for ``prompt_len``). A member of a prefix group shares 1-4 full
+    blocks (n picks how many), all of its prompt but the last token, or all of it.
+
+    Under PRIORITY the priority drifts one step more urgent every two arrivals
+    (``shape.priority - index // 2``), so that a later arrival often outranks a request
+    already running ahead of it: the case where a preemption takes back a grant of the
+    same pass. Under FCFS it is 0 (it would mean nothing).
+    """
     length = prompt_len(shape, cfg, chunk, draft_slots)
+    priority = shape.priority - index // 2 if cfg.scheduling_policy == "priority" else 0
     if shape.prefix is None:
-        return AddOp(request_id, length, shape.max_tokens, shape.priority)
+        return AddOp(str(index), length, shape.max_tokens, priority)
     group, _, what = shape.prefix.partition(":")
     shared = {"blocks": (shape.n % 4 + 1) * cfg.block_size, "all-but-last": length - 1, "all": length}[what]
-    return AddOp(request_id, length, shape.max_tokens, shape.priority, group, min(shared, length))
+    return AddOp(str(index), length, shape.max_tokens, priority, group, min(shared, length))
 
 
 def accepted_drafts(pattern: str, seed: int, live: list[str], k: int) -> Mapping[str, int]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from .config import Requirement
 from .intlike import BoolLike, IntLike, and_, ite, max_, min_, not_
-from .policy import BudgetParams, BudgetPolicy, Budgets, register
+from .policy import BudgetParams, BudgetPolicy, Budgets, plain, register  # noqa: F401 (plain: the PEP 316 contracts)
 
 
 class _FastDeployPolicy(BudgetPolicy):
@@ -112,6 +112,12 @@ class FastDeployReserve(_FastDeployPolicy):
     version = "PR #7438"
 
     def initial_budgets(self, p: BudgetParams, num_decoding: IntLike) -> Budgets:
+        """Never more than B: the reservation only ever lowers the budget.
+
+        pre: plain(p.max_num_batched_tokens, p.max_num_seqs, p.num_speculative_tokens) and p.max_num_batched_tokens >= 1
+        pre: isinstance(p.spec_enabled, bool) and p.max_num_seqs >= 1 and p.num_speculative_tokens >= 0
+        post: 0 < __return__.token <= p.max_num_batched_tokens
+        """
         reserved = p.max_num_batched_tokens - p.max_num_seqs * self.tokens_per_seq(p)
         return Budgets(max_(reserved, min_(p.max_num_batched_tokens, 512)), None)
 
@@ -158,6 +164,13 @@ class FastDeployDecodeCount(_FastDeployPolicy):
         ]
 
     def initial_budgets(self, p: BudgetParams, num_decoding: IntLike) -> Budgets:
+        """Never negative for a config the startup check accepts.
+
+        pre: plain(p.max_num_batched_tokens, p.max_num_seqs, p.num_speculative_tokens, num_decoding)
+        pre: isinstance(p.spec_enabled, bool) and isinstance(p.is_mtp, bool) and p.num_speculative_tokens >= 0
+        pre: 0 <= num_decoding <= p.max_num_seqs and p.max_num_batched_tokens >= p.max_num_seqs * self.tokens_per_seq(p)
+        post: __return__.token >= 0
+        """
         return Budgets(p.max_num_batched_tokens - num_decoding * self.tokens_per_seq(p), None)
 
     def charge(self, p: BudgetParams, grant: IntLike, is_decode: BoolLike) -> Budgets:

@@ -12,7 +12,7 @@ from typing import ClassVar, Optional
 
 from . import methods
 from .config import BudgetConfig, ConfigError, Requirement
-from .intlike import BoolLike, IntLike, and_, min_
+from .intlike import BoolLike, IntLike, and_, is_concrete, min_
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,12 @@ class BudgetParams:
     enable_chunked_prefill: BoolLike
     parallel_drafting: BoolLike
     priority_scheduling: BoolLike  # scheduling_policy == "priority"
+
+
+def plain(*values: object) -> bool:
+    """Contract helper: every value is a Python int (None, an untracked budget, is skipped).
+    The PEP 316 contracts below hold on ints; CrossHair checks them (``proofs/contracts``)."""
+    return is_concrete(*(v for v in values if v is not None))
 
 
 @dataclass(frozen=True)
@@ -127,15 +133,34 @@ class BudgetPolicy:
         return b.token > 0
 
     def grant(self, p: BudgetParams, demand: IntLike, b: Budgets) -> IntLike:
-        """Tokens given to a request asking for ``demand`` with budgets ``b`` left."""
+        """Tokens given to a request asking for ``demand`` with budgets ``b`` left: at least
+        one while the exit rule lets the pass go on, never more than asked or left.
+
+        pre: plain(demand, b.token, b.input, p.draft_slots) and p.draft_slots >= 0 and demand >= 1
+        pre: self.may_schedule(p, b)
+        post: 0 < __return__ <= demand and __return__ <= b.token
+        """
         return min_(demand, b.token)
 
     def charge(self, p: BudgetParams, grant: IntLike, is_decode: BoolLike) -> Budgets:
-        """What scheduling ``grant`` tokens subtracts from each budget."""
+        """What scheduling ``grant`` tokens subtracts from each budget: nothing negative, and
+        an input budget is charged at least the runner rows the grant occupies.
+
+        pre: plain(grant, p.draft_slots, p.decode_rows) and grant >= 1 and p.draft_slots >= 0
+        pre: isinstance(is_decode, bool)
+        post: __return__.token >= 0
+        post: __return__.input is None or __return__.input >= self.runner_rows(p, grant, is_decode)
+        """
         return Budgets(grant, None)
 
     def refund(self, p: BudgetParams, grant: IntLike, is_decode: BoolLike) -> Budgets:
-        """What a same-step preemption of a request granted ``grant`` gives back."""
+        """What a same-step preemption of a request granted ``grant`` gives back: exactly its
+        charge, or nothing for an engine that never refunds.
+
+        pre: plain(grant, p.draft_slots, p.decode_rows) and grant >= 1 and p.draft_slots >= 0
+        pre: isinstance(is_decode, bool)
+        post: __return__ == (self.charge(p, grant, is_decode) if self.refunds else Budgets(0, None))
+        """
         return self.charge(p, grant, is_decode) if self.refunds else Budgets(0, None)
 
     def runner_rows(self, p: BudgetParams, grant: IntLike, is_decode: BoolLike) -> IntLike:
@@ -143,7 +168,12 @@ class BudgetPolicy:
         return grant + p.draft_slots
 
     def spend(self, b: Budgets, amount: Budgets, sign: int) -> Budgets:
-        """b - amount (sign=-1) or b + amount (sign=+1), leaving an untracked input alone."""
+        """b - amount (sign=-1) or b + amount (sign=+1), leaving an untracked input alone.
+
+        pre: plain(b.token, b.input, amount.token, amount.input) and sign in (-1, 1)
+        post: __return__.token == b.token + sign * amount.token
+        post: (__return__.input is None) == (b.input is None)
+        """
         inp = None if b.input is None else b.input + sign * (amount.input if amount.input is not None else 0)
         return Budgets(b.token + sign * amount.token, inp)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .config import Requirement
 from .intlike import BoolLike, IntLike, and_, min_, or_
-from .policy import BudgetParams, BudgetPolicy, Budgets, register
+from .policy import BudgetParams, BudgetPolicy, Budgets, plain, register  # noqa: F401 (plain: the PEP 316 contracts)
 
 
 class _VllmPolicy(BudgetPolicy):
@@ -79,6 +79,12 @@ class VllmAdaptive(_VllmPolicy):
         return and_(b.token > 0, b.input > p.draft_slots)
 
     def grant(self, p: BudgetParams, demand: IntLike, b: Budgets) -> IntLike:
+        """Leaves room for the request's draft slots: the input budget stays >= 0.
+
+        pre: plain(demand, b.token, b.input, p.draft_slots) and p.draft_slots >= 0 and demand >= 1
+        pre: self.may_schedule(p, b)
+        post: __return__ + p.draft_slots <= b.input
+        """
         return min_(demand, b.token, b.input - p.draft_slots)
 
     def charge(self, p: BudgetParams, grant: IntLike, is_decode: BoolLike) -> Budgets:
@@ -118,4 +124,9 @@ class VllmStatic(_VllmPolicy):
         return p.max_num_scheduled_tokens
 
     def initial_budgets(self, p: BudgetParams, num_decoding: IntLike) -> Budgets:
+        """With T derived, the draft slots of every sequence are reserved up front.
+
+        pre: plain(p.max_num_batched_tokens, p.max_num_seqs, p.draft_slots) and p.max_num_scheduled_tokens is None
+        post: __return__.token + p.draft_slots * p.max_num_seqs == p.max_num_batched_tokens
+        """
         return Budgets(self.token_cap(p), None)

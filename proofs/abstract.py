@@ -17,9 +17,8 @@ from typing import Any, Callable, Optional, Sequence
 
 import z3
 
-from ..model import BudgetPolicy, Budgets
-from ..model.decisions import running_grant
-from ..model.intlike import BoolLike, IntLike, and_, ite, not_, or_
+from ..model import BudgetPolicy
+from ..model.intlike import BoolLike, IntLike, ite
 from .passmodel import PassConfig, Slot, run_pass, scheduler_victim
 from .solving import check, solver
 from .symbolic import SymbolicConfig
@@ -139,97 +138,3 @@ def holds_up_to(policy: BudgetPolicy, violated: Callable[[AbstractState], BoolLi
         if check(solver(timeout_s, *state.facts, violated(state)), f"{what} (one pass, {n} requests)"):
             return False
     return True
-
-
-# -- the queue lemma ------------------------------------------------------------------------
-def _takes(st: AbstractState, slots: Sequence[Slot], running: Sequence[BoolLike], eligible: IntLike) -> list[IntLike]:
-    """What each running request would be granted by a budget that never runs short:
-    ``decisions.running_grant`` with budgets larger than its demand."""
-    policy, p = st.config.policy, st.config.params
-    threshold = ite(eligible > 1, st.config.threshold, 0)
-    out = []
-    for s, run in zip(slots, running):
-        pending = s.num_tokens + s.drafts if policy.drafts_in_grant else s.num_tokens
-        demand = pending - s.computed
-        ample = demand + p.draft_slots + 1
-        bypass = and_(policy.decodes_bypass_budget, s.decoding)
-        grant = running_grant(policy, p, Budgets(ample, ample), demand, s.computed, threshold, p.max_model_len, bypass)
-        out.append(ite(run, grant, 0))
-    return out
-
-
-def _all_but_last(values: Sequence[IntLike], present: Sequence[BoolLike], key: Sequence[IntLike]) -> IntLike:
-    """Sum of ``values`` over the present ones but the one with the largest ``key``."""
-    total: IntLike = 0
-    last: IntLike = 0  # the value of the present one with the largest key so far
-    found: BoolLike = False
-    best: IntLike = -1
-    for v, here, k in zip(values, present, key):
-        newer = and_(here, or_(not_(found), k > best))
-        total = total + ite(here, v, 0)
-        last = ite(newer, v, last)
-        best = ite(newer, k, best)
-        found = or_(found, here)
-    return total - ite(found, last, 0)
-
-
-def queue_lemma(st: AbstractState) -> BoolLike:
-    """The queue lemma on the state before the pass: the running requests but the last in
-    the queue would take less than the initial token budget, so only the last can find
-    the budget short (``QueueLemma``)."""
-    p, policy = st.config.params, st.config.policy
-    running = [and_(s.present, s.running) for s in st.slots]
-    decoding = sum((ite(and_(r, s.decoding), 1, 0) for r, s in zip(running, st.slots)), 0)
-    eligible = sum((ite(s.present, 1, 0) for s in st.slots), 0)
-    takes = _takes(st, st.slots, running, eligible)
-    return _all_but_last(takes, running, list(range(len(st.slots)))) <= policy.initial_budgets(p, decoding).token - 1
-
-
-class QueueLemma:
-    """A fact of the queue order, proved for states of at most N requests, then assumed.
-
-    Running requests are visited in queue order, so a budget can only run short at the
-    tail: if every running request but the last would take less than the initial token
-    budget, each of them is granted in full, and an admission (appended at the tail)
-    needs budget left after the old tail. The lemma is kept when it holds at the empty
-    system (no request runs) and one pass plus ``update_from_output`` (any accepted
-    drafts, any request finishing or aborted) keeps it, from any state of at most N
-    requests where it holds; it does not hold for every policy (vLLM charges a decode
-    1 + k that was a 1-token prefill chunk), and is then not used.
-    """
-
-    def __init__(self, policy: BudgetPolicy, n: int, timeout_s: float, assume_seq_cap: bool,
-                 fixed: Optional[dict[str, Any]] = None, check_validation: bool = True) -> None:
-        self.holds = True
-        for scheduled_set in (False, True):
-            st = AbstractState(policy, n, scheduled_set, assume_seq_cap, "lemma_", fixed, check_validation)
-            post, free = _after(st)
-            s = solver(timeout_s, *st.facts, *free, queue_lemma(st), z3.Not(post))
-            if check(s, f"the queue lemma of {policy.name} ({n} requests)"):
-                self.holds = False
-                return
-
-
-def _after(st: AbstractState) -> tuple[BoolLike, list[Any]]:
-    """The queue lemma after the pass and its output: (the lemma on the next state, the
-    constraints on the free choices of the output)."""
-    r, p, cfg = st.result, st.config.params, st.config
-    policy, k, max_len = cfg.policy, p.num_speculative_tokens, p.max_model_len
-    slots, live, key, free = [], [], [], []
-    for i, s in enumerate(st.slots):
-        sched = r.scheduled[i]
-        computed = ite(sched, r.computed_before[i] + r.grant[i], s.computed)
-        emits = and_(sched, computed >= s.num_tokens)
-        taken, gone = z3.Int(f"lemma_taken{i}"), z3.Bool(f"lemma_gone{i}")
-        free += [taken >= 0, taken <= ite(r.padded[i], 0, r.drafts[i])]
-        num_tokens = ite(emits, s.num_tokens + 1 + taken, s.num_tokens)
-        free.append(z3.Implies(z3.And(emits, num_tokens >= max_len), gone))  # finished at max_model_len
-        slots.append(Slot(s.present, True, or_(emits, and_(s.decoding, not_(sched))), num_tokens,
-                          ite(emits, num_tokens - 1, computed), ite(emits, k, ite(sched, 0, s.drafts)),
-                          s.priority, s.arrival))
-        live.append(and_(r.running_after[i], not_(gone)))
-        key.append(ite(s.running, i, len(st.slots) + i))  # admitted requests join the tail, in waiting order
-    eligible = sum((ite(x, 1, 0) for x in live), 0)
-    decoding = sum((ite(and_(x, s.decoding), 1, 0) for x, s in zip(live, slots)), 0)
-    takes = _takes(st, slots, live, eligible)
-    return _all_but_last(takes, live, key) <= policy.initial_budgets(p, decoding).token - 1, free

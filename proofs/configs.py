@@ -34,6 +34,7 @@ from ..spec.invariants import config_complete as spec_config_complete
 from ..spec.invariants import config_sound as spec_config_sound
 from ..spec.trace import ConfigRejectedExpectation, Trace
 from .family import Family
+from .induction import prove_by_induction
 from .obligations import STEP_OBLIGATIONS, Context, Obligation, decide_step, refuted, unknown
 from .search import FOUND_BY, ProverBug, bypassed, search
 from .solving import Unknown, check, minimise, solver, value
@@ -85,12 +86,13 @@ def config_complete(ctx: Context) -> Outcome:
                 return Outcome(ctx.name, "config-complete", PROVED, "config", time.perf_counter() - start,
                                "every refused config is unsafe or cannot schedule a token")
             trace, cfg = candidate
-            unsafe = _unsafe(ctx, cfg)
-            if unsafe is None:
-                probe = _verify_over_rejection(ctx, trace)
+            safe, why = _judged(ctx, cfg)
+            if safe:
+                grants = _verify_over_rejection(ctx, trace)
                 return Outcome(ctx.name, "config-complete", REFUTED, "config", time.perf_counter() - start,
-                               f"refused ({trace.expect[0].config_rejected}) but safe: {probe}", traces=(trace,))
-            excluded.append(unsafe)
+                               f"refused ({trace.expect[0].config_rejected}) but the probe grants {grants} token(s) "
+                               f"and {why}", traces=(trace,))
+            excluded.append(why)
             blocks.append(cfg)
     except Unknown as e:
         return unknown(ctx, "config-complete", "config", start, str(e))
@@ -130,21 +132,26 @@ def _pinned(fam: Family, cfg: dict[str, Any]) -> z3.BoolRef:
     return z3.And(same)
 
 
-def _unsafe(ctx: Context, cfg: dict[str, Any]) -> Optional[str]:
-    """Why the policy cannot serve ``cfg`` safely with its validation off (a refuted step
-    obligation), or None when every step obligation holds there."""
+def _judged(ctx: Context, cfg: dict[str, Any]) -> tuple[bool, str]:
+    """Whether the policy serves ``cfg`` safely with its validation off, and why: the first
+    step obligation refuted (or undecided) there, else how each was proved."""
     fixed = {f.name: cfg[f.name] for f in fields(BudgetConfig)}
+    induction = prove_by_induction(ctx.policy, ctx.options.timeout_s, fixed=fixed, check_validation=False)
+    bounded = []
     for name in STEP_OBLIGATIONS:
-        outcome = decide_step(ctx, name, fixed=fixed, check_validation=False)
+        outcome = decide_step(ctx, name, fixed=fixed, induction=induction)
         if outcome.verdict not in (PROVED, PROVED_UP_TO):
-            return f"{name} {outcome.label} at B={cfg['max_num_batched_tokens']}, S={cfg['max_num_seqs']}, " \
-                   f"k={cfg['num_speculative_tokens']}"
-    return None
+            return False, (f"{name} {outcome.label} at B={cfg['max_num_batched_tokens']}, S={cfg['max_num_seqs']}, "
+                           f"k={cfg['num_speculative_tokens']}")
+        if outcome.verdict == PROVED_UP_TO:
+            bounded.append(f"{name} up to {outcome.bound} requests")
+    return True, "every step obligation holds there" + (f" ({', '.join(bounded)})" if bounded else "")
 
 
-def _verify_over_rejection(ctx: Context, trace: Trace) -> str:
+def _verify_over_rejection(ctx: Context, trace: Trace) -> int:
     """Replay the probe: refused as expected, and served without a violation when the
-    policy's validation is off; ``spec.config_complete`` must flag it."""
+    policy's validation is off; ``spec.config_complete`` must flag it. Returns what its
+    first step grants."""
     refused = replay_on_model(trace)
     if not refused.ok:
         raise ProverBug(f"{ctx.name}: the refused config replays otherwise: {'; '.join(refused.problems)}")
@@ -156,7 +163,7 @@ def _verify_over_rejection(ctx: Context, trace: Trace) -> str:
     try:
         ctx.policy.validate(BudgetConfig(**trace.config))
     except ConfigError:
-        return f"the probe grants {probe.first_step_grants} token(s) and every step obligation holds there"
+        return probe.first_step_grants
     raise ProverBug(f"{ctx.name}: the candidate config is accepted")
 
 

@@ -20,13 +20,14 @@ PROVED_UP_TO N for that state.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any, Callable, Optional, Sequence
 
 import z3
 
 from ..model import BudgetPolicy, get_policy
 from ..model.intlike import BoolLike, IntLike, and_, ite, max_, not_
-from ..replay import ReplayResult
+from ..replay import ReplayResult, replay_on_model
 from ..spec.trace import Trace
 from .abstract import AbstractState, holds_up_to
 from .family import Family
@@ -91,7 +92,8 @@ def work_conserving(ctx: Context) -> Outcome:
         found = search([policy], goal, None, what, opts.max_requests, opts.timeout_s, judge=judge)
         if found:
             shown = _replayed_gap(found.traces[0])
-            return refuted(ctx, "work-conserving", "search", start, found, f"a step leaves {shown} token(s) unused")
+            outcome = refuted(ctx, "work-conserving", "search", start, found, f"a step leaves {shown} token(s) unused")
+            return replace(outcome, gap=shown)
         if holds_up_to(policy, abstract_gap, opts.max_requests, opts.timeout_s, what, assume_seq_cap=True):
             return Outcome(ctx.name, "work-conserving", PROVED_UP_TO, "bounded", time.perf_counter() - start,
                            f"no pass from a state of at most {opts.max_requests} requests leaves a gap",
@@ -103,8 +105,6 @@ def work_conserving(ctx: Context) -> Outcome:
 
 
 def _replayed_gap(trace: Trace) -> int:
-    from ..replay import replay_on_model
-
     return replay_on_model(trace).steps[-1].work_gap
 
 

@@ -25,7 +25,7 @@ from typing import Any, Optional
 
 import z3
 
-from ..model import BudgetPolicy
+from ..model import BudgetPolicy, builtin_policies
 from ..model.intlike import BoolLike, IntLike, and_, ite, max_, min_, not_, or_
 from ..spec.trace import AddOp, StepExpectation, StepOp, Trace, ViolationExpectation
 from .passmodel import PassConfig, PassResult, Slot, count, run_pass, scheduler_victim
@@ -232,11 +232,21 @@ class Family:
                 member = value(model, r.member)
                 ops.append(AddOp(f"r{j}", value(model, r.prompt), cfg["max_model_len"], value(model, r.priority),
                                  GROUP if member else None, value(model, self.prefix_len) if member else 0))
-            accepted = {f"r{j}": value(model, self.requests[j].accepted[m]) for j in present}
+            accepted = {f"r{j}": value(model, self.requests[j].accepted[m]) for j in present
+                        if value(model, self.requests[j].step) <= m}
             ops.append(StepOp({rid: a for rid, a in accepted.items() if a}))
             result = self.passes[m]
             grants = {f"r{j}": value(model, result.grant[j]) for j in present if value(model, result.scheduled[j])}
             expect.append(StepExpectation(m - first, num_scheduled_tokens=grants))
         if violation is not None:
             expect.append(ViolationExpectation(violation))
-        return Trace(self.policy.name, cfg, tuple(ops), tuple(expect), description, found_by)
+        return Trace(policy_spec(self.policy), cfg, tuple(ops), tuple(expect), description, found_by)
+
+
+def policy_spec(policy: BudgetPolicy) -> str:
+    """How a trace names the policy: its registered name, or ``pkg.module:Class`` for a
+    user policy (``get_policy`` loads either)."""
+    cls = type(policy)
+    if builtin_policies().get(policy.name) is cls:
+        return policy.name
+    return f"{cls.__module__}:{cls.__qualname__}"

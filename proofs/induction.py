@@ -17,8 +17,20 @@ request, and the boundary to the next pass (finishes, then ``initial_budgets`` f
 D0 up to the running requests). Demands, computed tokens, prefix hits, the threshold
 and the padding conditions are free within what a request's state allows.
 
-**Houdini**: the candidates are the five invariants, the token budget being >= 0 and
-D0 <= S. Candidates false at the empty system, or broken by one step from a point
+The point also follows the **queue order** of the running loop: ``ahead`` sums the
+full takes (what a request would be granted by a budget that never runs short) of the
+running requests not visited yet but the tail of the queue, ``tail`` says the tail is
+still to visit, ``kept`` sums the grants before the latest one, and ``clean`` says no
+running request was skipped. Under FCFS, where a pass never refunds, a request granted
+in full never wants more in the next pass (a one-request fact, ``_next_take_bounded``),
+so the next pass's ``ahead`` is at most this pass's ``kept``. That lets the lemmas
+``token >= ahead + tail`` (only the tail can find the budget short) and ``kept <= T0 -
+1`` carry from pass to pass, which FastDeploy's budgets need: a decode runs whatever
+the budget, so its budget stays >= 0 only because a prefill chunk ahead of a decode is
+never short of budget.
+
+**Houdini**: the candidates are the five invariants, the token budget being >= 0,
+D0 <= S, and the queue lemmas. Candidates false at the empty system, or broken by one step from a point
 where all surviving candidates hold, are dropped until none is. What survives is an
 inductive invariant, so it holds after any number of requests in any order of grants
 and refunds, for every config the policy accepts. Then each grant step is checked for
@@ -30,7 +42,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Optional
 
 import z3
@@ -55,6 +67,16 @@ class Point:
     n: tuple[z3.ArithRef, z3.ArithRef]
     g: tuple[z3.ArithRef, z3.ArithRef]
     budgets: Budgets
+    ahead: z3.ArithRef  # full takes of the unvisited running requests but the tail
+    tail: z3.BoolRef  # the tail of the running queue is still to visit
+    kept: z3.ArithRef  # the grants of the pass but the latest
+    latest: z3.ArithRef  # the latest grant (0 before the first)
+    clean: z3.BoolRef  # every running request visited so far was granted
+    full: z3.BoolRef  # every grant in ``kept`` was the request's full take
+    latest_full: z3.BoolRef  # so was the latest grant
+
+    def but(self, **changes: object) -> "Point":
+        return replace(self, **changes)
 
 
 @dataclass(frozen=True)
@@ -120,6 +142,7 @@ class _Houdini:
         self.sums = self._affine_sums()
         self.candidates = self._candidates()
         self.alive = set(self.candidates)
+        self.next_take_bounded = self.sums is not None and self._next_take_bounded()
 
     # -- the abstraction ---------------------------------------------------------------
     def _affine_sums(self) -> Optional[dict[str, Callable[[Point], z3.ArithRef]]]:
@@ -172,6 +195,15 @@ class _Houdini:
             "exact-refund": identity,  # budgets = initial - the live charges
             "token-budget-nonnegative": lambda pt: pt.budgets.token >= 0,
             "decodes-at-start-within-S": lambda pt: pt.d0 <= p.max_num_seqs,
+            "queue: only the tail can find the budget short":
+                lambda pt: pt.budgets.token >= pt.ahead + z3.If(pt.tail, 1, 0),
+            "queue: the grants but the latest leave a token":
+                lambda pt: pt.kept <= policy.initial_budgets(p, pt.d0).token - 1,
+            "queue: kept and latest are the live grants": lambda pt: pt.kept + pt.latest == pt.g[0] + pt.g[1],
+            "queue: no running request is skipped": lambda pt: pt.clean,
+            "queue: the grants but the latest were full": lambda pt: pt.full,
+            "queue: a short latest grant exhausted the budget":
+                lambda pt: z3.Or(pt.latest_full, z3.Not(policy.may_schedule(p, pt.budgets))),
         }
         if self.has_input:
             out["input-budget-nonnegative"] = lambda pt: pt.budgets.input >= 0
@@ -184,32 +216,39 @@ class _Houdini:
 
     def _point(self) -> Point:
         i = next(self._names)
-        ints = z3.Ints(" ".join(f"{name}_{i}" for name in ("run", "d0", "visited", "n0", "n1", "g0", "g1")))
+        ints = z3.Ints(" ".join(f"{name}_{i}" for name in ("run", "d0", "visited", "n0", "n1", "g0", "g1", "ahead",
+                                                             "kept", "latest")))
         token = z3.Int(f"token_{i}")
         inp = z3.Int(f"input_{i}") if self.has_input else None
-        return Point(ints[0], ints[1], ints[2], (ints[3], ints[4]), (ints[5], ints[6]), Budgets(token, inp))
+        return Point(ints[0], ints[1], ints[2], (ints[3], ints[4]), (ints[5], ints[6]), Budgets(token, inp),
+                     ints[7], z3.Bool(f"tail_{i}"), ints[8], ints[9], z3.Bool(f"clean_{i}"), z3.Bool(f"full_{i}"),
+                     z3.Bool(f"latest_full_{i}"))
 
     def _structure(self, pt: Point) -> z3.BoolRef:
         """Facts of every ledger point by construction: every grant is >= 1 token, a decode's
         at most 1 + its drafts, scheduled requests are running, decodes granted were
         decoding at the start of the pass."""
         return z3.And(pt.n[0] >= 0, pt.n[1] >= 0, pt.g[0] >= pt.n[0], pt.g[1] >= pt.n[1], pt.d0 >= 0,
-                      pt.g[1] <= pt.n[1] * self.max_decode_grant,
-                      pt.n[1] <= pt.visited, pt.visited <= pt.d0, pt.n[0] + pt.n[1] <= pt.run)
+                      pt.g[1] <= pt.n[1] * self.max_decode_grant, z3.Implies(pt.n[0] == 0, pt.g[0] == 0),
+                      pt.n[1] <= pt.visited, pt.visited <= pt.d0, pt.n[0] + pt.n[1] <= pt.run,
+                      pt.ahead >= 0, pt.kept >= 0, pt.latest >= 0)
 
     # -- steps -------------------------------------------------------------------------
     def _steps(self, pre: Point) -> list[Step]:
-        return [self._running_grant(pre, PREFILL), self._running_grant(pre, DECODE), self._admission(pre),
-                self._refund(pre, PREFILL), self._refund(pre, DECODE), self._preempt_unscheduled(pre),
-                self._next_pass(pre)]
+        visits = [self._visit(pre, cls, at_tail, granted)
+                  for cls in (PREFILL, DECODE) for at_tail in (False, True) for granted in (True, False)]
+        return [*visits, self._admission(pre), self._refund(pre, PREFILL), self._refund(pre, DECODE),
+                self._preempt_unscheduled(pre), self._next_pass(pre)]
 
-    def _running_grant(self, pre: Point, cls: bool) -> Step:
+    def _visit(self, pre: Point, cls: bool, at_tail: bool, granted: bool) -> Step:
+        """The running loop visits a request of class ``cls`` (the tail of the queue or one
+        ahead of it) and grants it, or skips it (exit rule, or nothing to grant)."""
         policy, p = self.policy, self.p
         demand, computed = z3.Int(self._name("demand")), z3.Int(self._name("computed"))
         threshold = z3.If(z3.Bool(self._name("threshold")), self.sc.long_prefill_token_threshold, 0)
         drafts = z3.Int(self._name("drafts"))  # proposed: k for a decode, 0 for a prefill chunk
         num_tokens = computed + (1 if cls else demand)
-        facts = [demand >= 1, computed >= 0, num_tokens <= p.max_model_len - 1]
+        facts = [demand >= 1, computed >= 0, num_tokens <= p.max_model_len - 1, pre.run - pre.n[0] - pre.n[1] >= 1]
         if cls:  # a decode: only its last sampled token and its drafts are left
             facts += [drafts == p.num_speculative_tokens, pre.visited < pre.d0,
                       demand == 1 + (drafts if policy.drafts_in_grant else 0)]
@@ -217,99 +256,201 @@ class _Houdini:
             facts.append(drafts == 0)
         bypass = policy.decodes_bypass_budget and cls
         grant = running_grant(policy, p, pre.budgets, demand, computed, threshold, p.max_model_len, bypass)
-        guard = z3.And(*facts, pre.run - pre.n[0] - pre.n[1] >= 1, grant > 0,
-                       True if bypass else policy.may_schedule(p, pre.budgets))
-        post = self._granted(pre, cls, grant, visited=pre.visited + (1 if cls else 0), run=pre.run)
+        take = self._take(demand, computed, threshold, bypass)
+        facts += [pre.tail, pre.ahead == 0] if at_tail else [take >= 1, take <= pre.ahead]
+        moved = pre.but(ahead=pre.ahead - (0 if at_tail else take), tail=z3.BoolVal(False) if at_tail else pre.tail,
+                        visited=pre.visited + (1 if cls else 0))
+        where = f"{'the tail' if at_tail else 'a request ahead of the tail'} ({'decode' if cls else 'prefill chunk'})"
+        may = True if bypass else policy.may_schedule(p, pre.budgets)
+        if not granted:
+            guard = z3.And(*facts, z3.Or(z3.Not(may), grant <= 0))
+            return Step(f"the running loop skipping {where}", guard, moved.but(clean=z3.BoolVal(False)))
+        post = self._granted(moved, cls, grant, grant == take)
         record = Decision(grant, computed,
                           scheduled_drafts(policy.drafts_in_grant, drafts, computed, grant, num_tokens, cls),
                           z3.BoolVal(False), z3.And(not cls, computed < num_tokens - 1))
-        return Step(f"a running-loop grant to a {'decode' if cls else 'prefill chunk'}", guard, post, record)
+        return Step(f"a running-loop grant to {where}", z3.And(*facts, grant > 0, may), post, record)
+
+    def _take(self, demand: z3.ArithRef, computed: z3.ArithRef, threshold: z3.ArithRef, bypass: bool) -> z3.ArithRef:
+        """The full take: ``running_grant`` with budgets larger than the demand."""
+        p = self.p
+        ample = demand + p.draft_slots + 1
+        return running_grant(self.policy, p, Budgets(ample, ample), demand, computed, threshold, p.max_model_len,
+                             bypass)
 
     def _admission(self, pre: Point) -> Step:
         policy, p = self.policy, self.p
         demand, hits = z3.Int(self._name("demand")), z3.Int(self._name("hits"))
         threshold = z3.If(z3.Bool(self._name("threshold")), self.sc.long_prefill_token_threshold, 0)
+        prefill_scheduled, running_scheduled = (z3.Bool(self._name("prefill_scheduled")),
+                                                 z3.Bool(self._name("running_scheduled")))
         decision = admission(policy, p, pre.budgets, demand, hits, threshold, p.max_model_len,
-                             p.num_speculative_tokens, z3.Bool(self._name("prefill_scheduled")),
-                             z3.Bool(self._name("running_scheduled")), p.enable_chunked_prefill)
-        guard = z3.And(demand >= 1, hits >= 0, hits + demand <= p.max_model_len - 1,
-                       policy.may_schedule(p, pre.budgets), pre.run < p.max_num_seqs,
+                             p.num_speculative_tokens, prefill_scheduled, running_scheduled, p.enable_chunked_prefill)
+        guard = z3.And(demand >= 1, hits >= 0, hits + demand <= p.max_model_len - 1, pre.ahead == 0,
+                       z3.Not(pre.tail), policy.may_schedule(p, pre.budgets), pre.run < p.max_num_seqs,
                        z3.Not(decision.stop), decision.grant > 0)
-        post = self._granted(pre, PREFILL, decision.grant, visited=pre.visited, run=pre.run + 1)
+        ample = demand + p.draft_slots + p.num_speculative_tokens + 1
+        full = admission(policy, p, Budgets(ample, ample), demand, hits, threshold, p.max_model_len,
+                         p.num_speculative_tokens, prefill_scheduled, running_scheduled, p.enable_chunked_prefill)
+        post = self._granted(pre.but(run=pre.run + 1), PREFILL, decision.grant, decision.grant == full.grant)
         record = Decision(decision.grant, hits, z3.If(decision.padded, p.num_speculative_tokens, 0),
                           decision.padded, hits < hits + demand - 1)
         return Step("an admission", guard, post, record)
 
-    def _granted(self, pre: Point, cls: bool, grant: z3.ArithRef, visited: z3.ArithRef, run: z3.ArithRef) -> Point:
+    def _granted(self, pre: Point, cls: bool, grant: z3.ArithRef, full: z3.BoolRef) -> Point:
         charged = self.policy.spend(pre.budgets, self.policy.charge(self.p, grant, cls), -1)
         n, g = list(pre.n), list(pre.g)
         n[cls] = n[cls] + 1
         g[cls] = g[cls] + grant
-        return Point(run, pre.d0, visited, (n[0], n[1]), (g[0], g[1]), charged)
+        return pre.but(n=(n[0], n[1]), g=(g[0], g[1]), budgets=charged, kept=pre.kept + pre.latest, latest=grant,
+                       full=z3.And(pre.full, pre.latest_full), latest_full=full)
+
+    def _havoc_queue(self, pt: Point) -> tuple[Point, z3.BoolRef]:
+        """A point whose queue fields are anything (after a refund the queue order of the
+        live grants is not followed), and what they still satisfy."""
+        i = next(self._names)
+        out = pt.but(ahead=z3.Int(f"ahead_h{i}"), tail=z3.Bool(f"tail_h{i}"), kept=z3.Int(f"kept_h{i}"),
+                     latest=z3.Int(f"latest_h{i}"), clean=z3.BoolVal(False), full=z3.BoolVal(False))
+        return out, z3.And(out.ahead >= 0, out.kept >= 0, out.latest >= 0)
 
     def _refund(self, pre: Point, cls: bool) -> Step:
         grant = z3.Int(self._name("refunded"))
         rest = pre.n[cls] - 1
-        guard = z3.And(self.p.priority_scheduling, rest >= 0, grant >= 1, pre.g[cls] - grant >= rest,
+        havoc, sane = self._havoc_queue(pre)
+        # the victim's grant is refunded because another running request, not scheduled yet,
+        # needs its blocks
+        guard = z3.And(self.p.priority_scheduling, pre.run - pre.n[0] - pre.n[1] >= 1,
+                       rest >= 0, grant >= 1, pre.g[cls] - grant >= rest, sane,
+                       z3.Implies(rest == 0, pre.g[cls] == grant),
                        *((grant <= self.max_decode_grant, pre.g[cls] - grant <= rest * self.max_decode_grant)
                          if cls else ()))
         budgets = self.policy.spend(pre.budgets, self.policy.refund(self.p, grant, cls), +1)
         n, g = list(pre.n), list(pre.g)
         n[cls] = n[cls] - 1
         g[cls] = g[cls] - grant
-        post = Point(pre.run - 1, pre.d0, pre.visited, (n[0], n[1]), (g[0], g[1]), budgets)
+        post = havoc.but(run=pre.run - 1, n=(n[0], n[1]), g=(g[0], g[1]), budgets=budgets)
         return Step(f"a same-step refund of a {'decode' if cls else 'prefill chunk'}", guard, post)
 
-    @staticmethod
-    def _preempt_unscheduled(pre: Point) -> Step:
-        post = Point(pre.run - 1, pre.d0, pre.visited, pre.n, pre.g, pre.budgets)
-        return Step("a preemption of an unscheduled request", pre.run - pre.n[0] - pre.n[1] >= 1, post)
+    def _preempt_unscheduled(self, pre: Point) -> Step:
+        """An unscheduled running request is preempted. Under FCFS it is the tail (popped
+        while a request ahead of it needs blocks), so the queue only loses takes."""
+        havoc, sane = self._havoc_queue(pre)
+        post = havoc.but(run=pre.run - 1, clean=pre.clean, kept=pre.kept, latest=pre.latest, full=pre.full)
+        fcfs = z3.And(post.ahead <= pre.ahead, z3.Implies(post.tail, pre.tail))
+        guard = z3.And(pre.run - pre.n[0] - pre.n[1] >= 1, sane, z3.Or(self.p.priority_scheduling, fcfs))
+        return Step("a preemption of an unscheduled request", guard, post)
 
     def _next_pass(self, pre: Point) -> Step:
+        """Finishes and aborts, then the next pass. A running loop ends when it has visited
+        the whole queue (a preemption pops the requests behind the one preempting), or
+        when the exit rule breaks it (not where decodes bypass the budget: FastDeploy skips
+        instead). When it visited every running request, granting each, the requests ahead
+        of the next tail were granted in full (only the tail could find the budget short),
+        so they take at most ``kept``."""
         start = self._start()
-        return Step("the start of the next pass", z3.And(0 <= start.d0, start.d0 <= start.run, start.run <= pre.run),
-                    start)
+        visited_all = z3.And(pre.ahead == 0, z3.Not(pre.tail))
+        broke = z3.BoolVal(False) if self.policy.decodes_bypass_budget else z3.Not(
+            self.policy.may_schedule(self.p, pre.budgets))
+        ended = z3.Or(visited_all, broke, self.p.priority_scheduling)  # a priority victim may end it anywhere
+        in_full = z3.And(visited_all, pre.clean, pre.full, self.next_take_bounded)
+        guard = z3.And(ended, 0 <= start.d0, start.d0 <= start.run, start.run <= pre.run,
+                       start.tail == (start.run >= 1), start.ahead >= 0, z3.Implies(start.run <= 1, start.ahead == 0),
+                       z3.Implies(in_full, start.ahead <= pre.kept))
+        return Step("the start of the next pass", guard, start)
 
     def _start(self) -> Point:
         """A point at the start of a pass: nothing granted, the policy's initial budgets."""
-        run, d0 = z3.Int(self._name("run")), z3.Int(self._name("d0"))
+        i = next(self._names)
+        run, d0, ahead = z3.Int(f"run_s{i}"), z3.Int(f"d0_s{i}"), z3.Int(f"ahead_s{i}")
         zero = z3.IntVal(0)
-        return Point(run, d0, zero, (zero, zero), (zero, zero), self.policy.initial_budgets(self.p, d0))
+        return Point(run, d0, zero, (zero, zero), (zero, zero), self.policy.initial_budgets(self.p, d0),
+                     ahead, z3.Bool(f"tail_s{i}"), zero, zero, z3.BoolVal(True), z3.BoolVal(True), z3.BoolVal(True))
+
+    def _next_take_bounded(self) -> bool:
+        """A request granted its full take, by the running loop or by an admission, never
+        takes more in the next pass, whatever drafts are accepted (the next pass's
+        threshold applies: another request runs)."""
+        policy, p, k = self.policy, self.p, self.p.num_speculative_tokens
+        budget = z3.Int(self._name("budget"))
+        budgets = Budgets(budget, budget if self.has_input else None)
+        cases = []
+        for cls in (PREFILL, DECODE):
+            demand, computed = z3.Int(self._name("demand")), z3.Int(self._name("computed"))
+            threshold = z3.If(z3.Bool(self._name("threshold")), self.sc.long_prefill_token_threshold, 0)
+            num_tokens = computed + (1 if cls else demand)
+            bypass = policy.decodes_bypass_budget and cls
+            grant = running_grant(policy, p, budgets, demand, computed, threshold, p.max_model_len, bypass)
+            drafts = scheduled_drafts(policy.drafts_in_grant, k if cls else 0, computed, grant, num_tokens, cls)
+            facts = [demand >= 1, computed >= 0, num_tokens <= p.max_model_len - 1,
+                     *([demand == 1 + (k if policy.drafts_in_grant else 0)] if cls else []),
+                     grant > 0, grant == self._take(demand, computed, threshold, bypass)]
+            cases.append((facts, computed, grant, num_tokens, drafts, z3.BoolVal(False)))
+        demand, hits = z3.Int(self._name("demand")), z3.Int(self._name("hits"))
+        threshold = z3.If(z3.Bool(self._name("threshold")), self.sc.long_prefill_token_threshold, 0)
+        flags = (z3.Bool(self._name("prefill_scheduled")), z3.Bool(self._name("running_scheduled")))
+        decision = admission(policy, p, budgets, demand, hits, threshold, p.max_model_len, k, *flags,
+                             p.enable_chunked_prefill)
+        ample = demand + p.draft_slots + k + 1
+        full = admission(policy, p, Budgets(ample, ample), demand, hits, threshold, p.max_model_len, k, *flags,
+                         p.enable_chunked_prefill)
+        facts = [demand >= 1, hits >= 0, hits + demand <= p.max_model_len - 1, z3.Not(decision.stop),
+                 decision.grant > 0, decision.grant == full.grant]
+        cases.append((facts, hits, decision.grant, hits + demand, z3.If(decision.padded, k, 0), decision.padded))
+        for facts, computed, grant, num_tokens, drafts, padded in cases:
+            taken = z3.Int(self._name("taken"))
+            after = computed + grant
+            emitted = num_tokens + 1 + taken  # the sampled token and the accepted drafts
+            done = after >= num_tokens
+            next_demand = z3.If(done, 1 + (k if policy.drafts_in_grant else 0), num_tokens - after)
+            next_computed = z3.If(done, emitted - 1, after)
+            threshold = self.sc.long_prefill_token_threshold
+            next_take = z3.If(done, self._take(next_demand, next_computed, threshold, policy.decodes_bypass_budget),
+                              self._take(next_demand, next_computed, threshold, False))
+            s = solver(self.timeout_s, *self.config, *facts, taken >= 0, taken <= z3.If(padded, 0, drafts),
+                       z3.Implies(done, emitted <= p.max_model_len - 1), next_take > grant)
+            if check(s, f"{self.policy.name}: the next take of a request granted in full"):
+                return False
+        return True
 
     # -- the fixpoint, then the decision properties ----------------------------------------
     def solve(self) -> None:
         if self.sums is None:
             return
         empty = self._start()
-        self._prune(Step("the empty system", z3.And(empty.run == 0, empty.d0 == 0), empty), None)
+        self._prune(Step("the empty system", z3.And(empty.run == 0, empty.d0 == 0, empty.ahead == 0,
+                                                    z3.Not(empty.tail)), empty), None, {})
+        pre = self._point()
+        at_pre = {c: self.candidates[c](pre) for c in self.candidates}
+        steps = self._steps(pre)
         changed = True
         while changed:
             changed = False
-            pre = self._point()
-            for step in self._steps(pre):
-                changed |= self._prune(step, pre)
+            for step in steps:
+                changed |= self._prune(step, pre, at_pre)
         for name in LEDGER_INVARIANTS:
             if name in self.candidates and name not in self.alive:
                 self.failed[name] = self.dropped[name]
-        pre = self._point()
-        context = [*self.config, self._structure(pre), *(self.candidates[c](pre) for c in self.alive)]
-        for step in self._steps(pre):
+        context = [*self.config, self._structure(pre), *(at_pre[c] for c in self.alive)]
+        for step in steps:
             if step.decision is not None:
                 self._decision_properties(step, context)
 
-    def _prune(self, step: Step, pre: Optional[Point]) -> bool:
-        """Drop the candidates that the step can break; True when some were dropped."""
+    def _prune(self, step: Step, pre: Optional[Point], at_pre: dict[str, z3.BoolRef]) -> bool:
+        """Drop the candidates that the step can break from a point where all surviving ones
+        hold (``at_pre``: the candidates at ``pre``); True when some were dropped."""
         dropped = False
+        at_post = {c: self.candidates[c](step.post) for c in self.alive}
+        structure = self._structure(step.post)
         while self.alive:
             assumptions = [*self.config, step.guard]
             if pre is not None:
-                assumptions += [self._structure(pre), *(self.candidates[c](pre) for c in self.alive)]
-            goals = {c: self.candidates[c](step.post) for c in self.alive}
-            s = solver(self.timeout_s, *assumptions, z3.Not(z3.And(self._structure(step.post), *goals.values())))
+                assumptions += [self._structure(pre), *(at_pre[c] for c in self.alive)]
+            goals = {c: at_post[c] for c in self.alive}
+            s = solver(self.timeout_s, *assumptions, z3.Not(z3.And(structure, *goals.values())))
             if not check(s, f"{self.policy.name}: {step.name}"):
                 return dropped
             model = s.model()
-            if not z3.is_true(model.eval(self._structure(step.post), model_completion=True)):
+            if not z3.is_true(model.eval(structure, model_completion=True)):
                 raise AssertionError(f"{self.policy.name}: {step.name} leaves the ledger abstraction (prover bug)")
             for c, goal in goals.items():
                 if not z3.is_true(model.eval(goal, model_completion=True)):

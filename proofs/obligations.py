@@ -79,20 +79,20 @@ def unknown(ctx: Context, obligation: str, method: str, start: float, why: str) 
 
 
 def decide_step(ctx: Context, name: str, fixed: Optional[dict[str, Any]] = None,
-                check_validation: bool = True) -> Outcome:
+                induction: Optional[InductionResult] = None) -> Outcome:
     """A step obligation by induction, then search and the bounded pass (module docstring).
-    ``fixed`` pins config knobs; ``check_validation`` False judges a config the policy
-    refuses, as if its validation were off (for config-complete)."""
+    ``fixed`` pins every config knob and judges that config as if the policy's
+    validation were off (for config-complete), with its ``induction`` result."""
     start = time.perf_counter()
     opts, policy = ctx.options, ctx.policy
+    check_validation = fixed is None
     try:
-        ind = (ctx.induction() if fixed is None and check_validation else
-               prove_by_induction(policy, opts.timeout_s, fixed=fixed, check_validation=check_validation))
+        ind = induction or ctx.induction()
     except Unknown as e:
         return unknown(ctx, name, "induction", start, str(e))
+    start = time.perf_counter() - ind.seconds  # the shared induction counts for each obligation it decides
     if ind.proved[name]:
-        detail = ind.notes.get(name, "inductive: holds at the empty system and after every grant, refund and "
-                                     "pass boundary, for every config the policy accepts")
+        detail = ind.notes.get(name, "inductive (holds at the empty system and after every step of a pass)")
         return Outcome(ctx.name, name, PROVED, "induction", time.perf_counter() - start, detail)
     why = ind.reasons[name]
 

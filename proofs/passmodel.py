@@ -166,7 +166,9 @@ def _running_loop(cfg: PassConfig, slots: Sequence[Slot], kv: KVModel, out: Pass
         pending = s.num_tokens + s.drafts if policy.drafts_in_grant else s.num_tokens
         grant = running_grant(policy, p, out.budgets, pending - s.computed, s.computed, threshold, max_len, bypass)
         tries = and_(go, grant > 0)
-        need_slots = min_(s.computed + grant + cfg.lookahead, max_len)
+        drafts = scheduled_drafts(policy.drafts_in_grant, s.drafts, s.computed, grant, s.num_tokens, s.decoding)
+        kv_tokens = grant if policy.drafts_in_grant else grant + drafts  # drafts outside the grant write KV too
+        need_slots = min_(s.computed + kv_tokens + cfg.lookahead, max_len)
         self_preempted: BoolLike = False
         for _ in range(len(slots)):  # each round preempts one victim while the allocation fails
             fails = and_(tries, not_(self_preempted), not_(kv.running_fits(i, need_slots)))
@@ -177,7 +179,6 @@ def _running_loop(cfg: PassConfig, slots: Sequence[Slot], kv: KVModel, out: Pass
         active = and_(active, not_(and_(tries, self_preempted)))
         kv.allocate_running(i, need_slots, scheduled)
         kv.publish(i, min_(s.computed + grant, s.num_tokens), scheduled)
-        drafts = scheduled_drafts(policy.drafts_in_grant, s.drafts, s.computed, grant, s.num_tokens, s.decoding)
         _grant(cfg, out, i, scheduled, grant, drafts, s.decoding, False, and_(not_(s.decoding),
                                                                               s.computed < s.num_tokens - 1))
         prefill_scheduled = or_(prefill_scheduled, and_(scheduled, not_(s.decoding)))

@@ -49,8 +49,8 @@ def minimise(constraints: Sequence[Any], objectives: Iterable[Any], timeout_s: f
 
 
 def value(model: z3.ModelRef, term: Any) -> Any:
-    """A term's value in the model as a Python int or bool (plain values pass through)."""
-    if isinstance(term, (bool, int)):
+    """A term's value in the model as a Python int or bool (plain values and None pass through)."""
+    if term is None or isinstance(term, (bool, int)):
         return term
     v = model.eval(term, model_completion=True)
     return z3.is_true(v) if z3.is_bool(v) else v.as_long()

@@ -194,8 +194,3 @@ def _int(model: z3.ModelRef, term: Any) -> int:
     if isinstance(term, int):
         return term
     return model.eval(term, model_completion=True).as_long()  # type: ignore[no-any-return]
-
-
-def pinned(cfg: BudgetConfig) -> dict[str, Any]:
-    """``fixed`` knobs that pin a SymbolicConfig to one concrete config."""
-    return {f.name: getattr(cfg, f.name) for f in fields(BudgetConfig)}

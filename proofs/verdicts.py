@@ -29,6 +29,7 @@ class Outcome:
     detail: str
     bound: Optional[int] = None
     traces: tuple[Trace, ...] = field(default=(), compare=False)
+    gap: Optional[int] = None  # work-conserving: the tokens its counterexample leaves unused
 
     def __post_init__(self) -> None:
         assert self.verdict in VERDICTS, self.verdict
@@ -41,5 +42,5 @@ class Outcome:
 
     def to_json(self) -> dict[str, Any]:
         return {"policy": self.policy, "obligation": self.obligation, "verdict": self.verdict, "bound": self.bound,
-                "method": self.method, "seconds": round(self.seconds, 3), "detail": self.detail,
+                "method": self.method, "seconds": round(self.seconds, 3), "detail": self.detail, "gap": self.gap,
                 "traces": [dump_trace(t) for t in self.traces]}

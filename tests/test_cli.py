@@ -181,7 +181,7 @@ def test_check_json_matrix(capsys: pytest.CaptureFixture[str]) -> None:
     assert list(rows) == ["fastdeploy-v0", "vllm-adaptive"]
     assert rows["fastdeploy-v0"]["cells"]["input-rows-cap"] == "VIOLATED"
     assert rows["vllm-adaptive"]["cells"]["input-rows-cap"] == "ok"
-    assert rows["vllm-adaptive"]["cells"]["config-sound"] == "-"
+    assert rows["vllm-adaptive"]["cells"]["config-sound"] == "VIOLATED"  # refuted by `tokenbudget prove`
 
 
 def _user_policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, base: str) -> str:

@@ -1,6 +1,6 @@
 """``tokenbudget check``: what each policy showed for each invariant, as a matrix.
 
-A check runs SECTIONS in order; each section replays (later: proves, fuzzes) something and
+A check runs SECTIONS in order; each section replays or fuzzes (later: proves) something and
 marks cells of the policy x invariant matrix and failures of a policy's row. A cell keeps
 the most telling mark it got: UNEXPECTED (a verdict failed on this invariant) > VIOLATED
 (violated where a trace expects a violation) > "gap N" (efficiency: most budget left
@@ -10,17 +10,38 @@ A built-in policy is judged by the corpus traces written for it, with their
 expectations. A user policy (``pkg.module:Class``) replays the ops of every corpus trace
 but the engine findings, with no expectations: any violation fails it; traces whose
 config it refuses are skipped.
+
+Then every policy is fuzzed briefly on the model (``fuzz_section``): FUZZ_EXAMPLES
+examples from seed 0, deterministic, not shrunk. A violation that is known
+(``known_violations``: shown by a finding about its engine's loop, or for a built-in
+policy refuted in the proofs' verdict manifest or expected by a corpus trace of it) marks
+its cell VIOLATED; any other, and any exception inside the model, fails the row.
+
+Last, every obligation of each policy is proved (``proofs_section``, ``tokenbudget prove``):
+a proved invariant marks its cell ok, a refuted one VIOLATED (a work gap "gap N"); a
+verdict the proofs' manifest does not expect (for a user policy: a refuted ledger
+invariant, or any unknown verdict) marks it UNEXPECTED and fails the row.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Callable, Sequence
 
-from .corpus import load_corpus
+from hypothesis import Phase
+
+from .corpus import corpus_paths, load_corpus
+from .fuzz.failures import TARGET_ERROR
+from .fuzz.session import fuzz
 from .model import ConfigError, builtin_policies, get_policy
+from .proofs.manifest import load as load_manifest
+from .proofs.obligations import Options as ProofOptions
+from .proofs.prove import default_jobs, judge, prove
+from .proofs.verdicts import PROVED, PROVED_UP_TO, REFUTED, Outcome
 from .replay import BadInput, ReplayResult, replay_on_model
 from .spec import INVARIANTS
 from .spec.invariants import RUN_CHECKS, STEP_CHECKS
+from .spec.trace import ViolationExpectation
 
 OK, VIOLATED, UNEXPECTED, UNTESTED = "ok", "VIOLATED", "UNEXPECTED", "-"
 
@@ -123,4 +144,62 @@ def _mark(row: PolicyRow, result: ReplayResult) -> None:
     row.failures += [f"{result.source}: {problem}" for problem in result.problems]
 
 
-SECTIONS: tuple[Section, ...] = (corpus_section,)
+FUZZ_EXAMPLES = 12  # per policy: a short deterministic fuzz, a few seconds for every built-in policy
+
+
+def known_violations(policy: str) -> frozenset[str]:
+    """The invariants a policy is known to violate: those a finding about the loop of its
+    engine shows (SPEC.md §6: no budget policy of that engine changes it), and for a
+    built-in policy also those refuted in the proofs' verdict manifest or expected by a
+    corpus trace of it. ConfigError for a policy that cannot be loaded."""
+    builtin = builtin_policies()
+    engine = getattr(get_policy(policy), "engine", None)
+    findings = set(corpus_paths()) - set(corpus_paths(findings=False))
+    known = {e.violation for t in load_corpus() if t.policy == policy or (
+                 Path(t.source) in findings and t.policy in builtin and builtin[t.policy].engine == engine)
+             for e in t.expect if isinstance(e, ViolationExpectation)}
+    known |= {name for name, expected in load_manifest().get(policy, {}).items() if expected.verdict == REFUTED}
+    return frozenset(known)
+
+
+def fuzz_section(report: CheckReport, progress: Progress) -> None:
+    """Fuzz each policy briefly (seed 0, no shrinking): a known violation marks the cell
+    VIOLATED; another, or an exception in the model, fails the row."""
+    for row in report.rows:
+        progress(f"{row.policy}: fuzzing {FUZZ_EXAMPLES} examples")
+        try:
+            result = fuzz(row.policy, examples=FUZZ_EXAMPLES, seed=0, phases=(Phase.explicit, Phase.generate))
+        except ConfigError as e:
+            report.skipped.append(f"fuzz {row.policy}: {e}")
+            continue
+        known = known_violations(row.policy)
+        for invariant in JUDGED:
+            row.mark(invariant, OK)
+        for found in result.counterexamples:
+            if found.kind != TARGET_ERROR:
+                row.mark(found.kind, VIOLATED if found.kind in known else UNEXPECTED)
+            if found.kind not in known:
+                row.failures.append(f"fuzz (seed 0, {FUZZ_EXAMPLES} examples): {found.message}")
+
+
+def proofs_section(report: CheckReport, progress: Progress) -> None:
+    """Prove every obligation of each policy and judge the verdicts (``proofs.prove.judge``)."""
+    judgement = judge(prove([row.policy for row in report.rows], ProofOptions(), jobs=default_jobs(),
+                            progress=progress))
+    rows = {row.policy: row for row in report.rows}
+    for outcome in judgement.outcomes:
+        row = rows[outcome.policy]
+        complaint = judgement.complaints.get((outcome.policy, outcome.obligation))
+        if outcome.obligation in INVARIANTS:
+            row.mark(outcome.obligation, UNEXPECTED if complaint else _proof_cell(outcome))
+        if complaint:
+            row.failures.append(f"prove: {complaint}")
+
+
+def _proof_cell(outcome: Outcome) -> str:
+    if outcome.verdict in (PROVED, PROVED_UP_TO):
+        return OK
+    return f"gap {outcome.gap}" if outcome.gap is not None else VIOLATED
+
+
+SECTIONS: tuple[Section, ...] = (corpus_section, fuzz_section, proofs_section)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, NoReturn
 
 from . import fuzz_cmd, render, runner_cmd
+from .proofs import prove as prove_cmd
 from .check import CheckReport, run_check
 from .conform_cmd import conform_command
 from .fuzz.target import ModelTarget
@@ -69,6 +70,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="check this policy (repeatable; default: every built-in)")
     c.add_argument("--json", action="store_true", help="print one JSON document")
     c.set_defaults(run=_check)
+
+    v = sub.add_parser(
+        "prove", help="prove each policy's obligations with z3, or refute them with replaying traces",
+        description="Decide every obligation of every policy (the safety invariants, config-sound and "
+                    "config-complete, work-conserving, vllm-adaptive against vllm-static): proved for every config "
+                    "and any number of requests, proved up to N requests, or refuted with a minimal trace that "
+                    "replays. Built-in policies are judged against the verdict manifest; a user policy fails on a "
+                    "refuted safety obligation. An unknown verdict (a z3 timeout) is a failure.")
+    prove_cmd.add_arguments(v)
+    v.set_defaults(run=_prove)
 
     f = sub.add_parser(
         "conform", help="compare the model with a real engine step by step on seeded workloads",
@@ -197,6 +208,12 @@ def _check(args: argparse.Namespace) -> int:
     else:
         print(render.check(report))
     return 0 if report.ok else 1
+
+
+def _prove(args: argparse.Namespace) -> int:
+    code = prove_cmd.prove_command(args, _progress(), _print_json)
+    _done_progress()
+    return code
 
 
 def _conform(args: argparse.Namespace) -> int:

@@ -4,8 +4,8 @@ Each policy gets the whole budget (``--examples`` or ``--seconds``) in turn. Eve
 counterexample is written to the corpus folder (default: a new temp dir) as a trace,
 with the Hypothesis program beside it; files that exist are never overwritten. Exit
 status 0 when no invariant was violated, 1 when some was (as ``replay`` exits 1 on a
-trace that shows a violation): the summary says for each whether a corpus trace of the
-policy already documents it. vLLM missing is bad input (the CLI's 2).
+trace that shows a violation): the summary says for each whether it is known
+(``check.known_violations``). vLLM missing is bad input (the CLI's 2).
 """
 from __future__ import annotations
 
@@ -14,13 +14,12 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .corpus import load_corpus
+from .check import known_violations
 from .fuzz.session import FuzzReport, fuzz
 from .fuzz.target import ModelTarget, TargetFactory
 from .fuzz.vllm_target import VllmTarget
 from .model import BudgetConfig, builtin_policies, get_policy
 from .render import table
-from .spec.trace import ViolationExpectation
 
 TARGETS: dict[str, TargetFactory] = {"model": ModelTarget, "vllm": VllmTarget}
 DEFAULT_SECONDS = 10.0
@@ -53,12 +52,6 @@ def _positive(kind: type) -> Callable[[str], Any]:
     return parse
 
 
-def known_violations(policy: str) -> frozenset[str]:
-    """Invariants the shipped corpus documents as violated by a built-in policy."""
-    return frozenset(e.violation for t in load_corpus() if t.policy == policy
-                     for e in t.expect if isinstance(e, ViolationExpectation))
-
-
 def fuzz_command(args: argparse.Namespace, progress: Callable[[str], None],
                  print_json: Callable[[Any], None]) -> int:
     """Run ``fuzz`` for parsed ``args``; the exit status."""
@@ -67,9 +60,9 @@ def fuzz_command(args: argparse.Namespace, progress: Callable[[str], None],
     for policy in policies:  # unknown policy, vLLM missing, a policy the target cannot run: bad input, now
         TARGETS[args.target](BudgetConfig(), get_policy(policy))
     corpus = args.corpus or Path(tempfile.mkdtemp(prefix="tokenbudget-fuzz-"))
-    budget = {"examples": args.examples} if args.examples else {"seconds": args.seconds or DEFAULT_SECONDS}
-    reports = [fuzz(p, target_factory=TARGETS[args.target], target_name=args.target, seed=args.seed,
-                    corpus=corpus, progress=progress, **budget) for p in policies]  # type: ignore[arg-type]
+    seconds = None if args.examples else args.seconds or DEFAULT_SECONDS
+    reports = [fuzz(p, target_factory=TARGETS[args.target], target_name=args.target, examples=args.examples,
+                    seconds=seconds, seed=args.seed, corpus=corpus, progress=progress) for p in policies]
     ok = all(r.ok for r in reports)
     if args.json:
         print_json({"ok": ok, "target": args.target, "corpus": str(corpus),
@@ -87,7 +80,7 @@ def render_reports(reports: Sequence[FuzzReport], corpus: Path) -> str:
     for r in reports:
         known = known_violations(r.policy)
         for c in r.counterexamples:
-            status = "documented by the corpus" if c.kind in known else "NEW"
+            status = "known" if c.kind in known else "NEW"
             lines.append(f"{r.policy}: {c.kind} ({status}), first seen after {c.first_seen:.1f} s, "
                          f"shrunk to {len(c.trace.ops)} ops")
             lines.append(f"  {c.message}")

@@ -78,8 +78,9 @@ def check(report: CheckReport) -> str:
     lines = table(header, rows)
     lines.append("")
     lines += [f"  {n:>2}  {inv.id}  ({inv.kind})" for n, inv in enumerate(INVARIANTS.values(), 1)]
-    lines.append("cells: ok held in every replay; VIOLATED where a trace expects a violation; "
-                 "UNEXPECTED a verdict failed on it; gap N budget left unused; - not tested")
+    lines.append("cells: ok held in every replay and fuzz run; VIOLATED violated where expected (by a corpus trace, "
+                 "or for fuzzing also the proofs' manifest or an engine finding); UNEXPECTED a verdict failed on it; "
+                 "gap N budget left unused; - not tested")
     for label, entries in (("skipped", report.skipped), ("failures", [f"{r.policy}: {f}" for r in report.rows for f in r.failures])):
         if entries:
             lines.append(f"{label}:")

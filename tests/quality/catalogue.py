@@ -24,25 +24,28 @@ from tokenbudget.model.request import Request, Status
 Patch = Callable[[pytest.MonkeyPatch], None]
 
 
-def clean(policy: BudgetPolicy, scheduling_policy: str) -> Callable[[BudgetConfig], bool]:
+def clean(policy: BudgetPolicy, scheduling_policy: str, user_t: bool = True) -> Callable[[BudgetConfig], bool]:
     """Configs of one scheduling policy that none of the vLLM findings of SPEC.md §6 needs:
     chunked prefill on, no threshold at or below k, room for a padded admission
-    (min(T, B - d) >= 1 + k); under FCFS no self-preemption stall is possible either."""
+    (min(T, B - d) >= 1 + k); under FCFS no self-preemption stall is possible either.
+    Without ``user_t``, T is the policy's own (vLLM <= 0.27 honoured a user's T as given,
+    even above B - d * S, and overran B)."""
 
     def ok(cfg: BudgetConfig) -> bool:
         p = policy.params(cfg)
         k, threshold = cfg.num_speculative_tokens, cfg.long_prefill_token_threshold
         room = min(int(policy.token_cap(p)), cfg.max_num_batched_tokens - int(p.draft_slots))
         return (cfg.scheduling_policy == scheduling_policy and cfg.enable_chunked_prefill
-                and (threshold == 0 or threshold > k) and room >= 1 + k)
+                and (threshold == 0 or threshold > k) and room >= 1 + k
+                and (user_t or cfg.max_num_scheduled_tokens is None))
     return ok
 
 
 @dataclass(frozen=True)
 class PlantedBug:
     """A bug to plant: ``patch`` applies it to ``policy`` or the Scheduler. ``scheduling``
-    picks the clean configs to fuzz (``clean``); under priority the self-preemption
-    stall of the correct scheduler (a ``progress`` finding) is ignored."""
+    and ``user_t`` pick the clean configs to fuzz (``clean``); under priority the
+    self-preemption stall of the correct scheduler (a ``progress`` finding) is ignored."""
 
     name: str
     description: str
@@ -50,6 +53,10 @@ class PlantedBug:
     caught_by: Mapping[str, frozenset[str]]
     policy: str = "vllm-adaptive"
     scheduling: str = "fcfs"
+    user_t: bool = True
+
+    def configs(self, policy: BudgetPolicy) -> Callable[[BudgetConfig], bool]:
+        return clean(policy, self.scheduling, self.user_t)
 
     @property
     def ignored(self) -> frozenset[str]:
@@ -186,7 +193,8 @@ BUGS: tuple[PlantedBug, ...] = (
                _negative_draft_share, {FUZZ: frozenset({"spec-shape", "target-error"})}),
     PlantedBug("static-reservation-with-s-minus-1",
                "vLLM <= 0.27's reservation computed as T = B - d * (S - 1)",
-               _static_reservation_s_minus_1, {FUZZ: frozenset({"input-rows-cap"})}, policy="vllm-static"),
+               _static_reservation_s_minus_1, {FUZZ: frozenset({"input-rows-cap"})}, policy="vllm-static",
+               user_t=False),
     PlantedBug("kv-block-freed-twice-on-preemption",
                "preempting a request drops its block references twice",
                _block_freed_twice_on_preemption, {FUZZ: frozenset({"kv-capacity", "target-error"})}),

@@ -1,0 +1,56 @@
+"""``tokenbudget fuzz``: exit codes, the summary, --json, and traces that replay."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tokenbudget.cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_violation_exits_1_and_its_trace_replays(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "fuzz", "--policy", "fastdeploy-v0", "--examples", "30", "--corpus", str(tmp_path),
+                         "--json")
+    doc = json.loads(out)
+    assert code == 1 and err == "" and doc["ok"] is False and doc["corpus"] == str(tmp_path)
+    report = doc["policies"][0]
+    assert report["policy"] == "fastdeploy-v0" and report["examples"] > 0 and report["steps_per_second"] > 0
+    found = report["violations"]["input-rows-cap"]
+    assert "input-rows-cap" in report["known"] and found["first_seen_seconds"] >= 0
+    assert Path(found["program"]).read_text().count("state.") >= 2
+    code, out, _ = run(capsys, "replay", found["trace"])
+    assert code == 1 and "violated, as expected (input-rows-cap" in out
+
+
+def test_the_text_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "fuzz", "--policy", "fastdeploy-v0", "--examples", "30", "--corpus", str(tmp_path))
+    assert code == 1 and err == ""
+    assert "steps/s" in out and "fastdeploy-v0: input-rows-cap (known)" in out
+    assert f"corpus {tmp_path}" in out and "verdict: 1 violations" in out
+
+
+def test_no_violation_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "fuzz", "--policy", "fastdeploy-decode-count", "--examples", "10",
+                       "--corpus", str(tmp_path))
+    assert code == 0 and "verdict: ok: no violation" in out
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--examples", "0"], "expected a number > 0"),
+    (["--examples", "5", "--seconds", "1"], "not allowed with argument"),
+    (["--policy", "no-such-policy"], "unknown policy 'no-such-policy'"),
+    (["--target", "vllm", "--policy", "fastdeploy-v0"], "whose policy is vllm-adaptive"),
+    (["--target", "runner"], "invalid choice"),
+])
+def test_bad_usage_exits_2_with_one_line(argv: list[str], words: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "fuzz", *argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("tokenbudget: error: ") and words in err, err

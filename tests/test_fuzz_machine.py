@@ -1,0 +1,178 @@
+"""The fuzzing state machine: what it generates, how it judges, and that its traces replay."""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Mapping
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from tokenbudget.fuzz.configs import configs
+from tokenbudget.fuzz.machine import FuzzStats, machine_class
+from tokenbudget.fuzz.session import fuzz, run_machine
+from tokenbudget.fuzz.shrink import shrink
+from tokenbudget.fuzz.target import ModelTarget
+from tokenbudget.fuzz.workload import request_shapes, resolve
+from tokenbudget.model import BudgetConfig, BudgetPolicy, Scheduler, builtin_policies, get_policy
+from tokenbudget.replay import replay_on_model
+from tokenbudget.spec.records import StepOutcome, StepRecord
+from tokenbudget.spec.trace import Trace, ViolationExpectation, load_trace
+
+NO_SHRINK = (Phase.explicit, Phase.generate)
+FD_V0 = get_policy("fastdeploy-v0")
+SMALL_FD = configs(FD_V0, scales=("small",))
+
+
+def failure_of(policy: str, strategy: st.SearchStrategy[BudgetConfig] | None = None, examples: int = 300,
+               phases: tuple[Phase, ...] = NO_SHRINK, **attributes: object):
+    """The first failure of a seeded run of the machine (None if there was none) and its class."""
+    cls = machine_class(policy, get_policy(policy), config_strategy=strategy)
+    cls.stats = FuzzStats()
+    for name, value in attributes.items():
+        setattr(cls, name, value)
+    return run_machine(cls, examples, 0, phases, parent=settings(derandomize=True)), cls
+
+
+@pytest.mark.parametrize("policy", list(builtin_policies()))
+def test_configs_are_accepted_by_their_policy(policy: str) -> None:
+    pol = get_policy(policy)
+
+    @settings(suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+    @given(configs(pol))
+    def accepted(cfg: BudgetConfig) -> None:
+        pol.validate(cfg)
+
+    accepted()
+
+
+@settings(suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+@given(configs(get_policy("vllm-adaptive")), request_shapes(), st.integers(0, 50))
+def test_every_request_shape_resolves_to_a_request_the_scheduler_accepts(cfg: BudgetConfig, shape: object,
+                                                                       index: int) -> None:
+    pol = get_policy("vllm-adaptive")
+    d = int(pol.params(cfg).draft_slots)
+    op = resolve(shape, cfg, max(1, cfg.max_num_batched_tokens - d), d, index)  # type: ignore[arg-type]
+    assert 1 <= op.prompt_len < cfg.max_model_len and 0 <= op.prefix_len <= op.prompt_len
+    Scheduler(cfg, pol).add_request(op.id, op.prompt_len, op.max_tokens, op.priority, op.prefix_group,
+                                    op.prefix_len)
+
+
+def test_a_counterexample_replays_with_its_violation(tmp_path: Path) -> None:
+    found, _ = failure_of("fastdeploy-v0")
+    assert found is not None and found.kind == "input-rows-cap"
+    trace = found.trace
+    assert trace.expect[0] == ViolationExpectation("input-rows-cap") and trace.policy == "fastdeploy-v0"
+    assert found.program[0].startswith("state = ") and found.program[-1] == "state.teardown()"
+    result = replay_on_model(trace)
+    assert result.ok and "input-rows-cap" in {v.invariant for v in result.violations}
+    last_step = sum(1 for op in trace.ops if type(op).__name__ == "StepOp") - 1
+    assert any(v.step == last_step for v in result.violations), "the trace ends at the violating step"
+
+
+def test_the_trace_holds_exactly_the_ops_applied() -> None:
+    seen: list[StepRecord] = []
+
+    class Recording(ModelTarget):
+        def step(self, accepted: Mapping[str, int]) -> tuple[StepRecord, StepOutcome]:
+            record, outcome = super().step(accepted)
+            seen.append(record)
+            return record, outcome
+
+    def recording(cfg: BudgetConfig, policy: BudgetPolicy) -> ModelTarget:
+        seen.clear()
+        return Recording(cfg, policy)
+
+    found, _ = failure_of("fastdeploy-v0", target_factory=recording)
+    assert found is not None
+    replayed = replay_on_model(found.trace)
+    assert [dict(s.num_scheduled_tokens) for s in replayed.steps] == [r.num_scheduled_tokens for r in seen]
+
+
+def test_a_counterexample_is_shrunk_and_reduced_to_a_short_trace() -> None:
+    report = fuzz("fastdeploy-v0", examples=300, seed=0)
+    found = report.counterexamples[0]
+    assert found.kind == "input-rows-cap" and len(found.trace.ops) <= 8, found.trace.ops
+    assert len(found.program) > 2, "Hypothesis printed the program it shrank"
+    result = replay_on_model(found.trace)
+    assert result.ok and found.message == found.trace.description
+    assert found.message in {str(v) for v in result.violations}
+
+    def still_violated(candidate: Trace) -> bool:
+        return "input-rows-cap" in {v.invariant for v in replay_on_model(candidate).violations}
+
+    assert shrink(found.trace, still_violated) == found.trace, "no request, step or abort can be left out"
+
+
+def test_a_known_kind_ends_its_run_quietly() -> None:
+    found, cls = failure_of("fastdeploy-v0", examples=30, known=frozenset({"input-rows-cap"}))
+    assert found is None or found.kind != "input-rows-cap"
+    assert "input-rows-cap" in cls.stats.first_failure  # seen, not raised
+
+
+def _without_model_fields(record: StepRecord) -> StepRecord:
+    return replace(record, ledger=None, initial_token_budget=None, initial_input_budget=None,
+                   progress_possible=None, unserved_demand=None)
+
+
+class EngineLike(ModelTarget):
+    """The model, exposing only what a real engine's records hold: no ledger, no progress_possible."""
+
+    def step(self, accepted: Mapping[str, int]) -> tuple[StepRecord, StepOutcome]:
+        record, outcome = super().step(accepted)
+        return _without_model_fields(record), outcome
+
+
+def test_an_engine_target_without_a_ledger_runs_in_the_same_machine() -> None:
+    strategy = configs(get_policy("fastdeploy-decode-count"), scales=("small",))
+    found, cls = failure_of("fastdeploy-decode-count", strategy, examples=20, target_factory=EngineLike)
+    assert found is None, found
+    assert cls.stats.steps > 100
+
+
+def test_an_exception_in_the_target_is_a_target_error() -> None:
+    class Crashing(ModelTarget):
+        def step(self, accepted: Mapping[str, int]) -> tuple[StepRecord, StepOutcome]:
+            record, outcome = super().step(accepted)
+            return replace(record, error="RuntimeError: boom (engine.py:1)"), outcome
+
+    found, _ = failure_of("fastdeploy-decode-count", target_factory=Crashing, examples=5)
+    assert found is not None and found.kind == "target-error" and found.error == "RuntimeError: boom (engine.py:1)"
+    assert "the target raised in step 0" in (found.trace.description or "") and found.trace.expect == ()
+
+
+def test_a_drain_that_never_finishes_is_a_progress_violation() -> None:
+    class Stalled(EngineLike):
+        """Schedules nothing, ever, and (like a real engine) does not say whether it could have."""
+
+        def step(self, accepted: Mapping[str, int]) -> tuple[StepRecord, StepOutcome]:
+            sched = self.scheduler
+            waiting = tuple(r.request_id for r in sched.waiting)
+            record = StepRecord(sched.num_steps, self.limits, {}, {}, {}, {}, {}, frozenset(), frozenset(), (),
+                                (), waiting, 0, {}, {})
+            sched.num_steps += 1
+            return record, StepOutcome(record.step, {})
+
+    found, _ = failure_of("fastdeploy-decode-count", SMALL_FD, examples=5, target_factory=Stalled)
+    assert found is not None and found.kind == "progress" and "drain" in str(found)
+
+
+def test_a_session_saves_each_counterexample_without_overwriting(tmp_path: Path) -> None:
+    first = fuzz("fastdeploy-v0", examples=10, seed=3, corpus=tmp_path, config_strategy=SMALL_FD, phases=NO_SHRINK)
+    again = fuzz("fastdeploy-v0", examples=10, seed=3, corpus=tmp_path, config_strategy=SMALL_FD, phases=NO_SHRINK)
+    trace_path, program_path = map(Path, first.counterexamples[0].paths)
+    assert trace_path.name == "fastdeploy-v0-input-rows-cap-seed3.json"
+    assert Path(again.counterexamples[0].paths[0]).name == "fastdeploy-v0-input-rows-cap-seed3-2.json"
+    assert load_trace(trace_path) == first.counterexamples[0].trace
+    program = program_path.read_text()
+    assert "tokenbudget replay fastdeploy-v0-input-rows-cap-seed3.json" in program and "state.start(" in program
+    assert first.to_json()["violations"]["input-rows-cap"]["trace"] == str(trace_path)
+
+
+def test_a_session_finds_more_than_one_kind() -> None:
+    report = fuzz("vllm-static", examples=100, seed=0, phases=NO_SHRINK)
+    kinds = [c.kind for c in report.counterexamples]
+    assert len(kinds) == len(set(kinds)) >= 2, kinds
+    for found in report.counterexamples:
+        assert replay_on_model(found.trace).ok

@@ -1,0 +1,33 @@
+"""CrossHair checks the PEP 316 contracts of the budget functions and of the Scheduler's step,
+and catches the planted bugs kept apart in ``proofs/contracts/examples/bugs_detected``."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tokenbudget.proofs.contracts import CHECKED, PLANTED
+
+pytestmark = pytest.mark.proofs
+
+
+def crosshair(*targets: str, per_condition_s: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "crosshair", "check", "--analysis_kind=PEP316",
+                           f"--per_condition_timeout={per_condition_s}", *targets],
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_the_contracts_hold() -> None:
+    proc = crosshair(*CHECKED, per_condition_s=0.5)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_planted_bugs_are_caught() -> None:
+    proc = crosshair(f"{PLANTED}.RefundWithoutDraftSlots.refund", f"{PLANTED}.GrantWithoutDraftSlots.grant",
+                     per_condition_s=5)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    errors = [line for line in proc.stdout.splitlines() if ": error: " in line]
+    assert len(errors) == 2, proc.stdout
+    assert any("refund(RefundWithoutDraftSlots()" in e and "self.charge" in e for e in errors)
+    assert any("grant(GrantWithoutDraftSlots()" in e and "p.draft_slots <= b.input" in e for e in errors)

@@ -1,0 +1,94 @@
+"""The prover runs the model's own code: a bug planted in a policy flips its verdict.
+
+Also: what induction proves, neither a small exhaustive search nor random runs of the
+Scheduler can break; and induction says why when it cannot apply.
+"""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tokenbudget.model import BudgetConfig, Budgets, ConfigError, Scheduler, builtin_policies, get_policy
+from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.proofs.induction import prove_by_induction
+from tokenbudget.proofs.obligations import STEP_OBLIGATIONS, Options, all_obligations, decide
+from tokenbudget.proofs.prove import judge
+from tokenbudget.proofs.search import search
+from tokenbudget.proofs.verdicts import PROVED, REFUTED
+from tokenbudget.proofs.violations import VIOLATED
+from tokenbudget.replay import replay_on_model
+from tokenbudget.spec import check_step
+
+pytestmark = pytest.mark.proofs
+OPTIONS = Options(max_requests=8, timeout_s=60)
+
+
+def verdict(policy: str, obligation: str):
+    return decide(get_policy(policy), all_obligations()[obligation], OPTIONS)
+
+
+@pytest.mark.parametrize("obligation, bug", [
+    ("input-rows-cap", {"charge": lambda self, p, grant, is_decode: Budgets(grant, grant)}),
+    ("exact-refund", {"refund": lambda self, p, grant, is_decode: Budgets(grant, grant)}),
+], ids=["charge-forgets-draft-slots", "refund-forgets-draft-slots"])
+def test_a_planted_bug_flips_proved_to_refuted(obligation: str, bug: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert verdict("vllm-adaptive", obligation).verdict == PROVED
+    for name, method in bug.items():
+        monkeypatch.setattr(VllmAdaptive, name, method)
+    outcome = verdict("vllm-adaptive", obligation)
+    assert outcome.verdict == REFUTED and outcome.traces
+    replayed = replay_on_model(outcome.traces[0])  # the planted bug is what the replay runs, too
+    assert replayed.ok and obligation in {v.invariant for v in replayed.violations}
+    assert "the manifest records proved" in judge([outcome]).problems[0]
+
+
+def test_induction_says_why_it_cannot_apply() -> None:
+    class SquareCharge(VllmAdaptive):
+        name = "square-charge"
+
+        def charge(self, p, grant, is_decode):  # type: ignore[no-untyped-def]
+            return Budgets(grant * grant, grant + p.draft_slots)
+
+    result = prove_by_induction(SquareCharge(), 30)
+    assert not result.proved["token-cap"]
+    assert "not affine in the grant" in result.reasons["token-cap"]
+
+
+@pytest.mark.parametrize("policy", list(builtin_policies()))
+def test_what_induction_proves_no_small_trace_breaks(policy: str) -> None:
+    proved = [name for name, ok in prove_by_induction(get_policy(policy), 30).proved.items() if ok]
+    for name in proved:
+        def goal(families, name=name):  # type: ignore[no-untyped-def]
+            return VIOLATED[name](families[0].config, families[0].last)
+
+        assert search([get_policy(policy)], goal, name, name, 2, 30, max_steps=2) is None, name
+
+
+@pytest.mark.parametrize("policy", list(builtin_policies()))
+def test_what_induction_proves_no_random_run_breaks(policy: str) -> None:
+    proved = {name for name, ok in prove_by_induction(get_policy(policy), 30).proved.items() if ok}
+    judged = proved & set(STEP_OBLIGATIONS)
+    rng = random.Random(policy)
+    steps = 0
+    while steps < 1500:
+        k = rng.choice([0, 1, 2, 3])
+        knobs = dict(max_num_batched_tokens=rng.randint(1, 16), max_num_seqs=rng.randint(1, 6),
+                     num_speculative_tokens=k, method=rng.choice(["mtp", "ngram"]) if k else None,
+                     block_size=rng.choice([1, 2, 4]), max_model_len=rng.randint(4, 40),
+                     scheduling_policy=rng.choice(["fcfs", "priority"]), enable_chunked_prefill=rng.random() < 0.8,
+                     enable_prefix_caching=rng.random() < 0.5)
+        knobs["num_kv_blocks"] = -(-knobs["max_model_len"] // knobs["block_size"]) + rng.randint(0, 8)
+        knobs["long_prefill_token_threshold"] = rng.choice([0, 0, rng.randint(1, knobs["max_model_len"])])
+        try:
+            sched = Scheduler(BudgetConfig(**knobs), get_policy(policy))
+        except ConfigError:
+            continue
+        for _ in range(rng.randint(1, 12)):
+            for _ in range(rng.choice([0, 1, 2])):
+                sched.add_request(f"r{len(sched.requests)}", rng.randint(1, knobs["max_model_len"] - 1),
+                                  rng.randint(1, 10), rng.randint(0, 2))
+            record = sched.schedule()
+            steps += 1
+            assert not {v.invariant for v in check_step(record)} & judged, check_step(record)
+            sched.update_from_output(record, {rid: rng.randint(0, k) for rid in record.num_scheduled_tokens})
