@@ -12,11 +12,8 @@ user's policy gets configs too). Scales:
 Across all scales: every method the policy's table knows (and speculation off), k up to
 the policy's limit, both scheduling policies where accepted, KV pools from the minimum
 (one ``max_model_len`` sequence: preemption) to ample, ``long_prefill_token_threshold``
-off, below 1 + k, or anywhere up to ``max_model_len``. Chunked prefill off only comes with
-B >= ``max_model_len``, as vLLM and FastDeploy (before its V1 KV-cache scheduler) demand,
-and never for FastDeploy: the V1 scheduler its policies model has no unchunked path
-(``ResourceManagerV1._get_num_new_tokens`` grants min(tokens left, token budget)), while
-the model would refuse to chunk and hang a prompt longer than the reserved budget.
+off, below 1 + k, or anywhere up to ``max_model_len``. Chunked prefill off comes with
+B >= ``max_model_len``, as vLLM demands, for the policies whose validation accepts it.
 """
 from __future__ import annotations
 
@@ -45,7 +42,7 @@ class ConfigSpace:
     scheduling_policies: tuple[str, ...]
     parallel_drafting: bool
     max_num_scheduled_tokens: bool  # a user-set T is accepted
-    chunked_prefill_off: bool  # the engine has an unchunked mode (see the module docstring)
+    chunked_prefill_off: bool  # enable_chunked_prefill=False is accepted
 
 
 def _accepts(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
@@ -81,8 +78,7 @@ def config_space(policy: BudgetPolicy) -> ConfigSpace:
             _accepts(policy, probe.replace(method=m, parallel_drafting=True)) for m in spec_ok
             if table[m].parallel_draft_slots is not None),
         max_num_scheduled_tokens=_accepts(policy, probe.replace(max_num_scheduled_tokens=4096)),
-        chunked_prefill_off=getattr(policy, "engine", None) != "fastdeploy"
-        and _accepts(policy, probe.replace(enable_chunked_prefill=False)),
+        chunked_prefill_off=_accepts(policy, probe.replace(enable_chunked_prefill=False)),
     )
 
 

@@ -60,7 +60,12 @@ class _FastDeployPolicy(BudgetPolicy):
                 "max_num_batched_tokens",
             ),
             Requirement(
-                not_(and_(p.enable_chunked_prefill, b < block)),
+                p.enable_chunked_prefill,
+                lambda: f"{self.name} models FastDeploy's V1 KV-cache scheduler, which always chunks prefills; set "
+                "enable_chunked_prefill=true",
+            ),
+            Requirement(
+                b >= block,
                 lambda: f"max_num_batched_tokens ({b}) must be >= block_size ({block}) with chunked prefill; raise "
                 "max_num_batched_tokens",
             ),

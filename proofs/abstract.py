@@ -130,10 +130,11 @@ class AbstractState:
 
 def holds_up_to(policy: BudgetPolicy, violated: Callable[[AbstractState], BoolLike], n: int, timeout_s: float,
                 what: str, assume_seq_cap: bool, fixed: Optional[dict[str, Any]] = None,
-                check_validation: bool = True) -> bool:
+                check_validation: bool = True, scheduled_tokens_set: Sequence[bool] = (False, True)) -> bool:
     """True when no pass from any reachable state of at most ``n`` requests is ``violated``,
-    for both settings of ``max_num_scheduled_tokens``. Raises Unknown on a z3 timeout."""
-    for scheduled_set in (False, True):
+    for each setting of ``max_num_scheduled_tokens`` in ``scheduled_tokens_set`` (unset,
+    set). Raises Unknown on a z3 timeout."""
+    for scheduled_set in scheduled_tokens_set:
         state = AbstractState(policy, n, scheduled_set, assume_seq_cap, fixed=fixed, check_validation=check_validation)
         if check(solver(timeout_s, *state.facts, violated(state)), f"{what} (one pass, {n} requests)"):
             return False

@@ -47,14 +47,16 @@ class Found:
 
 def search(policies: Sequence[BudgetPolicy], goal: Goal, violation: Violation, what: str, max_requests: int,
            timeout_s: float, judge: Optional[Judge] = None, fixed: Optional[dict[str, Any]] = None,
-           check_validation: bool = True, max_steps: int = FAMILY_STEPS, min_requests: int = 1) -> Optional[Found]:
+           check_validation: bool = True, max_steps: int = FAMILY_STEPS, min_requests: int = 1,
+           scheduled_tokens_set: Sequence[bool] = (False, True)) -> Optional[Found]:
     """The smallest trace of the family that meets ``goal``, replayed and verified; None when
     no trace of ``min_requests`` to ``max_requests`` requests and up to ``max_steps`` steps does.
 
     ``violation`` names the invariant the replay must show, or computes it from the model
     (None: the goal is judged by ``judge`` only). ``fixed`` pins config knobs;
     ``check_validation`` False searches configs the policy refuses, replayed with its
-    validation bypassed by ``judge``. Raises Unknown on a z3 timeout, ProverBug when a
+    validation bypassed by ``judge``; ``scheduled_tokens_set`` says whether configs leave
+    ``max_num_scheduled_tokens`` unset (False), set it (True), or either. Raises Unknown on a z3 timeout, ProverBug when a
     replay disagrees.
     """
     for size in range(min_requests + 1, max_requests + max_steps + 1):
@@ -62,7 +64,7 @@ def search(policies: Sequence[BudgetPolicy], goal: Goal, violation: Violation, w
             n = size - steps
             if not min_requests <= n <= max_requests:
                 continue
-            for scheduled_set in (False, True):
+            for scheduled_set in scheduled_tokens_set:
                 families = [Family(p, n, steps, scheduled_set, fixed=fixed, check_validation=check_validation)
                             for p in policies]
                 constraints = [c for f in families for c in f.constraints]

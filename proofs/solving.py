@@ -42,7 +42,8 @@ def minimise(constraints: Sequence[Any], objectives: Iterable[Any], timeout_s: f
     opt.set("priority", "lex")
     opt.add(*constraints)
     for term in objectives:
-        opt.minimize(term)
+        if z3.is_expr(term):  # a knob pinned to a Python value has nothing to minimise
+            opt.minimize(term)
     if not check(opt, what):
         raise AssertionError(f"{what}: satisfiable constraints became unsatisfiable under the optimiser")
     return opt.model()
