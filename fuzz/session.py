@@ -90,11 +90,12 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
          examples: int | None = None, seconds: float | None = None, seed: int = 0,
          corpus: str | Path | None = None, progress: Progress = lambda _: None,
          config_strategy: st.SearchStrategy[BudgetConfig] | None = None,
-         phases: Sequence[Phase] = PHASES) -> FuzzReport:
+         phases: Sequence[Phase] = PHASES, stop_when_found: frozenset[str] = frozenset()) -> FuzzReport:
     """Fuzz one policy on one target; save counterexamples under ``corpus`` when given.
 
-    Exactly one of ``examples`` and ``seconds`` is set. Raises ConfigError for an unknown
-    policy or one that accepts no config.
+    Exactly one of ``examples`` and ``seconds`` is set; the session also ends once every
+    kind in ``stop_when_found`` has been found (when it is not empty). Raises ConfigError
+    for an unknown policy or one that accepts no config.
     """
     if (examples is None) == (seconds is None):
         raise ValueError("give exactly one of examples and seconds")
@@ -125,6 +126,8 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
             first_seen = cls.stats.first_failure.get(found.kind, time.perf_counter() - started)
             report.counterexamples.append(_save(found, first_seen, corpus, policy_spec, seed, target_factory))
         report.seconds = time.perf_counter() - started
+        if stop_when_found and stop_when_found <= {c.kind for c in report.counterexamples}:
+            return report
         batch += 1
         if left is not None:
             left -= cls.stats.raised_at if found is not None else size
