@@ -21,11 +21,14 @@ class Requirement:
 
     ``holds`` is a bool for a concrete config and a z3 term for a symbolic one (the
     prover's); ``message()`` is the ConfigError text, naming the knob to change, and is
-    only called on concrete values.
+    only called on concrete values. ``scope`` marks a refusal of a feature the engine does
+    not have (FastDeploy's priority scheduling, say): a statement about the engine, not a
+    budget-safety claim, so ``config-complete`` does not ask whether it over-rejects.
     """
 
     holds: BoolLike
     message: Callable[[], str]
+    scope: bool = False
 
 
 def config_requirements(c: Any) -> list[Requirement]:

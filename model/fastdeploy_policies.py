@@ -15,7 +15,9 @@ run their worst case, ``1 + k`` rows; FCFS only; k limited to FastDeploy's 1-5.
 """
 from __future__ import annotations
 
-from .config import Requirement
+from dataclasses import replace
+
+from .config import BudgetConfig, Requirement
 from .intlike import BoolLike, IntLike, and_, ite, max_, min_, not_
 from .policy import BudgetParams, BudgetPolicy, Budgets, plain, register  # noqa: F401 (plain: the PEP 316 contracts)
 
@@ -38,17 +40,21 @@ class _FastDeployPolicy(BudgetPolicy):
             Requirement(
                 not_(p.priority_scheduling),
                 lambda: f"{self.name} models FastDeploy, which schedules FCFS only; set scheduling_policy=fcfs",
+                scope=True,
             ),
             Requirement(
                 not_(p.parallel_drafting),
                 lambda: f"{self.name} models FastDeploy, which has no parallel drafting; set parallel_drafting=false",
+                scope=True,
             ),
             Requirement(
                 k <= self.max_k,
                 lambda: f"FastDeploy accepts num_speculative_tokens 1-{self.max_k}, got {k}; lower "
                 "num_speculative_tokens",
+                scope=True,
             ),
-            Requirement(s <= self.max_seqs, lambda: f"FastDeploy accepts max_num_seqs <= {self.max_seqs}; lower max_num_seqs"),
+            Requirement(s <= self.max_seqs, lambda: f"FastDeploy accepts max_num_seqs <= {self.max_seqs}; lower max_num_seqs",
+                        scope=True),
             Requirement(
                 b >= s,
                 lambda: f"max_num_batched_tokens ({b}) must be >= max_num_seqs ({s}); raise max_num_batched_tokens "
@@ -60,11 +66,6 @@ class _FastDeployPolicy(BudgetPolicy):
                 "max_num_batched_tokens",
             ),
             Requirement(
-                p.enable_chunked_prefill,
-                lambda: f"{self.name} models FastDeploy's V1 KV-cache scheduler, which always chunks prefills; set "
-                "enable_chunked_prefill=true",
-            ),
-            Requirement(
                 b >= block,
                 lambda: f"max_num_batched_tokens ({b}) must be >= block_size ({block}) with chunked prefill; raise "
                 "max_num_batched_tokens",
@@ -72,8 +73,15 @@ class _FastDeployPolicy(BudgetPolicy):
             Requirement(
                 p.max_num_scheduled_tokens is None,
                 lambda: f"{self.name} models FastDeploy, which has no max_num_scheduled_tokens; leave it unset",
+                scope=True,
             ),
         ]
+
+    def params(self, cfg: BudgetConfig) -> BudgetParams:
+        """As configured, but always chunking: the V1 KV-cache scheduler has no unchunked path
+        (``_get_num_new_tokens`` grants min(tokens left, token budget) whatever
+        ``enable_chunked_prefill`` says), so the knob is ignored as FastDeploy ignores it."""
+        return replace(super().params(cfg), enable_chunked_prefill=True)
 
     def token_cap(self, p: BudgetParams) -> IntLike:
         return p.max_num_batched_tokens

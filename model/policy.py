@@ -31,7 +31,8 @@ class BudgetParams:
     max_num_scheduled_tokens: Optional[IntLike]  # user override of T, None when unset
     spec_enabled: BoolLike
     is_mtp: BoolLike
-    # Read only by validation (``requirements``):
+    # Read by validation (``requirements``); enable_chunked_prefill also by the pass, as the
+    # policy's engine honours it (FastDeploy's V1 scheduler always chunks):
     max_model_len: IntLike
     block_size: IntLike
     enable_chunked_prefill: BoolLike
@@ -92,6 +93,10 @@ class BudgetPolicy:
     def accepts(self, p: BudgetParams) -> BoolLike:
         """Whether every requirement holds (a z3 term when p is symbolic)."""
         return and_(*(r.holds for r in self.requirements(p)))
+
+    def in_scope(self, p: BudgetParams) -> BoolLike:
+        """Whether every ``scope`` requirement holds: the config uses only features the engine has."""
+        return and_(*(r.holds for r in self.requirements(p) if r.scope))
 
     def params(self, cfg: BudgetConfig) -> BudgetParams:
         """Concrete parameters of cfg under this policy's method table."""

@@ -218,7 +218,7 @@ class Scheduler:
             decision = admission(
                 policy, self.params, step.budgets, req.num_tokens - computed, computed, threshold,
                 cfg.max_model_len, k, step.prefill_scheduled,
-                bool(step.scheduled_running), cfg.enable_chunked_prefill,
+                bool(step.scheduled_running), self.params.enable_chunked_prefill,
             )
             if decision.stop:
                 break

@@ -10,7 +10,9 @@ hold a whole sequence). A counterexample is a one-request trace whose step 0 gra
 nothing: a ``progress`` violation when the exit rule lets the pass start.
 
 ``config-complete``: no config the policy refuses can be served safely. Candidates are
-the smallest refused configs whose first step grants a token (counterexample-guided):
+the smallest refused configs whose first step grants a token (counterexample-guided),
+among those its ``scope`` requirements accept (a feature the engine lacks is refused
+by design, not over-rejected):
 each is judged with the policy's validation switched off, by every step obligation at
 that config (``obligations.decide_step``). A candidate with a refuted obligation is
 rightly refused and excluded; the first candidate on which every step obligation is
@@ -106,7 +108,7 @@ def _refused_candidate(ctx: Context, blocks: list[dict[str, Any]]) -> Optional[t
     for scheduled_set in (False, True):
         fam = Family(ctx.policy, 1, 1, scheduled_set, check_validation=False)
         present, granted = _first_step(fam)
-        constraints = [*fam.constraints, z3.Not(fam.sc.accepts), present, granted > 0,
+        constraints = [*fam.constraints, fam.sc.in_scope, z3.Not(fam.sc.accepts), present, granted > 0,
                        *(z3.Not(_pinned(fam, cfg)) for cfg in blocks)]
         if not check(solver(ctx.options.timeout_s, *constraints), f"config-complete of {ctx.name}"):
             continue

@@ -89,7 +89,7 @@ class SymbolicConfig:
     Attributes: ``knobs`` (name -> z3 term), ``cases``, ``selector``, ``params`` (the
     merged BudgetParams), ``lookahead`` (L), ``drops_last_hit_block``, ``domain`` (what
     BudgetConfig accepts, within the issue's bounds) and ``accepts`` (what the policy's
-    validation accepts, a z3 Bool).
+    validation accepts, a z3 Bool; ``in_scope`` the same for its ``scope`` requirements).
     """
 
     def __init__(self, policy: BudgetPolicy, scheduled_tokens_set: bool, prefix: str = "",
@@ -127,6 +127,7 @@ class SymbolicConfig:
         self.case_requirements: list[list[Requirement]] = [policy.requirements(p) for p in per_case]
         select = [self.selector == i for i in range(len(self.cases))]
         self.accepts: z3.BoolRef = z3.Or([z3.And(s, policy.accepts(p)) for s, p in zip(select, per_case)])
+        self.in_scope: z3.BoolRef = z3.Or([z3.And(s, policy.in_scope(p)) for s, p in zip(select, per_case)])
         bounds = [self.selector >= 0, self.selector < len(self.cases)]
         for name, top in (("max_num_batched_tokens", MAX_B), ("max_num_seqs", MAX_S),
                           ("num_speculative_tokens", MAX_K)):

@@ -4,7 +4,11 @@ Each ``PlantedBug`` names a bug, says in one line what it breaks, and applies it
 ``pytest.MonkeyPatch`` (never by editing the model). ``caught_by`` maps a tool to the
 failure kinds (invariant ids, or ``target-error`` for an exception inside the model)
 through which that tool is expected to catch the bug; ``tests/quality/test_planted_bugs.py``
-checks the ``fuzz`` entries. The prover adds its own ``proof`` entries.
+checks both: ``fuzz`` (the kinds a fuzz run fails with) and ``proof`` (the obligations
+``tokenbudget prove`` refutes although the manifest records them proved for the correct
+policy). A bug without a ``proof`` entry lies where the prover does not look (the
+Scheduler's ledger, KV pool and queues) or breaks an obligation the correct policy
+already refutes, so no verdict can flip.
 
 ``configs`` narrows the fuzzer to the policy's configs that are free of the findings the
 correct policy already shows (SPEC.md §6), so that a catch is the planted bug's own.
@@ -18,8 +22,9 @@ import pytest
 
 from tokenbudget.model import BudgetConfig, BudgetPolicy, Budgets
 from tokenbudget.model import decisions, scheduler, step_pass, vllm_policies
-from tokenbudget.model.intlike import min_
+from tokenbudget.model.intlike import and_, ite, min_
 from tokenbudget.model.request import Request, Status
+from tokenbudget.proofs import induction, passmodel
 
 Patch = Callable[[pytest.MonkeyPatch], None]
 
@@ -110,30 +115,38 @@ def _waiting_loop_skips_draft_slots(mp: pytest.MonkeyPatch) -> None:
 def _exit_rule(loose: bool) -> Patch:
     def patch(mp: pytest.MonkeyPatch) -> None:
         if loose:  # input_budget >= d instead of > d
-            rule = lambda self, p, b: b.token > 0 and b.input >= p.draft_slots  # noqa: E731
+            rule = lambda self, p, b: and_(b.token > 0, b.input >= p.draft_slots)  # noqa: E731
         else:  # input_budget > d + 1 instead of > d
-            rule = lambda self, p, b: b.token > 0 and b.input > p.draft_slots + 1  # noqa: E731
+            rule = lambda self, p, b: and_(b.token > 0, b.input > p.draft_slots + 1)  # noqa: E731
         mp.setattr(vllm_policies.VllmAdaptive, "may_schedule", rule)
     return patch
 
 
-def _grant_before_model_len_clip(mp: pytest.MonkeyPatch) -> None:
-    def running_grant(policy: BudgetPolicy, p: Any, budgets: Budgets, demand: int, computed: int, threshold: int,
-                      max_model_len: int, bypass: bool) -> int:
-        wanted = decisions.capped_by_threshold(demand, threshold)
-        return wanted if bypass else policy.grant(p, wanted, budgets)  # the clip to max_model_len is gone
+def _replace_decision(mp: pytest.MonkeyPatch, name: str, planted: Callable[..., Any]) -> None:
+    """Replace a function of ``model.decisions`` wherever it was imported: the Scheduler and
+    the prover's pass both run it, so both tools see the planted bug."""
+    for module in (decisions, scheduler, passmodel, induction):
+        if hasattr(module, name):
+            mp.setattr(module, name, planted)
 
-    mp.setattr(scheduler, "running_grant", running_grant)
+
+def _grant_before_model_len_clip(mp: pytest.MonkeyPatch) -> None:
+    def running_grant(policy: BudgetPolicy, p: Any, budgets: Budgets, demand: Any, computed: Any, threshold: Any,
+                      max_model_len: Any, bypass: Any) -> Any:
+        wanted = decisions.capped_by_threshold(demand, threshold)
+        return ite(bypass, wanted, policy.grant(p, wanted, budgets))  # the clip to max_model_len is gone
+
+    _replace_decision(mp, "running_grant", running_grant)
 
 
 def _negative_draft_share(mp: pytest.MonkeyPatch) -> None:
-    def scheduled_drafts(drafts_in_grant: bool, drafts: int, computed: int, grant: int, num_tokens: int,
-                         is_decode: bool) -> int:
+    def scheduled_drafts(drafts_in_grant: bool, drafts: Any, computed: Any, grant: Any, num_tokens: Any,
+                         is_decode: Any) -> Any:
         if drafts_in_grant:
             return min_(drafts, computed + grant - num_tokens)  # max(0, ...) is gone
-        return drafts if is_decode else 0
+        return ite(is_decode, drafts, 0)
 
-    mp.setattr(scheduler, "scheduled_drafts", scheduled_drafts)
+    _replace_decision(mp, "scheduled_drafts", scheduled_drafts)
 
 
 def _static_reservation_s_minus_1(mp: pytest.MonkeyPatch) -> None:
@@ -167,12 +180,13 @@ def _abort_leaves_request_queued(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(scheduler.Scheduler, "abort_request", abort_request)
 
 
-FUZZ = "fuzz"
+FUZZ, PROOF = "fuzz", "proof"
 
 BUGS: tuple[PlantedBug, ...] = (
     PlantedBug("refund-forgets-draft-slots",
                "a same-step preemption gives back grant, not grant + d, to the input budget",
-               _refund_without_draft_slots, {FUZZ: frozenset({"exact-refund"})}, scheduling="priority"),
+               _refund_without_draft_slots, {FUZZ: frozenset({"exact-refund"}), PROOF: frozenset({"exact-refund"})},
+               scheduling="priority"),
     PlantedBug("refund-applied-twice",
                "a same-step preemption credits its refund to the budgets twice (the second time off the ledger)",
                _refund_twice, {FUZZ: frozenset({"exact-refund"})}, scheduling="priority"),
@@ -187,7 +201,8 @@ BUGS: tuple[PlantedBug, ...] = (
                _exit_rule(loose=False), {FUZZ: frozenset({"progress"})}),
     PlantedBug("grant-before-model-len-clip",
                "a running request keeps the grant the budgets allow, never clipped to max_model_len - computed - 1",
-               _grant_before_model_len_clip, {FUZZ: frozenset({"model-len", "kv-capacity", "target-error"})}),
+               _grant_before_model_len_clip, {FUZZ: frozenset({"model-len", "kv-capacity", "target-error"}),
+                                             PROOF: frozenset({"model-len"})}),
     PlantedBug("negative-draft-share-not-floored",
                "the drafts riding with a grant, grant - tokens left, are not floored at 0 for a prefill chunk",
                _negative_draft_share, {FUZZ: frozenset({"spec-shape", "target-error"})}),

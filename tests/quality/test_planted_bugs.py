@@ -1,6 +1,7 @@
-"""Quality of the fuzzer: every planted bug of ``catalogue.BUGS`` is caught under the active
-Hypothesis profile (``pytest --hypothesis-profile=ci`` in CI: derandomized), and the same
-run on the correct code catches nothing, so each catch is the bug's own.
+"""Quality of the tools: every planted bug of ``catalogue.BUGS`` is caught by the fuzzer under
+the active Hypothesis profile (``pytest --hypothesis-profile=ci`` in CI: derandomized), and
+the same run on the correct code catches nothing, so each catch is the bug's own; the bugs
+with a ``proof`` entry flip those obligations from proved (the manifest) to refuted.
 
 A run stops at the first failure and is not shrunk: the test asks whether the bug is
 found, not for its minimal trace. A bug gets CATCH_EXAMPLES examples, the margin over
@@ -9,7 +10,7 @@ the profile's own count that keeps a deterministic catch from hanging on the las
 from __future__ import annotations
 
 import pytest
-from catalogue import BUGS, FUZZ, PlantedBug
+from catalogue import BUGS, FUZZ, PROOF, PlantedBug
 from hypothesis import Phase, settings
 
 from tokenbudget.fuzz.configs import configs
@@ -17,6 +18,10 @@ from tokenbudget.fuzz.failures import FuzzFailure
 from tokenbudget.fuzz.machine import FuzzStats, machine_class
 from tokenbudget.fuzz.session import run_machine
 from tokenbudget.model import get_policy
+from tokenbudget.proofs import manifest
+from tokenbudget.proofs.obligations import Options
+from tokenbudget.proofs.prove import prove
+from tokenbudget.proofs.verdicts import PROVED, REFUTED
 
 pytestmark = pytest.mark.quality
 
@@ -48,3 +53,13 @@ CONTROLS = {(bug.policy, bug.scheduling, bug.user_t): bug for bug in BUGS}
 def test_the_correct_code_is_not_flagged_on_the_same_configs(bug: PlantedBug) -> None:
     found = fuzz_once(bug, settings.default.max_examples)
     assert found is None, f"{bug.policy} was flagged without a planted bug on {bug.name}'s configs: {found}"
+
+
+@pytest.mark.parametrize("bug", [b for b in BUGS if PROOF in b.caught_by], ids=lambda bug: bug.name)
+def test_the_prover_catches_the_planted_bug(bug: PlantedBug, monkeypatch: pytest.MonkeyPatch) -> None:
+    obligations = sorted(bug.caught_by[PROOF])
+    recorded = manifest.load()[bug.policy]
+    assert all(recorded[name].verdict == PROVED for name in obligations), "the correct policy proves them"
+    bug.patch(monkeypatch)
+    outcomes = prove([bug.policy], Options(), obligations, jobs=1)  # each refutation's trace replays (search.verify)
+    assert {o.obligation: o.verdict for o in outcomes} == {name: REFUTED for name in obligations}
