@@ -69,13 +69,13 @@ def main(argv: list[str] | None = None) -> int:
                                 "seconds": round(seconds, 3)})
         runs.append({"max_requests": n, "seconds": round(total, 2), "outcomes": rows, "bounded_pass": bounded})
         if not args.json:
-            for b in bounded:
-                print(f"  bounded pass  {b['policy']:<30} {b['obligation']:<26} {b['seconds']:7.2f} s  {b['verdict']}",
-                      flush=True)
             print(f"N = {n}: {total:.1f} s in all", flush=True)
             for r in rows:
                 if r["method"] != "induction":  # induction is N-independent; shown once below
                     print(f"  {r['policy']:<30} {r['obligation']:<30} {r['seconds']:7.2f} s  {r['verdict']}", flush=True)
+            for b in bounded:
+                print(f"  bounded pass  {b['policy']:<30} {b['obligation']:<26} {b['seconds']:7.2f} s  {b['verdict']}",
+                      flush=True)
     if args.json:
         json.dump({"runs": runs}, sys.stdout, indent=1)
         print()
