@@ -247,3 +247,14 @@ def test_progress_possible_means_a_grant():
     assert record.progress_possible and record.total_scheduled_tokens > 0
     empty = scheduler().schedule()
     assert not empty.progress_possible and empty.total_scheduled_tokens == 0
+
+
+@pytest.mark.parametrize("chunked", [True, False])
+def test_fastdeploy_chunks_whatever_enable_chunked_prefill_says(chunked):
+    """FastDeploy's V1 scheduler has no unchunked path: a prompt longer than the budget is
+    split the same way with the knob on or off (vLLM would wait for the whole prompt)."""
+    s = scheduler("fastdeploy-decode-count", max_num_batched_tokens=64, max_num_seqs=4, max_model_len=64,
+                  enable_chunked_prefill=chunked)
+    s.add_request("0", 40, 4)
+    s.add_request("1", 40, 4)
+    assert step(s).num_scheduled_tokens == {"0": 40, "1": 24}
