@@ -67,22 +67,30 @@ class ModelTarget:
         self.scheduler.abort_request(request_id)
 
     def step(self, accepted: Mapping[str, int]) -> tuple[StepRecord, StepOutcome]:
+        record = self.schedule()
+        if record.error is not None:
+            return record, StepOutcome(step=record.step, requests={})
+        return self.apply_output(record, accepted)
+
+    def schedule(self) -> StepRecord:
+        """One pass; a pass that raises gives an empty record with ``error`` set and the
+        queues as they were before it (nothing observable happened)."""
         sched = self.scheduler
-        before = (tuple(r.request_id for r in sched.running), tuple(r.request_id for r in sched.waiting),
-                  sched.pool.num_in_use)
+        running, waiting = tuple(r.request_id for r in sched.running), tuple(r.request_id for r in sched.waiting)
+        in_use = sched.pool.num_in_use
         try:
-            record = sched.schedule()
-        except Exception as exc:  # the pass itself failed: nothing observable happened
-            running, waiting, in_use = before
-            failed = StepRecord(
+            return sched.schedule()
+        except Exception as exc:
+            return StepRecord(
                 step=sched.num_steps, limits=self.limits, num_scheduled_tokens={}, scheduled_draft_tokens={},
                 runner_rows={}, computed_before={}, num_tokens={}, padded=frozenset(), prefill=frozenset(),
                 preempted=(), running=running, waiting=waiting, kv_blocks_in_use=in_use, block_tables={},
                 block_keys={}, error=describe(exc),
             )
-            return failed, StepOutcome(step=failed.step, requests={})
+
+    def apply_output(self, record: StepRecord, accepted: Mapping[str, int]) -> tuple[StepRecord, StepOutcome]:
+        """Feed a pass's output back; if that raises, the pass stands with ``error`` set."""
         try:
-            outcome = sched.update_from_output(record, dict(accepted))
-        except Exception as exc:  # the output could not be applied: the pass stands, nothing after it
+            return record, self.scheduler.update_from_output(record, dict(accepted))
+        except Exception as exc:
             return replace(record, error=describe(exc)), StepOutcome(step=record.step, requests={})
-        return record, outcome

@@ -22,7 +22,8 @@ from typing import Mapping
 
 import torch
 
-from ..model import BudgetConfig, BudgetPolicy, Scheduler
+from ..fuzz.target import ModelTarget
+from ..model import BudgetConfig, BudgetPolicy
 from ..spec.records import StepOutcome, StepRecord
 from ..spec.trace import AddOp
 from .acceptance import Rule
@@ -54,8 +55,9 @@ class RunnerTarget:
     def __init__(self, cfg: BudgetConfig, policy: BudgetPolicy, options: RunnerOptions) -> None:
         if options.memory_cap and options.device != "cuda":
             raise ValueError("the memory cap needs device cuda")
-        self.scheduler = Scheduler(cfg, policy)
-        self.limits = self.scheduler.limits
+        self.model = ModelTarget(cfg, policy)
+        self.scheduler = self.model.scheduler
+        self.limits = self.model.limits
         self.options = options
         spec = replace(MODEL_SPECS[options.model], seed=options.seed)
         self.runner = ModelRunner(self.limits, cfg.method, spec, options.device, options.rule, options.seed,
@@ -66,31 +68,23 @@ class RunnerTarget:
         self._cuda = self.runner.device.type == "cuda"
 
     def add(self, op: AddOp) -> None:
-        self.scheduler.add_request(op.id, op.prompt_len, op.max_tokens, op.priority, op.prefix_group, op.prefix_len)
+        self.model.add(op)
         self.runner.add_request(op.id, prompt_tokens(op, self.runner.model.spec.vocab_size))
 
     def abort(self, request_id: str) -> None:
-        self.scheduler.abort_request(request_id)
+        self.model.abort(request_id)
         self.runner.drop(request_id)
 
     def step(self, accepted: Mapping[str, int]) -> tuple[StepRecord, StepOutcome]:
-        sched = self.scheduler
-        before = (tuple(r.request_id for r in sched.running), tuple(r.request_id for r in sched.waiting),
-                  sched.pool.num_in_use)
-        try:
-            record = sched.schedule()
-        except Exception as exc:  # the pass itself failed: nothing reached the runner
-            return self._failed_pass(exc, *before)
+        record = self.model.schedule()
+        if record.error is not None:  # the pass itself failed: nothing reaches the runner
+            return record, StepOutcome(step=record.step, requests={})
         forced = accepted if self.options.mode == "forced" else None
         execution, fault = self._execute(record, forced)
         if fault is not None:
             return replace(record, error=fault), StepOutcome(step=record.step, requests={})
         assert execution is not None
-        try:
-            outcome = sched.update_from_output(record, dict(accepted if forced is not None else execution.accepted))
-        except Exception as exc:
-            return replace(record, error=f"{type(exc).__name__}: {exc}"), StepOutcome(step=record.step, requests={})
-        return record, outcome
+        return self.model.apply_output(record, accepted if forced is not None else execution.accepted)
 
     def _execute(self, record: StepRecord, forced: Mapping[str, int] | None) -> tuple[StepExecution | None, str | None]:
         """Run the step on the runner and report it; the fault, if any, as "Type: message"."""
@@ -119,14 +113,3 @@ class RunnerTarget:
             committed=execution.committed if execution else 0, fault=described,
         ))
         return execution, described
-
-    def _failed_pass(self, exc: Exception, running: tuple[str, ...], waiting: tuple[str, ...],
-                     in_use: int) -> tuple[StepRecord, StepOutcome]:
-        """The record of a pass that raised, with the queues as they were before it."""
-        record = StepRecord(
-            step=self.scheduler.num_steps, limits=self.limits, num_scheduled_tokens={}, scheduled_draft_tokens={},
-            runner_rows={}, computed_before={}, num_tokens={}, padded=frozenset(), prefill=frozenset(), preempted=(),
-            running=running, waiting=waiting, kv_blocks_in_use=in_use, block_tables={}, block_keys={},
-            error=f"{type(exc).__name__}: {exc}",
-        )
-        return record, StepOutcome(step=record.step, requests={})
