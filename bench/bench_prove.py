@@ -22,14 +22,13 @@ import sys
 import time
 from typing import Any
 
-from tokenbudget.model import builtin_policies
+from tokenbudget.model import builtin_policies, get_policy
 from tokenbudget.proofs.abstract import holds_up_to
 from tokenbudget.proofs.obligations import Options
 from tokenbudget.proofs.prove import prove
 from tokenbudget.proofs.solving import Unknown
 from tokenbudget.proofs.verdicts import PROVED_UP_TO
 from tokenbudget.proofs.violations import VIOLATED
-from tokenbudget.model import get_policy
 
 BOUNDED_OBLIGATIONS = ("input-budget-nonnegative", "input-rows-cap", "spec-shape")
 

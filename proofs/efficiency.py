@@ -5,15 +5,15 @@ tokens unused although a queued request wanted them and the runner, one more req
 draft slots included, and the KV pool had room). The gap asked about is the policy's own:
 the configs searched leave the user's caps off (no ``max_num_scheduled_tokens``, no
 ``long_prefill_token_threshold``, chunked prefill on), since a user who sets them asks
-for unused rows and the measure does not model them; and the KV pool holds every request at ``max_model_len``,
-since neither engine shrinks a chunk to fit the free blocks (a KV gap is not a budget
-gap). REFUTED comes with the smallest trace
-showing a gap (replayed: ``spec.work_gap`` of its last step is that gap) and the gap
-in the detail; otherwise the bounded pass proves the gap 0 for every pass from a state
-of up to N requests (PROVED_UP_TO N), or, where some arbitrary state has a gap, the
-search proves that no trace from an empty system of up to ``GAP_TRACE_REQUESTS``
-requests reaches one (PROVED_UP_TO that many). The traces searched have no other violation and
-grant something in every step, so the gap is the only thing they show.
+for unused rows and the measure does not model them; and the KV pool holds every request
+at ``max_model_len``, since neither engine shrinks a chunk to fit the free blocks (a KV
+gap is not a budget gap). REFUTED comes with the smallest trace showing a gap (replayed:
+``spec.work_gap`` of its last step is that gap) and the gap in the detail; otherwise the
+bounded pass proves the gap 0 for every pass from a state of up to N requests
+(PROVED_UP_TO N), or, where some arbitrary state has a gap, the search has shown that no
+trace from an empty system of up to ``SMALL_SEARCH`` requests reaches one (PROVED_UP_TO
+that many). The traces searched have no other violation and grant something in every
+step, so the gap is the only thing they show.
 
 ``no-fewer-tokens-than-static`` / ``no-fewer-requests-than-static`` (vllm-adaptive only):
 from the same state, does vllm-adaptive's pass grant at least as many tokens, and
@@ -43,14 +43,13 @@ from .abstract import AbstractState, holds_up_to
 from .family import FAMILY_STEPS, Family
 from .obligations import SMALL_SEARCH, Context, Obligation, refuted, unknown
 from .passmodel import PassConfig, PassResult, Slot
-from .search import Found, search
+from .search import search
 from .solving import Unknown
 from .verdicts import PROVED_UP_TO, Outcome
 from .violations import VIOLATED, work_gap
 
 BASELINE = "vllm-static"
 AMPLE_KV_COMPARISON_REQUESTS = 4  # 2 s a comparison; 8 requests take 40-50 s (none found either)
-GAP_TRACE_REQUESTS = 3  # the trace search grows ~4x per request (fastdeploy-v0: 8 s at 4, 35 s at 5)
 USER_CAPS_OFF = {"long_prefill_token_threshold": 0, "enable_chunked_prefill": True}  # and T unset
 CHALLENGER = "vllm-adaptive"
 
@@ -90,7 +89,8 @@ def work_conserving(ctx: Context) -> Outcome:
 
     def goal(families: Sequence[Family]) -> Any:
         fam = families[0]
-        return z3.And(gap(fam) > 0, z3.Not(fam.last.any_preempted), _ample_kv(fam.sc, len(fam.requests)), *_clean(families))
+        return z3.And(gap(fam) > 0, z3.Not(fam.last.any_preempted), _ample_kv(fam.sc, len(fam.requests)),
+                      *_clean(families))
 
     def judge(traces: Sequence[Trace], results: Sequence[ReplayResult]) -> Optional[str]:
         last = results[0].steps[-1]
@@ -106,34 +106,25 @@ def work_conserving(ctx: Context) -> Outcome:
     shape = dict(judge=judge, fixed=USER_CAPS_OFF, scheduled_tokens_set=(False,))
     n = opts.max_requests
 
-    def gap_found(found: Found) -> Outcome:
-        shown = _replayed_gap(found.traces[0])
-        outcome = refuted(ctx, "work-conserving", "search", start, found, f"a step leaves {shown} token(s) unused")
-        return replace(outcome, gap=shown)
-
     try:
         found = search([policy], goal, None, what, min(n, SMALL_SEARCH), opts.timeout_s, **shape)
         if found:
-            return gap_found(found)
+            shown = _replayed_gap(found.traces[0])
+            outcome = refuted(ctx, "work-conserving", "search", start, found, f"a step leaves {shown} token(s) unused")
+            return replace(outcome, gap=shown)
         # a gap from a state of 2 requests is one from a state of N: the cheap query first
         if all(holds_up_to(policy, abstract_gap, m, opts.timeout_s, what, assume_seq_cap=True, fixed=USER_CAPS_OFF,
                            scheduled_tokens_set=(False,)) for m in sorted({min(2, n), n})):
             return Outcome(ctx.name, "work-conserving", PROVED_UP_TO, "bounded", time.perf_counter() - start,
                            f"no pass from a state of at most {n} requests leaves a gap (user caps off, KV ample)",
                            bound=n)
-        deep = min(n, GAP_TRACE_REQUESTS)
-        found = search([policy], goal, None, what, deep, opts.timeout_s, min_requests=SMALL_SEARCH + 1, **shape) \
-            if deep > SMALL_SEARCH else None
-        if found:
-            return gap_found(found)
+        searched = min(n, SMALL_SEARCH)  # the trace search grows ~4x per request beyond (35 s at 5)
         return Outcome(ctx.name, "work-conserving", PROVED_UP_TO, "search", time.perf_counter() - start,
-                       f"no trace from an empty system of at most {deep} requests and {FAMILY_STEPS} steps leaves a "
-                       f"gap (user caps off, KV ample); some pass from an arbitrary state of {n} requests does",
-                       bound=deep)
+                       f"no trace from an empty system of at most {searched} requests and {FAMILY_STEPS} steps "
+                       f"leaves a gap (user caps off, KV ample); some pass from an arbitrary state of {n} requests "
+                       f"does", bound=searched)
     except Unknown as e:
         return unknown(ctx, "work-conserving", "search", start, str(e))
-    return unknown(ctx, "work-conserving", "bounded", start,
-                   "a pass from some state leaves a gap, but no trace of the searched shape does")
 
 
 def _ample_kv(sc: Any, n: int) -> BoolLike:
