@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 from tokenbudget.model import builtin_policies, get_policy
-from tokenbudget.proofs.abstract import holds_up_to
+from tokenbudget.proofs.bounded_pass import holds_up_to
 from tokenbudget.proofs.obligations import Options
 from tokenbudget.proofs.prove import prove
 from tokenbudget.proofs.solving import Unknown

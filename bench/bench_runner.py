@@ -30,8 +30,8 @@ import torch
 
 from tokenbudget.kernels.models import MODEL_SPECS
 from tokenbudget.kernels.target import RunnerOptions
-from tokenbudget.kernels.workload import extend
-from tokenbudget.runner_cmd import replay_on_runner
+from tokenbudget.kernels.arrivals import extend
+from tokenbudget.kernels.replay import replay_on_runner
 from tokenbudget.spec.trace import AddOp, Trace
 
 CONFIG = {"max_num_batched_tokens": 512, "max_num_seqs": 32, "num_speculative_tokens": 3, "method": "eagle3",

@@ -127,7 +127,7 @@ def run_model(ops: list[Op]) -> SideResult:
 def run_vllm(ops: list[Op]) -> SideResult:
     """Replay ``ops`` on the real vLLM scheduler."""
     t0 = time.perf_counter()
-    from tokenbudget.fuzz.vllm_engine import EngineUnavailable, VllmEngine
+    from tokenbudget.harness.vllm.engine import EngineUnavailable, VllmEngine
     from tokenbudget.model.config import BudgetConfig
 
     try:

@@ -30,11 +30,11 @@ from ..model import BudgetConfig, BudgetPolicy, ConfigError
 from ..spec.invariants import Violation, check_step, drain_bound, no_request_lost, progress_bound
 from ..spec.records import RequestState, StepRecord
 from ..spec.trace import AbortOp, AddOp, Op, StepOp, Trace, ViolationExpectation
-from .configs import configs
-from .execution import Execution
+from .config_strategies import configs
+from ..spec.execution import Execution
 from .failures import TARGET_ERROR, failure
-from .target import ModelTarget, TargetFactory
-from .workload import PATTERNS, RequestShape, accepted_drafts, request_shapes, resolve
+from ..model.target import ModelTarget, TargetFactory
+from .request_shapes import PATTERNS, RequestShape, accepted_drafts, request_shapes, resolve
 
 DEFAULTS = BudgetConfig().to_dict()
 REQUESTS = st.lists(request_shapes(), min_size=1, max_size=3)

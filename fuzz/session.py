@@ -23,12 +23,12 @@ from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
 from ..model import BudgetConfig, get_policy
-from ..replay import BadInput, ReplayResult, replay_on_model
+from ..model.replay import BadInput, ReplayResult, replay_on_model
 from ..spec.trace import Trace, ViolationExpectation, write_trace
 from .failures import TARGET_ERROR, FuzzFailure
 from .machine import FuzzMachine, FuzzStats, machine_class
-from .shrink import shrink
-from .target import ModelTarget, TargetFactory
+from ..spec.shrink import shrink
+from ..model.target import ModelTarget, TargetFactory
 
 PHASES = (Phase.explicit, Phase.generate, Phase.target, Phase.shrink)  # no explain phase: it is slow
 FIRST_BATCH = 25  # examples in the first batch of a timed session; each next one doubles, up to

@@ -29,15 +29,15 @@ from typing import Callable, Sequence
 
 import torch
 
-from ..corpus import corpus_paths
-from ..runner_cmd import replay_on_runner
+from ..spec.corpus import corpus_paths
+from .replay import replay_on_runner
 from ..spec.trace import AddOp, StepOp, Trace, load_trace
 from .attention import Segment, dense_attend, paged_attend
 from .models import ModelSpec, TinyLM
 from .paged_kv import PagedKVCache, slot_mapping
 from .report import MIB, RunnerReport
 from .target import RunnerOptions
-from .workload import extend
+from .arrivals import extend
 
 CLIMBING_REQUESTS = 512  # max_num_seqs: all of them decode at once
 CLIMBING: dict[str, int | str] = {

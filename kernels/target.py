@@ -22,7 +22,7 @@ from typing import Mapping
 
 import torch
 
-from ..fuzz.target import ModelTarget
+from ..model.target import ModelTarget
 from ..model import BudgetConfig, BudgetPolicy
 from ..spec.records import StepOutcome, StepRecord
 from ..spec.trace import AddOp

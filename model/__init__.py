@@ -1,10 +1,17 @@
-"""The executable reference scheduler and the budget policies of real engines."""
-from .config import BudgetConfig, ConfigError
+"""The executable reference scheduler and the budget policies of real engines.
+
+A user policy imports what it needs from here: the policy interface, the config, and the
+IntLike helpers its arithmetic must use so that the prover can run it on z3 terms.
+"""
+from .config import BudgetConfig, ConfigError, Requirement
 from .methods import ALL_METHODS, TABLES
-from .policy import BudgetParams, BudgetPolicy, Budgets, builtin_policies, get_policy, register
+from .policy import BudgetParams, BudgetPolicy, Budgets
+from .registry import builtin_policies, get_policy
 from .scheduler import Scheduler
+from ..spec.intlike import BoolLike, IntLike, and_, cdiv, ite, max_, min_, not_, or_
 
 __all__ = [
-    "BudgetConfig", "ConfigError", "ALL_METHODS", "TABLES", "BudgetParams", "BudgetPolicy", "Budgets",
-    "builtin_policies", "get_policy", "register", "Scheduler",
+    "BudgetConfig", "ConfigError", "Requirement", "ALL_METHODS", "TABLES", "BudgetParams", "BudgetPolicy", "Budgets",
+    "builtin_policies", "get_policy", "Scheduler",
+    "BoolLike", "IntLike", "and_", "cdiv", "ite", "max_", "min_", "not_", "or_",
 ]

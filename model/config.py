@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable, Mapping
 
-from .intlike import BoolLike, and_, not_
+from ..spec.intlike import BoolLike, and_, not_
 from .methods import ALL_METHODS
 
 

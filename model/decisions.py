@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .intlike import BoolLike, IntLike, and_, ite, max_, min_, not_, or_
+from ..spec.intlike import BoolLike, IntLike, and_, ite, max_, min_, not_, or_
 from .policy import BudgetParams, BudgetPolicy, Budgets
 
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .config import BudgetConfig, Requirement
-from .intlike import BoolLike, IntLike, and_, ite, max_, min_, not_
-from .policy import BudgetParams, BudgetPolicy, Budgets, plain, register  # noqa: F401 (plain: the PEP 316 contracts)
+from ..spec.intlike import BoolLike, IntLike, and_, ite, max_, min_, not_
+from .policy import BudgetParams, BudgetPolicy, Budgets, plain  # noqa: F401 (plain: the PEP 316 contracts)
 
 
 class _FastDeployPolicy(BudgetPolicy):
@@ -94,7 +94,6 @@ class _FastDeployPolicy(BudgetPolicy):
         return ite(p.spec_enabled, p.num_speculative_tokens + 1, 1)
 
 
-@register
 class FastDeployV0(_FastDeployPolicy):
     """FastDeploy before PR #7438: no reservation for drafts.
 
@@ -111,7 +110,6 @@ class FastDeployV0(_FastDeployPolicy):
         return Budgets(p.max_num_batched_tokens, None)
 
 
-@register
 class FastDeployReserve(_FastDeployPolicy):
     """FastDeploy PR #7438 as merged: reserve ``S * (k + 1)`` rows for decodes up front.
 
@@ -135,7 +133,6 @@ class FastDeployReserve(_FastDeployPolicy):
         return Budgets(max_(reserved, min_(p.max_num_batched_tokens, 512)), None)
 
 
-@register
 class FastDeployReserveCherrypick(_FastDeployPolicy):
     """FastDeploy PRs #7439/#7440 (release cherry-picks of #7438), precedence bug included.
 
@@ -153,7 +150,6 @@ class FastDeployReserveCherrypick(_FastDeployPolicy):
         return Budgets(max_(budget, min_(p.max_num_batched_tokens, 512)), None)
 
 
-@register
 class FastDeployDecodeCount(_FastDeployPolicy):
     """FastDeploy PR #7499: reserve ``k + 1`` rows per request already decoding.
 
@@ -190,7 +186,6 @@ class FastDeployDecodeCount(_FastDeployPolicy):
         return Budgets(ite(is_decode, 0, grant), None)
 
 
-@register
 class FastDeployMtpOnly(FastDeployDecodeCount):
     """FastDeploy PR #7623: as #7499, but ``k + 1`` per decode only for method mtp.
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from typing import Hashable
 
-from .intlike import cdiv
+from ..spec.intlike import cdiv
 from .request import Request
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from .intlike import IntLike
+from ..spec.intlike import IntLike
 
 Affine = tuple[int, int]  # (a, b) -> a * k + b
 

@@ -1,4 +1,4 @@
-"""The budget-policy interface, the parameters it reads, and the policy registry.
+"""The budget-policy interface and the parameters it reads.
 
 A budget policy is the part of a scheduler that decides how much a scheduling pass may
 spend. Every method that does arithmetic is written over ``IntLike`` so that the
@@ -6,13 +6,12 @@ reference scheduler (ints) and the prover (z3 terms) run the same code.
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
 from . import methods
 from .config import BudgetConfig, ConfigError, Requirement
-from .intlike import BoolLike, IntLike, and_, is_concrete, min_
+from ..spec.intlike import BoolLike, IntLike, and_, is_concrete, min_
 
 
 @dataclass(frozen=True)
@@ -181,43 +180,3 @@ class BudgetPolicy:
         """
         inp = None if b.input is None else b.input + sign * (amount.input if amount.input is not None else 0)
         return Budgets(b.token + sign * amount.token, inp)
-
-
-# -- registry ---------------------------------------------------------------------------
-_REGISTRY: dict[str, type[BudgetPolicy]] = {}
-
-
-def register(cls: type[BudgetPolicy]) -> type[BudgetPolicy]:
-    """Class decorator: make a policy available by its name."""
-    assert cls.name not in _REGISTRY, f"policy {cls.name} registered twice"
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-def builtin_policies() -> dict[str, type[BudgetPolicy]]:
-    """The built-in policies by name, in registration order."""
-    from . import vllm_policies, fastdeploy_policies  # noqa: F401, I001  (registers them, vLLM first)
-
-    return dict(_REGISTRY)
-
-
-def get_policy(spec: str) -> BudgetPolicy:
-    """A policy instance by registered name or ``pkg.module:ClassName``.
-
-    Raises ConfigError with one line naming the problem and the fix.
-    """
-    registry = builtin_policies()
-    if spec in registry:
-        return registry[spec]()
-    if ":" in spec:
-        module_name, _, attr = spec.partition(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as e:
-            raise ConfigError(f"cannot import policy module {module_name!r} ({e}); check --policy or PYTHONPATH")
-        cls = getattr(module, attr, None)
-        if not (isinstance(cls, type) and issubclass(cls, BudgetPolicy)):
-            raise ConfigError(f"{spec!r} is not a BudgetPolicy subclass; point --policy at one")
-        return cls()
-    raise ConfigError(f"unknown policy {spec!r}; known: {', '.join(registry)} (or pkg.module:Class)")
-

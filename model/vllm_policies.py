@@ -3,8 +3,8 @@ worst-case reservation (<= 0.27)."""
 from __future__ import annotations
 
 from .config import Requirement
-from .intlike import BoolLike, IntLike, and_, min_, or_
-from .policy import BudgetParams, BudgetPolicy, Budgets, plain, register  # noqa: F401 (plain: the PEP 316 contracts)
+from ..spec.intlike import BoolLike, IntLike, and_, min_, or_
+from .policy import BudgetParams, BudgetPolicy, Budgets, plain  # noqa: F401 (plain: the PEP 316 contracts)
 
 
 class _VllmPolicy(BudgetPolicy):
@@ -31,7 +31,6 @@ class _VllmPolicy(BudgetPolicy):
         ]
 
 
-@register
 class VllmAdaptive(_VllmPolicy):
     """vLLM >= 0.28 (0.32.0 as reference): draft slots charged per scheduled request.
 
@@ -91,7 +90,6 @@ class VllmAdaptive(_VllmPolicy):
         return Budgets(grant, grant + p.draft_slots)
 
 
-@register
 class VllmStatic(_VllmPolicy):
     """vLLM <= 0.27: draft slots reserved for every possible sequence up front.
 

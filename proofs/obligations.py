@@ -4,14 +4,14 @@ A **step obligation** (the five ledger invariants, ``model-len``, ``spec-shape``
 decided by, in order:
 
 1. induction (``induction.py``): PROVED for any number of requests;
-2. a search for a small counterexample (``search.py``, up to 3 requests): REFUTED with a
+2. a search for a small counterexample (``trace_search.py``, up to 3 requests): REFUTED with a
    minimal trace that replays;
-3. the bounded pass from any state of up to N requests (``abstract.py``): PROVED_UP_TO N;
+3. the bounded pass from any state of up to N requests (``bounded_pass.py``): PROVED_UP_TO N;
 4. the search up to N requests: REFUTED;
 5. otherwise UNKNOWN, a failure, with why induction did not apply.
 
-The config, efficiency and comparison obligations live in ``configs.py`` and
-``efficiency.py``; every obligation is registered in ``OBLIGATIONS``.
+The config, efficiency and comparison obligations live in ``config_obligations.py`` and
+``efficiency_obligations.py``; ``obligation_table.py`` lists every obligation.
 """
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
 from ..model import BudgetPolicy
-from .abstract import holds_up_to
-from .family import Family
+from .bounded_pass import holds_up_to
+from .trace_family import Family
 from .induction import DECISION_PROPERTIES, LEDGER_INVARIANTS, InductionResult, prove_by_induction
-from .search import Found, search
+from .trace_search import Found, search
 from .solving import Unknown
 from .verdicts import PROVED, PROVED_UP_TO, REFUTED, UNKNOWN, Outcome
 from .violations import VIOLATED
@@ -124,17 +124,3 @@ def step_obligations() -> list[Obligation]:
 
     return [Obligation(name, "safety", INVARIANTS[name].holds_when, lambda ctx, name=name: decide_step(ctx, name))
             for name in STEP_OBLIGATIONS]
-
-
-def all_obligations() -> dict[str, Obligation]:
-    """Every obligation, in the order of the table ``tokenbudget prove`` prints."""
-    from .configs import config_obligations
-    from .efficiency import efficiency_obligations
-
-    return {o.id: o for o in step_obligations() + config_obligations() + efficiency_obligations()}
-
-
-def decide(policy: BudgetPolicy, obligation: Obligation, options: Options, ctx: Optional[Context] = None) -> Outcome:
-    """The verdict of one obligation (``ctx`` shares the induction among a policy's obligations)."""
-    return obligation.decide(ctx or Context(policy, options))
-

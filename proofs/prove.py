@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from ..model import builtin_policies, get_policy
-from ..replay import BadInput
+from ..model.replay import BadInput
 from ..spec.trace import Trace, write_trace
 from . import manifest
 from .induction import LEDGER_INVARIANTS
-from .obligations import Context, Options, all_obligations
+from .obligation_table import all_obligations
+from .obligations import Context, Options
 from .solving import Z3_VERSION
 from .verdicts import PROVED_UP_TO, REFUTED, UNKNOWN, Outcome
 

@@ -22,7 +22,7 @@ import z3
 
 from ..model import BudgetConfig, BudgetParams, BudgetPolicy, methods
 from ..model.config import SCHEDULING_POLICIES, Requirement, config_requirements
-from ..model.intlike import BoolLike, IntLike
+from ..spec.intlike import BoolLike, IntLike
 
 # The domain of the config obligations (issue 3): B up to 2^20, S up to 4096, k up to 32.
 MAX_B, MAX_S, MAX_K = 1 << 20, 4096, 32

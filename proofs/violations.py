@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..model.intlike import BoolLike, IntLike, and_, ite, max_, min_, or_
-from .passmodel import PassConfig, PassResult
+from ..spec.intlike import BoolLike, IntLike, and_, ite, max_, min_, or_
+from .pass_skeleton import PassConfig, PassResult
 
 Violated = Callable[[PassConfig, PassResult], BoolLike]
 

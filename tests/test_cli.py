@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tokenbudget.cli import main
-from tokenbudget.corpus import corpus_paths
+from tokenbudget.spec.corpus import corpus_paths
 from tokenbudget.model import builtin_policies
 from tokenbudget.spec import INVARIANTS
 

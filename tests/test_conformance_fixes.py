@@ -2,11 +2,11 @@
 trace for each, replayed on vLLM by tests/test_vllm_target.py)."""
 from __future__ import annotations
 
-from tokenbudget.corpus import FINDINGS_DIR
+from tokenbudget.spec.corpus import FINDINGS_DIR
 from tokenbudget.model import BudgetConfig, Scheduler, get_policy
 from tokenbudget.model.kv_pool import KVBlockPool
 from tokenbudget.model.request import Request
-from tokenbudget.replay import replay_on_model
+from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.trace import load_trace
 
 F1_TRACE = FINDINGS_DIR / "f1-vllm-adaptive-padded-threshold.json"

@@ -13,7 +13,7 @@ from tokenbudget.check import JUDGED
 from tokenbudget.fuzz.session import fuzz
 from tokenbudget.proofs import manifest
 from tokenbudget.proofs.verdicts import REFUTED
-from tokenbudget.replay import replay_on_model
+from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec import INVARIANTS
 from tokenbudget.spec.trace import load_trace
 

@@ -9,14 +9,14 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from tokenbudget.fuzz.configs import configs
+from tokenbudget.fuzz.config_strategies import configs
 from tokenbudget.fuzz.machine import FuzzStats, machine_class
 from tokenbudget.fuzz.session import fuzz, run_machine
-from tokenbudget.fuzz.shrink import shrink
-from tokenbudget.fuzz.target import ModelTarget
-from tokenbudget.fuzz.workload import request_shapes, resolve
+from tokenbudget.spec.shrink import shrink
+from tokenbudget.model.target import ModelTarget
+from tokenbudget.fuzz.request_shapes import request_shapes, resolve
 from tokenbudget.model import BudgetConfig, BudgetPolicy, Scheduler, builtin_policies, get_policy
-from tokenbudget.replay import replay_on_model
+from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.records import StepOutcome, StepRecord
 from tokenbudget.spec.trace import Trace, ViolationExpectation, load_trace
 

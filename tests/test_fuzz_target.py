@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from tokenbudget.fuzz.execution import Execution, TargetDead
-from tokenbudget.fuzz.target import ModelTarget
+from tokenbudget.spec.execution import Execution, TargetDead
+from tokenbudget.model.target import ModelTarget
 from tokenbudget.model import BudgetConfig, Scheduler, get_policy
-from tokenbudget.replay import replay_on_model
+from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.trace import AbortOp, AddOp, StepOp, Trace
 
 CFG = BudgetConfig(max_num_batched_tokens=20, max_num_seqs=16, num_speculative_tokens=4, method="ngram",

@@ -8,7 +8,7 @@ import z3
 
 from tokenbudget.model import BudgetConfig, builtin_policies, get_policy
 from tokenbudget.model.decisions import admission, running_grant
-from tokenbudget.model.intlike import and_, cdiv, ite, max_, min_, not_, or_
+from tokenbudget.spec.intlike import and_, cdiv, ite, max_, min_, not_, or_
 from tokenbudget.model.policy import BudgetParams
 
 

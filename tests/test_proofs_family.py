@@ -14,10 +14,10 @@ import pytest
 import z3
 
 from tokenbudget.model import TABLES, BudgetConfig, BudgetParams, ConfigError, builtin_policies, get_policy
-from tokenbudget.proofs.family import Family
+from tokenbudget.proofs.trace_family import Family
 from tokenbudget.proofs.solving import solver, value
 from tokenbudget.proofs.symbolic import SymbolicConfig
-from tokenbudget.replay import replay_on_model
+from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.trace import StepExpectation
 
 pytestmark = pytest.mark.proofs

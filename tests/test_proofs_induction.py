@@ -12,12 +12,13 @@ import pytest
 from tokenbudget.model import BudgetConfig, Budgets, ConfigError, Scheduler, builtin_policies, get_policy
 from tokenbudget.model.vllm_policies import VllmAdaptive
 from tokenbudget.proofs.induction import prove_by_induction
-from tokenbudget.proofs.obligations import STEP_OBLIGATIONS, Options, all_obligations, decide
+from tokenbudget.proofs.obligation_table import all_obligations, decide
+from tokenbudget.proofs.obligations import STEP_OBLIGATIONS, Options
 from tokenbudget.proofs.prove import judge
-from tokenbudget.proofs.search import search
+from tokenbudget.proofs.trace_search import search
 from tokenbudget.proofs.verdicts import PROVED, REFUTED
 from tokenbudget.proofs.violations import VIOLATED
-from tokenbudget.replay import replay_on_model
+from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec import check_step
 
 pytestmark = pytest.mark.proofs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenbudget.corpus import corpus_paths
+from tokenbudget.spec.corpus import corpus_paths
 from tokenbudget.proofs.manifest import GRACE_S, SLOWDOWN, Expected, problem
 from tokenbudget.proofs.verdicts import PROVED, PROVED_UP_TO, REFUTED, UNKNOWN, Outcome
 from tokenbudget.spec.trace import load_trace

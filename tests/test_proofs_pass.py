@@ -16,9 +16,9 @@ import pytest
 
 from tokenbudget.model import TABLES, BudgetConfig, ConfigError, Scheduler, builtin_policies, get_policy
 from tokenbudget.model.request import Request, Status
-from tokenbudget.proofs.passmodel import PassConfig, PassResult, Slot, run_pass, scheduler_victim
+from tokenbudget.proofs.pass_skeleton import PassConfig, PassResult, Slot, run_pass, scheduler_victim
 from tokenbudget.proofs.violations import VIOLATED
-from tokenbudget.corpus import corpus_paths
+from tokenbudget.spec.corpus import corpus_paths
 from tokenbudget.spec import StepRecord, check_step
 from tokenbudget.spec.trace import AbortOp, AddOp, load_trace
 

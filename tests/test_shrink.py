@@ -1,7 +1,7 @@
 """The trace shrinker used for conformance divergences (no engine needed)."""
 from __future__ import annotations
 
-from tokenbudget.fuzz.shrink import cut_after_step, shrink
+from tokenbudget.spec.shrink import cut_after_step, shrink
 from tokenbudget.spec.trace import AbortOp, AddOp, StepOp, Trace
 
 TRACE = Trace(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenbudget.corpus import corpus_paths
+from tokenbudget.spec.corpus import corpus_paths
 from tokenbudget.model import BudgetConfig
 from tokenbudget.spec.schema import Schema
 from tokenbudget.spec.trace import (

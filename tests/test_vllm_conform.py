@@ -8,13 +8,13 @@ import pytest
 from vllm_support import F1_TRACE, F2_TRACE, F3_TRACE, skip_without_vllm
 
 from tokenbudget.cli import main
-from tokenbudget.corpus import corpus_paths
-from tokenbudget.fuzz.conform import run_conformance
-from tokenbudget.fuzz.known_divergences import explain
-from tokenbudget.fuzz.lockstep import run_lockstep
-from tokenbudget.fuzz.vllm_target import VllmTarget
+from tokenbudget.spec.corpus import corpus_paths
+from tokenbudget.harness.conform import run_conformance
+from tokenbudget.harness.known_divergences import explain
+from tokenbudget.harness.lockstep import run_lockstep
+from tokenbudget.harness.vllm.target import VllmTarget
 from tokenbudget.model import methods
-from tokenbudget.replay import replay_on_model
+from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.trace import load_trace
 
 pytestmark = pytest.mark.vllm

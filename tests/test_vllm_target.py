@@ -7,13 +7,13 @@ import pytest
 from vllm_support import F1_TRACE, F2_TRACE, skip_without_vllm
 
 from tokenbudget.cli import main
-from tokenbudget.corpus import corpus_paths
-from tokenbudget.fuzz.execution import Execution
-from tokenbudget.fuzz.target import ModelTarget
-from tokenbudget.fuzz.vllm_target import VllmTarget
+from tokenbudget.spec.corpus import corpus_paths
+from tokenbudget.spec.execution import Execution
+from tokenbudget.model.target import ModelTarget
+from tokenbudget.harness.vllm.target import VllmTarget
 from tokenbudget.model import BudgetConfig, ConfigError, get_policy
 from tokenbudget.model.methods import VLLM_0_32
-from tokenbudget.replay import replay_on_model
+from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec import check_run
 from tokenbudget.spec.trace import AddOp, StepOp, load_trace
 

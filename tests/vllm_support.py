@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from tokenbudget.corpus import FINDINGS_DIR
-from tokenbudget.fuzz.vllm_engine import EngineUnavailable, _import_vllm
+from tokenbudget.spec.corpus import FINDINGS_DIR
+from tokenbudget.harness.vllm.engine import EngineUnavailable, _import_vllm
 
 F1_TRACE = FINDINGS_DIR / "f1-vllm-adaptive-padded-threshold.json"
 F2_TRACE = FINDINGS_DIR / "f2-vllm-adaptive-unchunked-draft-slots.json"

@@ -1,6 +1,6 @@
 """tokenbudget: token-budget invariants of speculative-decoding schedulers, modelled, proved and fuzzed."""
 from .model import BudgetConfig, BudgetPolicy, ConfigError, Scheduler, builtin_policies, get_policy
-from .replay import BadInput, ReplayResult, replay_on_model
+from .model.replay import BadInput, ReplayResult, replay_on_model
 from .spec import INVARIANTS, StepRecord, Trace, TraceError, Violation, check_run, check_step, load_trace
 
 __version__ = "0.1.0"

@@ -30,7 +30,7 @@ from typing import Callable, Sequence
 
 from hypothesis import Phase
 
-from .corpus import corpus_paths, load_corpus
+from .spec.corpus import corpus_paths, load_corpus
 from .fuzz.failures import TARGET_ERROR
 from .fuzz.session import fuzz
 from .model import ConfigError, builtin_policies, get_policy
@@ -38,7 +38,7 @@ from .proofs.manifest import load as load_manifest
 from .proofs.obligations import Options as ProofOptions
 from .proofs.prove import default_jobs, judge, prove
 from .proofs.verdicts import PROVED, PROVED_UP_TO, REFUTED, Outcome
-from .replay import BadInput, ReplayResult, replay_on_model
+from .model.replay import BadInput, ReplayResult, replay_on_model
 from .spec import INVARIANTS
 from .spec.invariants import RUN_CHECKS, STEP_CHECKS
 from .spec.trace import ViolationExpectation

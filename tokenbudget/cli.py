@@ -19,11 +19,11 @@ from . import fuzz_cmd, render, runner_cmd
 from .proofs import prove as prove_cmd
 from .check import CheckReport, run_check
 from .conform_cmd import conform_command
-from .fuzz.target import ModelTarget
-from .fuzz.vllm_engine import EngineUnavailable
-from .fuzz.vllm_target import VllmTarget
+from .model.target import ModelTarget
+from .harness.vllm.engine import EngineUnavailable
+from .harness.vllm.target import VllmTarget
 from .model import ConfigError, builtin_policies
-from .replay import BadInput, ReplayResult, replay_on_model
+from .model.replay import BadInput, ReplayResult, replay_on_model
 from .spec import INVARIANTS
 from .spec.trace import Trace, TraceError, load_trace
 

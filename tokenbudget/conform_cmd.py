@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 from typing import Any, Callable
 
-from .fuzz.conform import ConformReport, run_conformance
-from .fuzz.coverage import FEATURES
+from .harness.conform import ConformReport, run_conformance
+from .harness.features import FEATURES
 from .render import counts, table
 
 

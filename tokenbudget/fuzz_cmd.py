@@ -16,8 +16,8 @@ from typing import Any, Callable, Sequence
 
 from .check import known_violations
 from .fuzz.session import FuzzReport, fuzz
-from .fuzz.target import ModelTarget, TargetFactory
-from .fuzz.vllm_target import VllmTarget
+from .model.target import ModelTarget, TargetFactory
+from .harness.vllm.target import VllmTarget
 from .model import BudgetConfig, builtin_policies, get_policy
 from .render import table
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from .check import CheckReport
-from .replay import ReplayResult
+from .model.replay import ReplayResult
 from .spec import INVARIANTS
 
 MAX_LISTED = 10  # violations listed per trace before "... and N more"

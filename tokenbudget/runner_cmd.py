@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from . import render
-from .model import BudgetConfig, BudgetPolicy
-from .replay import BadInput, ReplayResult, replay_on_model
+from .model.replay import BadInput, ReplayResult
 from .spec.trace import Trace
 
 if TYPE_CHECKING:
     from .kernels.report import RunnerReport
-    from .kernels.target import RunnerOptions, RunnerTarget
+    from .kernels.target import RunnerOptions
 
 # dest -> (flag, default): the options that only the runner target reads
 RUNNER_ONLY = {"acceptance": ("--acceptance", "greedy"), "model": ("--model", "tiny"), "seed": ("--seed", 0),
@@ -85,27 +84,13 @@ def usage_problem(args: argparse.Namespace, num_traces: int) -> str | None:
     return None
 
 
-def replay_on_runner(trace: Trace, options: RunnerOptions,
-                     policy: str | None = None) -> tuple[ReplayResult, RunnerTarget | None]:
-    """Replay the trace on the runner target and judge it as ``replay_on_model`` does; the
-    target too (its ``report``, its ``runner``), None when the config was refused."""
-    from .kernels.target import RunnerTarget
-
-    built: list[RunnerTarget] = []
-
-    def factory(cfg: BudgetConfig, pol: BudgetPolicy) -> RunnerTarget:
-        built.append(RunnerTarget(cfg, pol, options))
-        return built[-1]
-    result = replay_on_model(trace, policy, factory)
-    return result, built[0] if built else None
-
-
 def replay_command(args: argparse.Namespace, traces: Sequence[Trace], progress: Callable[[str], None],
                    print_json: Callable[[Any], None]) -> int:
     """Replay each trace on the runner target; print the verdicts; the exit status."""
     from .kernels.plot import plot_rows
+    from .kernels.replay import replay_on_runner
     from .kernels.target import RunnerOptions
-    from .kernels.workload import extend
+    from .kernels.arrivals import extend
 
     options = RunnerOptions(device=args.device or "cpu", mode=args.mode or "forced", rule=args.acceptance,
                             model=args.model, seed=args.seed, memory_cap=args.memory_cap)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tokenbudget.cli import main
-from tokenbudget.corpus import corpus_paths
+from tokenbudget.spec.corpus import corpus_paths
 
 CORPUS = {p.stem: str(p) for p in corpus_paths()}
 FD_OVERFLOW = CORPUS["fastdeploy-reserve-rows-overflow"]

@@ -7,16 +7,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from tokenbudget.corpus import corpus_paths
+from tokenbudget.spec.corpus import corpus_paths
 from tokenbudget.kernels.attention import dense_attend
 from tokenbudget.kernels.drafting import ngram_propose
 from tokenbudget.kernels.errors import KVOverflow
 from tokenbudget.kernels.models import MODEL_SPECS, TinyLM
 from tokenbudget.kernels.runner import ModelRunner
 from tokenbudget.kernels.target import RunnerOptions, RunnerTarget
-from tokenbudget.kernels.workload import extend
+from tokenbudget.kernels.arrivals import extend
 from tokenbudget.model import BudgetConfig, Scheduler, get_policy
-from tokenbudget.runner_cmd import replay_on_runner
+from tokenbudget.kernels.replay import replay_on_runner
 from tokenbudget.spec.trace import ConfigRejectedExpectation, Trace, load_trace
 
 LONG = Trace(policy="vllm-adaptive", config={

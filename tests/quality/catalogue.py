@@ -22,9 +22,9 @@ import pytest
 
 from tokenbudget.model import BudgetConfig, BudgetPolicy, Budgets
 from tokenbudget.model import decisions, scheduler, step_pass, vllm_policies
-from tokenbudget.model.intlike import and_, ite, min_
+from tokenbudget.spec.intlike import and_, ite, min_
 from tokenbudget.model.request import Request, Status
-from tokenbudget.proofs import induction, passmodel
+from tokenbudget.proofs import induction, pass_skeleton
 
 Patch = Callable[[pytest.MonkeyPatch], None]
 
@@ -125,7 +125,7 @@ def _exit_rule(loose: bool) -> Patch:
 def _replace_decision(mp: pytest.MonkeyPatch, name: str, planted: Callable[..., Any]) -> None:
     """Replace a function of ``model.decisions`` wherever it was imported: the Scheduler and
     the prover's pass both run it, so both tools see the planted bug."""
-    for module in (decisions, scheduler, passmodel, induction):
+    for module in (decisions, scheduler, pass_skeleton, induction):
         if hasattr(module, name):
             mp.setattr(module, name, planted)
 

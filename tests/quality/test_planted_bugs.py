@@ -13,7 +13,7 @@ import pytest
 from catalogue import BUGS, FUZZ, PROOF, PlantedBug
 from hypothesis import Phase, settings
 
-from tokenbudget.fuzz.configs import configs
+from tokenbudget.fuzz.config_strategies import configs
 from tokenbudget.fuzz.failures import FuzzFailure
 from tokenbudget.fuzz.machine import FuzzStats, machine_class
 from tokenbudget.fuzz.session import run_machine

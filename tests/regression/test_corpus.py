@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from tokenbudget.corpus import corpus_paths
-from tokenbudget.replay import replay_on_model
+from tokenbudget.spec.corpus import corpus_paths
+from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.trace import load_trace
 
 pytestmark = pytest.mark.regression

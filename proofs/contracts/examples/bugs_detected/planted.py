@@ -7,9 +7,9 @@ the input budget stays >= 0).
 """
 from __future__ import annotations
 
-from tokenbudget.model.intlike import BoolLike, IntLike, min_
-from tokenbudget.model.policy import BudgetParams, Budgets
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from .....spec.intlike import BoolLike, IntLike, min_
+from .....model.policy import BudgetParams, Budgets
+from .....model.vllm_policies import VllmAdaptive
 
 
 class RefundWithoutDraftSlots(VllmAdaptive):

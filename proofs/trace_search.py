@@ -17,10 +17,10 @@ from typing import Any, Callable, Optional, Sequence, Union
 import z3
 
 from ..model import BudgetPolicy
-from ..model.intlike import BoolLike
-from ..replay import ReplayResult, replay_on_model
+from ..spec.intlike import BoolLike
+from ..model.replay import ReplayResult, replay_on_model
 from ..spec.trace import Trace
-from .family import FAMILY_STEPS, Family
+from .trace_family import FAMILY_STEPS, Family
 from .solving import Z3_VERSION, check, minimise, solver
 
 FOUND_BY = f"tokenbudget prove (z3 {Z3_VERSION})"

@@ -30,15 +30,15 @@ from typing import Any, Optional, Sequence
 import z3
 
 from ..model import BudgetConfig, ConfigError
-from ..replay import ReplayResult, replay_on_model
+from ..model.replay import ReplayResult, replay_on_model
 from ..spec import ConfigProbe
 from ..spec.invariants import config_complete as spec_config_complete
 from ..spec.invariants import config_sound as spec_config_sound
 from ..spec.trace import ConfigRejectedExpectation, Trace
-from .family import Family
+from .trace_family import Family
 from .induction import prove_by_induction
 from .obligations import STEP_OBLIGATIONS, Context, Obligation, decide_step, refuted, unknown
-from .search import FOUND_BY, ProverBug, bypassed, search
+from .trace_search import FOUND_BY, ProverBug, bypassed, search
 from .solving import Unknown, check, minimise, solver, value
 from .verdicts import PROVED, PROVED_UP_TO, REFUTED, Outcome
 

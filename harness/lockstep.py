@@ -14,9 +14,9 @@ from ..model import BudgetConfig, get_policy
 from ..spec import check_step
 from ..spec.records import StepOutcome, StepRecord
 from ..spec.trace import AbortOp, AddOp, StepOp, Trace
-from .coverage import config_features, step_features
-from .target import ModelTarget
-from .vllm_target import VllmTarget
+from .features import config_features, step_features
+from ..model.target import ModelTarget
+from .vllm.target import VllmTarget
 
 COMPARED = ("num_scheduled_tokens", "scheduled_draft_tokens", "preempted", "finished")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Iterator
 
-from ..spec.trace import AbortOp, AddOp, Op, StepOp, Trace
+from .trace import AbortOp, AddOp, Op, StepOp, Trace
 
 MAX_ATTEMPTS = 200
 

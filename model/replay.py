@@ -13,11 +13,11 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
-from .fuzz.execution import Execution
-from .fuzz.target import ModelTarget, TargetFactory
-from .model import BudgetConfig, BudgetPolicy, ConfigError, get_policy
-from .spec import RunRecord, StepLimits, StepRecord, Violation, check_run, work_gap
-from .spec.trace import (
+from ..spec.execution import Execution
+from .target import ModelTarget, TargetFactory
+from . import BudgetConfig, BudgetPolicy, ConfigError, get_policy
+from ..spec import RunRecord, StepLimits, StepRecord, Violation, check_run, work_gap
+from ..spec.trace import (
     ConfigRejectedExpectation, Expectation, NoViolationExpectation, StepExpectation, Trace,
     ViolationExpectation, dump_item,
 )

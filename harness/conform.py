@@ -27,8 +27,8 @@ from ..model import ConfigError
 from ..spec.trace import StepExpectation, Trace, ViolationExpectation, write_trace
 from .known_divergences import KnownDivergence, explain
 from .lockstep import Lockstep, run_lockstep
-from .shrink import cut_after_step, shrink
-from .workloads import workload
+from ..spec.shrink import cut_after_step, shrink
+from .conform_workloads import workload
 
 Progress = Callable[[str], None]
 

@@ -18,8 +18,8 @@ from typing import Any, Callable, Optional, Sequence
 import z3
 
 from ..model import BudgetPolicy
-from ..model.intlike import BoolLike, IntLike, ite
-from .passmodel import PassConfig, Slot, run_pass, scheduler_victim
+from ..spec.intlike import BoolLike, IntLike, ite
+from .pass_skeleton import PassConfig, Slot, run_pass, scheduler_victim
 from .solving import check, solver
 from .symbolic import SymbolicConfig
 

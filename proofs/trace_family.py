@@ -26,9 +26,9 @@ from typing import Any, Optional
 import z3
 
 from ..model import BudgetPolicy, builtin_policies
-from ..model.intlike import BoolLike, IntLike, and_, ite, max_, min_, not_, or_
+from ..spec.intlike import BoolLike, IntLike, and_, ite, max_, min_, not_, or_
 from ..spec.trace import AddOp, StepExpectation, StepOp, Trace, ViolationExpectation
-from .passmodel import PassConfig, PassResult, Slot, count, run_pass, scheduler_victim
+from .pass_skeleton import PassConfig, PassResult, Slot, count, run_pass, scheduler_victim
 from .solving import value
 from .symbolic import SymbolicConfig
 

@@ -1,6 +1,8 @@
-"""The trace corpus shipped with tokenbudget, each trace with its expectations.
+"""The trace corpus shipped with tokenbudget (the ``corpus/`` data folder), each trace with
+its expectations.
 
-The top folder holds counterexamples and regression traces of the budget policies;
+The data folder installs as ``tokenbudget/corpus`` beside this package (``tokenbudget/spec``),
+so the same relative path finds it in a checkout and in an installed copy. Its top holds counterexamples and regression traces of the budget policies;
 ``findings/`` holds findings about an engine's scheduling loop itself (SPEC.md,
 "Findings"), which no budget policy can change.
 """
@@ -8,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..spec.trace import Trace, load_trace
+from .trace import Trace, load_trace
 
-CORPUS_DIR = Path(__file__).parent
+CORPUS_DIR = Path(__file__).resolve().parent.parent / "corpus"
 FINDINGS_DIR = CORPUS_DIR / "findings"
 
 

@@ -5,8 +5,8 @@ generates, so a fuzzer's run and the replay of its trace observe the same thing.
 """
 from __future__ import annotations
 
-from ..spec.records import RequestState, RunRecord, StepRecord
-from ..spec.trace import AbortOp, AddOp, Op
+from .records import RequestState, RunRecord, StepRecord
+from .trace import AbortOp, AddOp, Op
 from .target import Target
 
 

@@ -1,7 +1,7 @@
 """VllmTarget: the real vLLM 0.32 scheduler as a fuzz and replay target.
 
 It wraps ``VllmEngine`` (vLLM's own ``Scheduler``, KV cache manager and block pool on a
-fake model; see ``fuzz/vllm_engine.py``) and turns each engine step into the spec's
+fake model; see ``harness/vllm/engine.py``) and turns each engine step into the spec's
 StepRecord and StepOutcome.
 
 What a record holds, and where it comes from:
@@ -31,10 +31,10 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from ..model import BudgetConfig, BudgetPolicy, ConfigError
-from ..spec.records import StepLimits, StepOutcome, StepRecord
-from ..spec.trace import AddOp
-from .vllm_engine import VllmEngine, VllmStep
+from ...model import BudgetConfig, BudgetPolicy, ConfigError
+from ...spec.records import StepLimits, StepOutcome, StepRecord
+from ...spec.trace import AddOp
+from .engine import VllmEngine, VllmStep
 
 VLLM_POLICY = "vllm-adaptive"
 

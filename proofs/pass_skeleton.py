@@ -23,7 +23,7 @@ from typing import Callable, Protocol, Sequence
 
 from ..model import BudgetParams, BudgetPolicy, Budgets
 from ..model.decisions import admission, running_grant, scheduled_drafts
-from ..model.intlike import BoolLike, IntLike, and_, ite, min_, not_, or_
+from ..spec.intlike import BoolLike, IntLike, and_, ite, min_, not_, or_
 
 
 @dataclass

@@ -1,53 +1,20 @@
-"""Targets: what executes trace operations and reports observations.
+"""ModelTarget: the reference scheduler as a ``spec.target.Target``, and the factory type.
 
-A target is one deployment (a config under a budget policy) of some scheduler: the
-reference model here, a real engine behind a harness later. Replay and the fuzzer
-drive every target through this interface only, so they share one op-application path
-(``fuzz.execution.Execution``) and judge every target with the same spec predicates.
+A ``TargetFactory`` builds a target from a config and a policy; replay, the fuzzer and
+the commands take one, so the model, a real engine's harness and the torch runner plug
+in the same way.
 """
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
-from typing import Callable, Mapping, Protocol
+from typing import Callable, Mapping
 
-from ..model import BudgetConfig, BudgetPolicy, Scheduler
-from ..spec.records import StepLimits, StepOutcome, StepRecord
+from . import BudgetConfig, BudgetPolicy, Scheduler
+from ..spec.records import StepOutcome, StepRecord
+from ..spec.target import Target, describe
 from ..spec.trace import AddOp
 
-
-class Target(Protocol):
-    """A scheduler that executes operations and reports what it did.
-
-    ``step`` never raises for a failure inside the scheduler: it returns a record whose
-    ``error`` names the exception (``"Type: message (file:line)"``). After such a step
-    the target is dead and receives no further calls. A target that cannot expose the
-    ledger, ``progress_possible`` or ``unserved_demand`` leaves them None; the spec then
-    does not judge what needs them.
-    """
-
-    limits: StepLimits
-
-    def add(self, op: AddOp) -> None:
-        """Queue a request; ValueError (one line) when the target refuses it."""
-
-    def step(self, accepted: Mapping[str, int]) -> tuple[StepRecord, StepOutcome]:
-        """Schedule once, then apply the output with ``accepted[id]`` drafts accepted."""
-
-    def abort(self, request_id: str) -> None:
-        """Abort a request; a finished one is left alone."""
-
-
 TargetFactory = Callable[[BudgetConfig, BudgetPolicy], Target]
-
-
-def describe(exc: BaseException) -> str:
-    """``Type: message (file:line)`` of the innermost frame, for a record's ``error``."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    where = f" ({Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno})" if tb is not None else ""
-    return f"{type(exc).__name__}: {exc}{where}"
 
 
 class ModelTarget:

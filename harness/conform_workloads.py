@@ -26,7 +26,7 @@ from typing import Any
 
 from ..model import ConfigError, get_policy
 from ..model.config import BudgetConfig
-from ..model.intlike import cdiv
+from ..spec.intlike import cdiv
 from ..model.methods import VLLM_0_32
 from ..spec.trace import AbortOp, AddOp, Op, StepOp, Trace
 

@@ -36,14 +36,14 @@ from typing import Any, Callable, Optional, Sequence
 import z3
 
 from ..model import BudgetPolicy, get_policy
-from ..model.intlike import BoolLike, IntLike, and_, cdiv, ite, max_, not_
-from ..replay import ReplayResult, replay_on_model
+from ..spec.intlike import BoolLike, IntLike, and_, cdiv, ite, max_, not_
+from ..model.replay import ReplayResult, replay_on_model
 from ..spec.trace import Trace
-from .abstract import AbstractState, holds_up_to
-from .family import FAMILY_STEPS, Family
+from .bounded_pass import AbstractState, holds_up_to
+from .trace_family import FAMILY_STEPS, Family
 from .obligations import SMALL_SEARCH, Context, Obligation, refuted, unknown
-from .passmodel import PassConfig, PassResult, Slot
-from .search import search
+from .pass_skeleton import PassConfig, PassResult, Slot
+from .trace_search import search
 from .solving import Unknown
 from .verdicts import PROVED_UP_TO, Outcome
 from .violations import VIOLATED, work_gap

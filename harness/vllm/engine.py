@@ -55,8 +55,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ..spec.records import RequestState
-from .target import describe
+from ...spec.records import RequestState
+from ...spec.target import describe
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from vllm.v1.core.sched.scheduler import Scheduler as VllmScheduler
     from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
 
-    from tokenbudget.model.config import BudgetConfig
+    from ...model.config import BudgetConfig
 
 VOCAB_SIZE = 32000  # token ids are drawn from [1, VOCAB_SIZE); the model has no EOS
 _PARALLEL_ONLY_METHODS = ("dflash", "dspark")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 
 from ..model import BudgetConfig, BudgetPolicy, ConfigError, methods
-from ..model.intlike import cdiv
+from ..spec.intlike import cdiv
 
 SCALES = ("deployment", "small", "draft-edge", "rows-edge")
 MAX_K = 16

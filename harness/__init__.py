@@ -1,0 +1,1 @@
+"""Harnesses that drive the real engines' schedulers as targets, and conformance with the model."""

@@ -1,0 +1,1 @@
+"""vLLM's real scheduler (the installed vllm package) as a target."""

@@ -1,0 +1,57 @@
+"""The built-in policies, by name, and the loader of user policies (``pkg.module:Class``).
+
+The table below is the one list of built-in policies; ``tokenbudget policies``, ``check``,
+``prove`` and ``fuzz`` all read it through ``builtin_policies``.
+"""
+from __future__ import annotations
+
+import importlib
+
+from .config import ConfigError
+from .fastdeploy_policies import (
+    FastDeployDecodeCount, FastDeployMtpOnly, FastDeployReserve, FastDeployReserveCherrypick, FastDeployV0,
+)
+from .policy import BudgetPolicy
+from .vllm_policies import VllmAdaptive, VllmStatic
+
+BUILTIN: tuple[type[BudgetPolicy], ...] = (
+    VllmAdaptive, VllmStatic,
+    FastDeployV0, FastDeployReserve, FastDeployReserveCherrypick, FastDeployDecodeCount, FastDeployMtpOnly,
+)
+assert len({cls.name for cls in BUILTIN}) == len(BUILTIN), "two built-in policies share a name"
+
+
+def builtin_policies() -> dict[str, type[BudgetPolicy]]:
+    """The built-in policies by name, vLLM first."""
+    return {cls.name: cls for cls in BUILTIN}
+
+
+def get_policy(spec: str) -> BudgetPolicy:
+    """A policy instance by built-in name or ``pkg.module:ClassName``.
+
+    Raises ConfigError with one line naming the problem and the fix, whatever went wrong
+    while importing the module or instantiating the class.
+    """
+    registry = builtin_policies()
+    if spec in registry:
+        return registry[spec]()
+    if ":" not in spec:
+        raise ConfigError(f"unknown policy {spec!r}; known: {', '.join(registry)} (or pkg.module:Class)")
+    module_name, _, attr = spec.partition(":")
+    if not module_name or module_name.startswith(".") or not attr:
+        raise ConfigError(f"policy {spec!r} is not of the form pkg.module:Class (an absolute module path, a colon, "
+                          f"a class name); fix --policy")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ConfigError(f"cannot import policy module {module_name!r} ({e}); check --policy or PYTHONPATH") from None
+    except Exception as e:  # the user's module raised while importing: name the problem, not our traceback
+        raise ConfigError(f"importing policy module {module_name!r} raised {type(e).__name__}: {e}; fix that "
+                          f"module") from None
+    cls = getattr(module, attr, None)
+    if not (isinstance(cls, type) and issubclass(cls, BudgetPolicy)):
+        raise ConfigError(f"{spec!r} is not a BudgetPolicy subclass; point --policy at one")
+    try:
+        return cls()
+    except Exception as e:
+        raise ConfigError(f"creating policy {spec!r} raised {type(e).__name__}: {e}; fix its __init__") from None
