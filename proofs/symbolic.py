@@ -7,7 +7,7 @@ combination the config and the policy's method table allow, and a z3 selector pi
 one. For every case the prover calls the policy's own ``params``, ``lookahead``,
 ``requirements`` and BudgetConfig's ``config_requirements`` on a view that holds the
 case's categorical values and the shared terms, then merges the results with ``If``
-over the selector. Nothing of a policy is re-encoded here (DESIGN.md principle 1).
+over the selector. Nothing of a policy is re-encoded here.
 
 ``max_num_scheduled_tokens`` is unset or set (a term) per SymbolicConfig, because
 policies branch on ``is None`` in Python: a proof covers both by building two.
@@ -24,7 +24,7 @@ from ..model import BudgetConfig, BudgetParams, BudgetPolicy, methods
 from ..model.config import SCHEDULING_POLICIES, Requirement, config_requirements
 from ..spec.intlike import BoolLike, IntLike
 
-# The domain of the config obligations (issue 3): B up to 2^20, S up to 4096, k up to 32.
+# The domain of the config obligations: B up to 2^20, S up to 4096, k up to 32.
 MAX_B, MAX_S, MAX_K = 1 << 20, 4096, 32
 
 _BOOL_KNOBS = ("enable_chunked_prefill", "enable_prefix_caching")

@@ -203,7 +203,7 @@ class Family:
         return count([r.present for r in self.requests])
 
     def objectives(self) -> list[Any]:
-        """What a counterexample minimises, most important first (issue 3, item 6)."""
+        """What a counterexample minimises, most important first."""
         sc = self.sc
         out = [sc.max_num_batched_tokens, sc.max_num_seqs, sc.k, self.num_requests(),
                z3.Sum([z3.If(r.present, r.prompt, 0) for r in self.requests]),
