@@ -11,6 +11,6 @@ nothing of a policy is encoded twice.
   steps (replayable counterexamples), ``violations`` states the step invariants on it.
 - ``search``: minimal counterexamples (z3.Optimize), written as traces and replayed.
 - ``obligations``, ``configs``, ``efficiency``: what is decided for each policy, and how.
-- ``prove``: the ``tokenbudget prove`` command; ``manifest``: the recorded verdicts.
+- ``prove``: decide, judge and emit every obligation of a policy; ``manifest``: the recorded verdicts.
 - ``contracts``: the CrossHair contracts and the planted bugs they catch.
 """
