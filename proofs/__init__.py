@@ -12,6 +12,6 @@ written once); nothing of a policy is encoded twice.
   invariants on it.
 - ``trace_search``: minimal counterexamples (z3.Optimize), written as traces and replayed.
 - ``obligations``, ``configs``, ``efficiency``: what is decided for each policy, and how.
-- ``prove``: the ``tokenbudget prove`` command; ``manifest``: the recorded verdicts.
+- ``prove``: decide, judge and emit every obligation of a policy; ``manifest``: the recorded verdicts.
 - ``contracts``: the CrossHair contracts and the planted bugs they catch.
 """

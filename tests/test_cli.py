@@ -1,17 +1,23 @@
 """The tokenbudget command: exit codes 0/1/2, one-line errors, --json as the only stdout."""
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
 
 import pytest
 
+from tokenbudget import check_cmd
+from tokenbudget.check import CheckReport, run_check
 from tokenbudget.cli import main
-from tokenbudget.spec.corpus import corpus_paths
 from tokenbudget.model import builtin_policies
 from tokenbudget.spec import INVARIANTS
+from tokenbudget.spec.corpus import corpus_paths
 
 CORPUS = {p.stem: p for p in corpus_paths()}
 SEED = str(CORPUS["seed-000-vllm-adaptive"])
@@ -164,50 +170,93 @@ def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 # -- check ------------------------------------------------------------------------------
-def test_check_builtin_corpus_is_ok(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "check")
-    assert code == 0 and err == ""
-    row = next(line for line in out.splitlines() if line.startswith("fastdeploy-reserve "))
-    assert "VIOLATED" in row and row.endswith("ok")
-    assert "verdict: ok" in out
+USER_BASES = {"overflowing": "tokenbudget.model.fastdeploy_policies.FastDeployV0",
+              "safe": "tokenbudget.model.vllm_policies.VllmAdaptive"}
 
 
-def test_check_json_matrix(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "check", "--policy", "fastdeploy-v0", "--policy", "vllm-adaptive", "--json")
-    doc = json.loads(out)
-    assert code == 0 and doc["ok"] is True
+@dataclass
+class CheckRun:
+    """One ``tokenbudget check`` of every built-in and two user policies, printed as text and as JSON."""
+    users: dict[str, str]  # kind -> the user policy's spec
+    code: int
+    out: str
+    err: str
+    json_code: int
+    doc: dict[str, Any]
+
+    def row(self, policy: str) -> dict[str, Any]:
+        return next(r for r in self.doc["policies"] if r["policy"] == policy)
+
+
+@pytest.fixture(scope="module")
+def check_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CheckRun]:
+    folder = tmp_path_factory.mktemp("user_policies")
+    users = {}
+    for kind, base in USER_BASES.items():
+        module, cls = base.rsplit(".", 1)
+        name = f"user_policy_{cls.lower()}"  # one module name per base: imports are cached
+        (folder / f"{name}.py").write_text(f"from {module} import {cls}\n\nclass Mine({cls}):\n    name = 'mine'\n")
+        users[kind] = f"{name}:Mine"
+    argv = ["check", *[a for p in [*builtin_policies(), *users.values()] for a in ("--policy", p)]]
+    reports: list[CheckReport] = []
+
+    def run_once(policies: Sequence[str], progress: Callable[[str], None]) -> CheckReport:
+        if not reports:  # the check runs once; the --json run prints the same report
+            reports.append(run_check(policies, progress))
+        return reports[0]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.syspath_prepend(str(folder))
+        mp.setattr(check_cmd, "run_check", run_once)
+        with redirect_stdout(io.StringIO()) as out, redirect_stderr(io.StringIO()) as err:
+            code = main(argv)
+            text, errors = out.getvalue(), err.getvalue()
+            out.truncate(0)
+            out.seek(0)
+            json_code = main([*argv, "--json"])
+            doc = json.loads(out.getvalue())
+        yield CheckRun(users, code, text, errors + err.getvalue(), json_code, doc)
+
+
+def test_check_fails_only_on_the_overflowing_user_policy(check_run: CheckRun) -> None:
+    assert check_run.code == check_run.json_code == 1 and check_run.err == ""
+    failed = [r["policy"] for r in check_run.doc["policies"] if not r["ok"]]
+    assert failed == [check_run.users["overflowing"]] and check_run.doc["ok"] is False
+    assert "verdict: FAIL" in check_run.out
+
+
+def test_check_builtin_corpus_is_ok(check_run: CheckRun) -> None:
+    lines = check_run.out.splitlines()
+    for name in builtin_policies():
+        row = next(line for line in lines if line.startswith(f"{name} "))
+        assert row.endswith("ok"), row
+    row = next(line for line in lines if line.startswith("fastdeploy-reserve "))
+    assert "VIOLATED" in row
+
+
+def test_check_json_matrix(check_run: CheckRun) -> None:
+    doc = check_run.doc
     assert [i["id"] for i in doc["invariants"]] == list(INVARIANTS)
-    rows = {r["policy"]: r for r in doc["policies"]}
-    assert list(rows) == ["fastdeploy-v0", "vllm-adaptive"]
-    assert rows["fastdeploy-v0"]["cells"]["input-rows-cap"] == "VIOLATED"
-    assert rows["vllm-adaptive"]["cells"]["input-rows-cap"] == "ok"
-    assert rows["vllm-adaptive"]["cells"]["config-sound"] == "VIOLATED"  # refuted by `tokenbudget prove`
+    assert [r["policy"] for r in doc["policies"]] == [*builtin_policies(), *check_run.users.values()]
+    assert all(check_run.row(name)["ok"] and not check_run.row(name)["user"] for name in builtin_policies())
+    assert check_run.row("fastdeploy-v0")["cells"]["input-rows-cap"] == "VIOLATED"
+    assert check_run.row("vllm-adaptive")["cells"]["input-rows-cap"] == "ok"
+    assert check_run.row("vllm-adaptive")["cells"]["config-sound"] == "VIOLATED"  # refuted by `tokenbudget prove`
 
 
-def _user_policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, base: str) -> str:
-    module, cls = base.rsplit(".", 1)
-    name = f"user_policy_{cls.lower()}"  # one module name per base: imports are cached
-    (tmp_path / f"{name}.py").write_text(f"from {module} import {cls}\n\nclass Mine({cls}):\n    name = 'mine'\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return f"{name}:Mine"
-
-
-def test_check_user_policy_that_overflows_exits_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    policy = _user_policy(tmp_path, monkeypatch, "tokenbudget.model.fastdeploy_policies.FastDeployV0")
-    code, out, _ = run(capsys, "check", "--policy", policy, "--json")
-    row = json.loads(out)["policies"][0]
-    assert code == 1 and row["user"] is True
+def test_check_user_policy_that_overflows_fails(check_run: CheckRun) -> None:
+    row = check_run.row(check_run.users["overflowing"])
+    assert row["user"] is True and row["ok"] is False
     assert row["cells"]["input-rows-cap"] == "UNEXPECTED"
     assert any("input-rows-cap" in f for f in row["failures"])
-    assert json.loads(out)["skipped"], "configs the FastDeploy policy refuses are skipped"
+    assert check_run.doc["skipped"], "configs the FastDeploy policy refuses are skipped"
 
 
-def test_check_safe_user_policy_exits_0(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
-    policy = _user_policy(tmp_path, monkeypatch, "tokenbudget.model.vllm_policies.VllmAdaptive")
-    code, out, _ = run(capsys, "check", "--policy", policy)
-    assert code == 0 and "verdict: ok" in out
+def test_check_safe_user_policy_is_ok(check_run: CheckRun) -> None:
+    row = check_run.row(check_run.users["safe"])
+    assert row["user"] is True and row["ok"] is True and not row["failures"]
+    line = next(line for line in check_run.out.splitlines() if line.startswith(check_run.users["safe"]))
+    assert line.endswith("ok")
 
 
 # -- as a process -----------------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""``tokenbudget check``: what each policy showed for each invariant, as a matrix.
+"""What each policy showed for each invariant, as a matrix (``tokenbudget check`` prints it).
 
-A check runs SECTIONS in order; each section replays or fuzzes (later: proves) something and
+A check runs SECTIONS in order; each section replays, fuzzes or proves something and
 marks cells of the policy x invariant matrix and failures of a policy's row. A cell keeps
 the most telling mark it got: UNEXPECTED (a verdict failed on this invariant) > VIOLATED
 (violated where a trace expects a violation) > "gap N" (efficiency: most budget left
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from hypothesis import Phase
 
@@ -84,6 +84,16 @@ class CheckReport:
     @property
     def ok(self) -> bool:
         return all(row.ok for row in self.rows)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "invariants": [{"id": inv.id, "kind": inv.kind} for inv in INVARIANTS.values()],
+            "policies": [{"policy": r.policy, "user": r.user, "cells": r.cells, "traces": r.traces,
+                          "ok": r.ok, "failures": r.failures} for r in self.rows],
+            "skipped": self.skipped,
+            "replays": [r.to_json() for r in self.replays],
+        }
 
 
 Section = Callable[[CheckReport, Progress], None]

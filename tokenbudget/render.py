@@ -1,11 +1,25 @@
-"""Human-readable output of the CLI: plain-text tables, one function per command."""
+"""Every plain-text output of the commands: tables, one function per report.
+
+Each function takes what a command got from the library and returns the text it prints;
+the JSON output is the library's own ``to_json``.
+"""
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Collection, Mapping, Sequence
 
 from .check import CheckReport
+from .fuzz.session import FuzzReport
+from .harness.conform import ConformReport
+from .harness.features import FEATURES
 from .model.replay import ReplayResult
+from .proofs.prove import Judgement
+from .proofs.solving import Z3_VERSION
+from .proofs.verdicts import PROVED_UP_TO, Outcome
 from .spec import INVARIANTS
+
+if TYPE_CHECKING:
+    from .kernels.report import RunnerReport
 
 MAX_LISTED = 10  # violations listed per trace before "... and N more"
 
@@ -30,11 +44,13 @@ def counts(values: Mapping[str, int], limit: int = 6) -> str:
     return " ".join(items)
 
 
+# -- policies ---------------------------------------------------------------------------
 def policies(rows: Sequence[Mapping[str, str]]) -> str:
     header = ["name", "engine", "version", "description"]
     return "\n".join(table(header, [[r[h] for h in header] for r in rows]))
 
 
+# -- replay -----------------------------------------------------------------------------
 def replay(result: ReplayResult, description: str | None) -> str:
     lines = [f"trace   {result.source}"]
     if description:
@@ -70,6 +86,32 @@ def replay(result: ReplayResult, description: str | None) -> str:
     return "\n".join(lines)
 
 
+def runner(report: RunnerReport) -> str:
+    """The runner's part of a replay: one line per step, the acceptance, throughput, verdict."""
+    mib = 2**20
+    lines = [f"runner  {report.device}, {report.mode} mode, {report.rule} acceptance; {report.model.describe()}"]
+    if report.memory_cap:
+        cap = report.memory_cap
+        lines.append(f"        CUDA allocator capped at {cap.cap_bytes / mib:.0f} MiB (baseline "
+                     f"{cap.baseline_bytes / mib:.0f} MiB, B-row profile peak +{cap.profile_peak_bytes / mib:.0f} MiB)")
+    cuda = any(s.peak_bytes is not None for s in report.steps)
+    header = ["step", "rows/B", "kv blocks", "ms", *(["peak MiB"] if cuda else []), "runner"]
+    rows = [[str(s.step), f"{s.total_rows}/{s.capacity}", f"{s.kv_blocks}/{s.kv_pool}", f"{s.seconds * 1e3:.1f}",
+             *([f"{(s.peak_bytes or 0) / mib:.1f}"] if cuda else []), s.fault.split(":")[0] if s.fault else "ok"]
+            for s in report.steps]
+    lines += ["  " + line for line in table(header, rows, right=tuple(range(len(header) - 1)))]
+    if report.acceptance is not None:
+        verified = sum(s.verified for s in report.steps)
+        note = "; the trace set the acceptance applied" if report.mode == "forced" else ""
+        lines.append(f"acceptance: {report.acceptance:.2f} ({sum(s.matched for s in report.steps)}/{verified} drafts "
+                     f"by the runner's {report.rule} rule{note})")
+    scheduled, committed = report.throughput()
+    lines.append(f"throughput: {scheduled:.0f} scheduled tokens/s, {committed:.0f} committed tokens/s")
+    lines.append(f"runner verdict: {report.fault or 'ok'}")
+    return "\n".join(lines)
+
+
+# -- check ------------------------------------------------------------------------------
 def check(report: CheckReport) -> str:
     ids = list(INVARIANTS)
     header = ["policy", *[str(n) for n in range(1, len(ids) + 1)], "traces", "verdict"]
@@ -87,3 +129,104 @@ def check(report: CheckReport) -> str:
             lines += [f"  {e}" for e in entries]
     lines.append(f"verdict: {'ok' if report.ok else 'FAIL'}  ({len(report.replays)} replays)")
     return "\n".join(lines)
+
+
+# -- prove ------------------------------------------------------------------------------
+def prove(j: Judgement, written: Sequence[Path]) -> str:
+    """The obligation x policy table (verdict, time), then each verdict with its measured and
+    recorded seconds, the traces written and the problems."""
+    obligations = list(dict.fromkeys(o.obligation for o in j.outcomes))
+    policies = list(dict.fromkeys(o.policy for o in j.outcomes))
+    by = {(o.policy, o.obligation): o for o in j.outcomes}
+    rows = []
+    for name in obligations:
+        cells = []
+        for policy in policies:
+            o = by.get((policy, name))
+            cells.append("-" if o is None else f"{_short(o)} {o.seconds:.1f}s")
+        rows.append([name, *cells])
+    lines = table(["obligation", *policies], rows)
+    lines += ["", f"z3 {Z3_VERSION}; proved: for every accepted config and any number of requests; "
+                  f"proved<=N: for every state of at most N requests; refuted: with a replaying trace", ""]
+    for o in j.outcomes:
+        expected = j.expected.get((o.policy, o.obligation))
+        recorded = "" if expected is None else f", recorded {expected.seconds:.2f}s"
+        lines.append(f"{o.policy} / {o.obligation}: {o.label} ({o.method}, {o.seconds:.2f}s{recorded}): {o.detail}")
+    if written:
+        lines += ["", f"{len(written)} counterexample trace(s) written:", *(f"  {p}" for p in written)]
+    lines += ["", "every verdict is as expected" if j.ok else f"{len(j.problems)} unexpected:"]
+    lines += [f"  {p}" for p in j.problems]
+    return "\n".join(lines)
+
+
+def _short(o: Outcome) -> str:
+    return {PROVED_UP_TO: f"proved<={o.bound}"}.get(o.verdict, o.verdict)
+
+
+def manifest_update(recorded: int, path: str, unknown: Sequence[Outcome]) -> str:
+    """What ``prove --update-manifest`` did: recorded the verdicts, or refused for an unknown one."""
+    if unknown:
+        return (f"not recorded: {len(unknown)} unknown verdict(s), e.g. {unknown[0].policy} / "
+                f"{unknown[0].obligation}: {unknown[0].detail}")
+    return f"recorded {recorded} verdicts in {path}"
+
+
+# -- fuzz -------------------------------------------------------------------------------
+def fuzz(reports: Sequence[FuzzReport], known: Mapping[str, Collection[str]], corpus: Path) -> str:
+    """One row per policy, then each counterexample with its trace; ``known`` maps a policy
+    to the invariants it is known to violate."""
+    rows = [[r.policy, str(r.examples), str(r.steps), f"{r.steps_per_second:.0f}", f"{r.seconds:.1f}",
+             ", ".join(c.kind for c in r.counterexamples) or "-"] for r in reports]
+    lines = table(["policy", "examples", "steps", "steps/s", "seconds", "violated"], rows, right=(1, 2, 3, 4))
+    for r in reports:
+        for c in r.counterexamples:
+            status = "known" if c.kind in known[r.policy] else "NEW"
+            lines.append(f"{r.policy}: {c.kind} ({status}), first seen after {c.first_seen:.1f} s, "
+                         f"shrunk to {len(c.trace.ops)} ops")
+            lines.append(f"  {c.message}")
+            lines += [f"  {path}" for path in c.paths]
+    found = sum(len(r.counterexamples) for r in reports)
+    lines.append(f"verdict: {'ok: no violation' if not found else f'{found} violations'}  "
+                 f"(target {reports[0].target if reports else '-'}, corpus {corpus})")
+    return "\n".join(lines)
+
+
+# -- conform ----------------------------------------------------------------------------
+def conform(report: ConformReport) -> str:
+    """Agreement, coverage, every divergence with its trace and explanation."""
+    lines = [
+        f"conform  model (vllm-adaptive) vs {report.engine} 0.32, seed {report.seed}, "
+        f"{report.workloads} workloads in {report.seconds:.1f} s",
+        f"agreement: {report.agreeing}/{report.workloads} workloads ({100 * report.agreement:.1f}%), "
+        f"{report.steps_agreeing} steps agreeing",
+    ]
+    features = [f for f in FEATURES if f in report.coverage]
+    methods = sorted(f for f in report.coverage if f.startswith("method:"))
+    lines.append("coverage (workloads exercising each feature):")
+    lines += ["  " + line for line in table(["feature", "workloads"],
+                                            [[f, str(report.coverage[f])] for f in features + methods], right=(1,))]
+    if report.divergences:
+        lines.append(f"divergences: {len(report.divergences)} ({len(report.unexplained)} unexplained), "
+                     f"traces in {report.corpus}")
+    for d in report.divergences:
+        r = d.result
+        assert r.model is not None and r.vllm is not None
+        if r.vllm.error is not None:
+            what = f"vLLM raised {r.vllm.error}; model grants {counts(r.model.num_scheduled_tokens)}, " \
+                   f"violations {', '.join(r.model.violations) or 'none'}"
+        else:
+            what = "; ".join(f"{f} model {_brief(getattr(r.model, f))} vs vLLM {_brief(getattr(r.vllm, f))}"
+                             for f in r.fields)
+        why = f"{d.explanation.id} ({d.explanation.spec})" if d.explanation else "UNEXPLAINED"
+        lines.append(f"  workload {d.workload} step {r.step}: {what}")
+        lines.append(f"    {why}; trace {d.trace}")
+    lines.append(f"verdict: {'ok' if report.ok else 'FAIL'}")
+    return "\n".join(lines)
+
+
+def _brief(value: object) -> str:
+    """A compared field in a few characters: ``a:3 b:4`` for counts, ``a,b`` for ids."""
+    if isinstance(value, dict):
+        return counts(value)
+    ids = sorted(value) if isinstance(value, frozenset) else list(value) if isinstance(value, tuple) else []
+    return ",".join(map(str, ids)) or "-"

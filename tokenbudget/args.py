@@ -1,0 +1,56 @@
+"""Argument types and options shared by the commands, and the one ``UsageError``.
+
+A type refuses a bad value with ``argparse.ArgumentTypeError``; the parser turns it, like
+every other complaint of argparse, into a ``UsageError`` (one line, exit status 2).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+
+
+class UsageError(Exception):
+    """Bad command-line usage, said in one line: argparse's complaint or a command's."""
+
+
+def whole(text: str) -> int:
+    """An integer >= 0."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return int(text)
+
+
+def positive_int(text: str) -> int:
+    """An integer > 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (nan and inf refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def add_policy(parser: argparse.ArgumentParser, help: str, repeatable: bool = True) -> None:
+    """``--policy P``: a built-in name or ``pkg.module:Class``; repeatable into ``args.policies``,
+    else one into ``args.policy``."""
+    if repeatable:
+        parser.add_argument("--policy", action="append", dest="policies", default=[], metavar="P", help=help)
+    else:
+        parser.add_argument("--policy", metavar="P", help=help)
+
+
+def add_json(parser: argparse.ArgumentParser) -> None:
+    """``--json``: the result as one JSON document, the only thing on stdout."""
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
