@@ -40,14 +40,14 @@ from .proofs.prove import default_jobs, judge, prove
 from .proofs.verdicts import PROVED, PROVED_UP_TO, REFUTED, Outcome
 from .model.replay import BadInput, ReplayResult, replay_on_model
 from .spec import INVARIANTS
-from .spec.invariants import RUN_CHECKS, STEP_CHECKS
+from .spec.invariants import EFFICIENCY, JUDGED_KINDS
 from .spec.trace import ViolationExpectation
 
 OK, VIOLATED, UNEXPECTED, UNTESTED = "ok", "VIOLATED", "UNEXPECTED", "-"
 
 # Invariants a replay judges (check_run) and those it measures as a work gap.
-JUDGED = tuple(i.id for i in INVARIANTS.values() if i.check in STEP_CHECKS or i.check in RUN_CHECKS)
-MEASURED = tuple(i.id for i in INVARIANTS.values() if i.kind == "efficiency")
+JUDGED = tuple(i.id for i in INVARIANTS.values() if i.kind in JUDGED_KINDS)
+MEASURED = tuple(i.id for i in INVARIANTS.values() if i.kind == EFFICIENCY)
 
 Progress = Callable[[str], None]
 
