@@ -26,8 +26,8 @@ from .model import ConfigError, builtin_policies
 from .model.replay import BadInput, ReplayResult, replay_on_model
 from .spec import INVARIANTS
 from .spec.trace import Trace, TraceError, load_trace
-
-AVAILABLE_TARGETS = ("model", "runner", "vllm")
+from .exits import BAD_INPUT, FAILED, OK
+from .targets import MODEL, RUNNER, TARGETS, VLLM
 
 
 class UsageError(Exception):
@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("replay", help="replay trace files and judge them")
     r.add_argument("traces", nargs="+", metavar="TRACE", help="trace file (format tokenbudget.trace/1)")
-    r.add_argument("--target", choices=("model", "runner", "vllm"), default="model",
+    r.add_argument("--target", choices=TARGETS, default=MODEL,
                    help="what executes the trace: model, or runner (the model with a torch runner executing its steps)")
     r.add_argument("--device", choices=("cpu", "cuda"), help="device of the runner target")
     r.add_argument("--mode", choices=("forced", "live"),
@@ -120,16 +120,16 @@ def main(argv: list[str] | None = None) -> int:
         return _error(str(e))
     except BrokenPipeError:  # the reader left early (`| head`): keep quiet, as other tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        return OK
     except OSError as e:
         return _error(f"cannot read {e.filename}: {e.strerror}" if e.filename else str(e))
     except SystemExit as e:  # --help
-        return e.code if isinstance(e.code, int) else 0
+        return e.code if isinstance(e.code, int) else OK
 
 
 def _error(message: str) -> int:
     print(f"tokenbudget: error: {' '.join(message.split())}", file=sys.stderr)
-    return 2
+    return BAD_INPUT
 
 
 def _progress() -> Callable[[str], None]:
@@ -160,28 +160,28 @@ def _policies(args: argparse.Namespace) -> int:
         _print_json({"policies": rows})
     else:
         print(render.policies(rows))
-    return 0
+    return OK
 
 
 def _replay(args: argparse.Namespace) -> int:
-    if args.target not in AVAILABLE_TARGETS:
+    if args.target not in TARGETS:
         raise UsageError(f"target {args.target} is not available yet; use --target model")
     problem = runner_cmd.usage_problem(args, len(args.traces))
-    if args.target == "vllm" and (args.device or args.mode == "live"):
+    if args.target == VLLM and (args.device or args.mode == "live"):
         problem = "the vllm target runs vLLM's scheduler on the CPU with the trace's accepted drafts; " \
                   "--device and --mode live apply to --target runner"
     if problem is not None:
         raise UsageError(problem)
     traces: list[Trace] = [load_trace(path) for path in args.traces]
     progress = _progress()
-    if args.target == "runner":
+    if args.target == RUNNER:
         code = runner_cmd.replay_command(args, traces, progress, _print_json)
         _done_progress()
         return code
     results: list[ReplayResult] = []
     for n, trace in enumerate(traces, 1):
         progress(f"replaying {n}/{len(traces)}: {trace.source}")
-        results.append(replay_on_model(trace, args.policy, VllmTarget if args.target == "vllm" else ModelTarget))
+        results.append(replay_on_model(trace, args.policy, VllmTarget if args.target == VLLM else ModelTarget))
     _done_progress()
     # A replay passes only when every expectation is met and nothing was violated: a trace
     # that shows an (expected) violation still exits 1, as a failing counterexample should.
@@ -190,7 +190,7 @@ def _replay(args: argparse.Namespace) -> int:
         _print_json({"ok": ok, "target": args.target, "traces": [r.to_json() for r in results]})
     else:
         print("\n\n".join(render.replay(r, t.description) for r, t in zip(results, traces)))
-    return 0 if ok else 1
+    return OK if ok else FAILED
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -207,7 +207,7 @@ def _check(args: argparse.Namespace) -> int:
         })
     else:
         print(render.check(report))
-    return 0 if report.ok else 1
+    return OK if report.ok else FAILED
 
 
 def _prove(args: argparse.Namespace) -> int:

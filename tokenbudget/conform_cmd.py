@@ -11,6 +11,7 @@ from typing import Any, Callable
 from .harness.conform import ConformReport, run_conformance
 from .harness.features import FEATURES
 from .render import counts, table
+from .exits import FAILED, OK
 
 
 def conform_command(args: argparse.Namespace, progress: Callable[[str], None],
@@ -21,7 +22,7 @@ def conform_command(args: argparse.Namespace, progress: Callable[[str], None],
         print_json(report.to_json())
     else:
         print(render_report(report))
-    return 0 if report.ok else 1
+    return OK if report.ok else FAILED
 
 
 def render_report(report: ConformReport) -> str:

@@ -20,15 +20,17 @@ from .model.target import ModelTarget, TargetFactory
 from .harness.vllm.target import VllmTarget
 from .model import BudgetConfig, builtin_policies, get_policy
 from .render import table
+from .exits import FAILED, OK
+from .targets import MODEL, VLLM
 
-TARGETS: dict[str, TargetFactory] = {"model": ModelTarget, "vllm": VllmTarget}
+TARGETS: dict[str, TargetFactory] = {MODEL: ModelTarget, VLLM: VllmTarget}
 DEFAULT_SECONDS = 10.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", action="append", dest="policies", default=[], metavar="P",
                         help="fuzz this policy (repeatable; default: every built-in; for --target vllm: vllm-adaptive)")
-    parser.add_argument("--target", choices=tuple(TARGETS), default="model",
+    parser.add_argument("--target", choices=tuple(TARGETS), default=MODEL,
                         help="what executes the ops: the reference model, or vLLM 0.32's real scheduler")
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--examples", type=_positive(int), metavar="N", help="Hypothesis examples per policy")
@@ -55,7 +57,7 @@ def _positive(kind: type) -> Callable[[str], Any]:
 def fuzz_command(args: argparse.Namespace, progress: Callable[[str], None],
                  print_json: Callable[[Any], None]) -> int:
     """Run ``fuzz`` for parsed ``args``; the exit status."""
-    default = ["vllm-adaptive"] if args.target == "vllm" else list(builtin_policies())
+    default = ["vllm-adaptive"] if args.target == VLLM else list(builtin_policies())
     policies: Sequence[str] = list(dict.fromkeys(args.policies)) or default
     for policy in policies:  # unknown policy, vLLM missing, a policy the target cannot run: bad input, now
         TARGETS[args.target](BudgetConfig(), get_policy(policy))
@@ -69,7 +71,7 @@ def fuzz_command(args: argparse.Namespace, progress: Callable[[str], None],
                     "policies": [{**r.to_json(), "known": sorted(known_violations(r.policy))} for r in reports]})
     else:
         print(render_reports(reports, corpus))
-    return 0 if ok else 1
+    return OK if ok else FAILED
 
 
 def render_reports(reports: Sequence[FuzzReport], corpus: Path) -> str:

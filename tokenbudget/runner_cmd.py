@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from . import render
 from .model.replay import BadInput, ReplayResult
 from .spec.trace import Trace
+from .exits import FAILED, OK
+from .targets import RUNNER
 
 if TYPE_CHECKING:
     from .kernels.report import RunnerReport
@@ -61,7 +63,7 @@ def _whole(text: str) -> int:
 
 def usage_problem(args: argparse.Namespace, num_traces: int) -> str | None:
     """One line saying what is wrong with the runner options of ``replay``, or None."""
-    if args.target != "runner":
+    if args.target != RUNNER:
         given = [flag for dest, (flag, default) in RUNNER_ONLY.items() if getattr(args, dest) != default]
         return f"{', '.join(given)} only apply to --target runner" if given else None
     if args.memory_cap and args.device != "cuda":
@@ -115,12 +117,12 @@ def replay_command(args: argparse.Namespace, traces: Sequence[Trace], progress: 
     # As for the model: a trace that shows a violation or a runner fault exits 1, even when expected.
     ok = all(r.ok and not r.violations and not r.errors for _, r, _ in runs)
     if args.json:
-        print_json({"ok": ok, "target": "runner", "device": options.device, "mode": options.mode,
+        print_json({"ok": ok, "target": RUNNER, "device": options.device, "mode": options.mode,
                     "traces": [{**r.to_json(), "runner": rep.to_json() if rep else None} for _, r, rep in runs]})
     else:
         print("\n\n".join(render.replay(r, t.description) + (f"\n{render_runner(rep)}" if rep else "")
                           for t, r, rep in runs))
-    return 0 if ok else 1
+    return OK if ok else FAILED
 
 
 def render_runner(report: RunnerReport) -> str:

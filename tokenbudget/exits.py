@@ -1,0 +1,4 @@
+"""The exit status of every command."""
+OK = 0  # the verdict is ok
+FAILED = 1  # a verdict failed: a violation, an unmet expectation, an unexplained divergence, a failed check
+BAD_INPUT = 2  # the input could not be used: bad usage, an unreadable trace, a refused config, vLLM missing
