@@ -5,7 +5,7 @@ counterexample is written to the corpus folder (default: a new temp dir) as a tr
 with the Hypothesis program beside it; files that exist are never overwritten. Exit
 status 0 when no invariant was violated, 1 when some was (as ``replay`` exits 1 on a
 trace that shows a violation): the summary says for each whether it is known
-(``check.known_violations``). vLLM missing is bad input (the CLI's 2).
+(``check.is_known``). vLLM missing is bad input (the CLI's 2).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .check import known_violations
+from .check import is_known
 from .fuzz.session import FuzzReport, fuzz
 from .model.target import ModelTarget, TargetFactory
 from .harness.vllm.target import VllmTarget
@@ -68,7 +68,8 @@ def fuzz_command(args: argparse.Namespace, progress: Callable[[str], None],
     ok = all(r.ok for r in reports)
     if args.json:
         print_json({"ok": ok, "target": args.target, "corpus": str(corpus),
-                    "policies": [{**r.to_json(), "known": sorted(known_violations(r.policy))} for r in reports]})
+                    "policies": [{**r.to_json(), "known": sorted(c.kind for c in r.counterexamples
+                                                                 if is_known(r.policy, c.kind, c.trace))} for r in reports]})
     else:
         print(render_reports(reports, corpus))
     return OK if ok else FAILED
@@ -80,9 +81,8 @@ def render_reports(reports: Sequence[FuzzReport], corpus: Path) -> str:
              ", ".join(c.kind for c in r.counterexamples) or "-"] for r in reports]
     lines = table(["policy", "examples", "steps", "steps/s", "seconds", "violated"], rows, right=(1, 2, 3, 4))
     for r in reports:
-        known = known_violations(r.policy)
         for c in r.counterexamples:
-            status = "known" if c.kind in known else "NEW"
+            status = "known" if is_known(r.policy, c.kind, c.trace) else "NEW"
             lines.append(f"{r.policy}: {c.kind} ({status}), first seen after {c.first_seen:.1f} s, "
                          f"shrunk to {len(c.trace.ops)} ops")
             lines.append(f"  {c.message}")
