@@ -131,7 +131,8 @@ def run_lockstep(trace: Trace) -> Lockstep:
             v = _view(*vllm.step(op.accepted))
             fields = m.differs_in(v)
             if v.error is not None or m.error is not None or fields:
-                return Lockstep(agreeing, frozenset(features), agreeing, () if v.error else fields, m, v, cfg, model.run)
+                return Lockstep(agreeing, frozenset(features), agreeing, () if v.error else fields, m, v,
+                                cfg, model.run)
             agreeing += 1
             if not m.num_scheduled_tokens and not changes_left:
                 break  # both idle and no add or abort left: every later step is empty on both sides

@@ -57,8 +57,8 @@ class ConfigProbe:
 class Invariant:
     """One registry entry; calling it judges what its ``kind`` names. ``liveness``: a
     hang, not a crash. ``per_grant``: a property of each grant decision alone (the prover
-    checks it at every grant step). ``over_run``: a step invariant's judgement of a whole
-    run (``check_run``)."""
+    checks it at every grant step). ``run_predicate``: a step invariant's other half,
+    judged on the whole run (``over_run``, in ``check_run``)."""
 
     id: str
     kind: str
@@ -82,7 +82,10 @@ class Invariant:
         return [Violation(self.id, step, message) for step, message in breaches]
 
 
-def invariant(id: str, kind: str, holds_when: str, **facts: Any) -> Callable[[Callable[[Any], list[Breach]]], Invariant]:
+Predicate = Callable[[Any], list[Breach]]
+
+
+def invariant(id: str, kind: str, holds_when: str, **facts: Any) -> Callable[[Predicate], Invariant]:
     """Make the decorated predicate the registry entry ``id``."""
     return lambda predicate: Invariant(id, kind, holds_when, predicate, **facts)
 
@@ -269,7 +272,8 @@ def drain_bound(requests: Mapping[str, RequestState]) -> int:
 
 
 def progress_bound(run: RunRecord) -> list[Breach]:
-    """The run half of ``progress``: a drain (steps after the last add or abort) longer than the bound leaves nothing."""
+    """The run half of ``progress``: a drain (steps after the last add or abort) longer
+    than the bound leaves nothing."""
     last_op = max((i for i, (e, _) in enumerate(run.events) if e != "step"), default=-1)
     drain = [int(a) for e, a in run.events[last_op + 1:] if e == "step" and int(a) < len(run.outcomes)]  # type: ignore[call-overload]
     if not drain:

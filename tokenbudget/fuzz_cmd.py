@@ -68,8 +68,8 @@ def fuzz_command(args: argparse.Namespace, progress: Callable[[str], None],
     ok = all(r.ok for r in reports)
     if args.json:
         print_json({"ok": ok, "target": args.target, "corpus": str(corpus),
-                    "policies": [{**r.to_json(), "known": sorted(c.kind for c in r.counterexamples
-                                                                 if is_known(r.policy, c.kind, c.trace))} for r in reports]})
+                    "policies": [{**r.to_json(), "known": sorted(
+                        c.kind for c in r.counterexamples if is_known(r.policy, c.kind, c.trace))} for r in reports]})
     else:
         print(render_reports(reports, corpus))
     return OK if ok else FAILED
