@@ -27,7 +27,7 @@ from hypothesis import reject, target
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from ..model import BudgetConfig, BudgetPolicy, ConfigError
-from ..spec.invariants import Violation, check_step, drain_bound, no_request_lost, progress_bound
+from ..spec.invariants import Violation, check_step, drain_bound, no_request_lost, progress
 from ..spec.records import RequestState, StepRecord
 from ..spec.trace import AbortOp, AddOp, Op, StepOp, Trace, ViolationExpectation
 from .config_strategies import configs
@@ -174,11 +174,11 @@ class FuzzMachine(RuleBasedStateMachine):
             self._step({})
             drained += 1
             if drained >= ask_at:
-                if progress_bound(run):
+                if progress.over_run(run):
                     break
                 ask_at *= 2
         if not self.broken:
-            self._judge(tuple(no_request_lost(run)) + tuple(progress_bound(run)))
+            self._judge(tuple(no_request_lost(run)) + tuple(progress.over_run(run)))
             target(self.max_row_use, label="input rows / B, most in a step")
             target(float(self.max_preempted), label="preemptions, most in a step")
 

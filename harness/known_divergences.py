@@ -1,15 +1,23 @@
-"""The documented ways in which the model and vLLM 0.32 disagree, each with its SPEC.md entry.
+"""The documented ways in which the model and vLLM disagree, each with its SPEC.md entry.
 
 Conformance attaches the first matching entry to a divergence; a divergence that
 matches none is unexplained and fails the run. An entry is either a ``finding`` about
-vLLM (SPEC.md §6) or a deliberate ``simplification`` of the model (SPEC.md §5).
+vLLM (the findings table, ``model.findings``; SPEC.md §6) or a deliberate
+``simplification`` of the model (SPEC.md §5; none of them diverges today).
+
+A finding explains a divergence when vLLM raised in the step where the finding says it
+raises, the model reports the finding's invariant there, and the model's run shows the
+finding's mechanism.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable
 
+from ..model.findings import Finding, findings_of
 from .lockstep import Lockstep
+
+ENGINE = "vllm"
 
 
 @dataclass(frozen=True)
@@ -24,21 +32,17 @@ class KnownDivergence:
         return {"id": self.id, "kind": self.kind, "spec": self.spec, "summary": self.summary}
 
 
-def _padded_admission_cut(r: Lockstep) -> bool:
-    assert r.model is not None and r.vllm is not None
-    error = r.vllm.error or ""
-    return (r.predicted_failure and error.startswith("AssertionError") and "scheduler.py:1372" in error
-            and "spec-shape" in r.model.violations)
+def _finding(f: Finding) -> KnownDivergence:
+    def matches(r: Lockstep) -> bool:
+        assert r.model is not None and r.config is not None and r.model_run is not None
+        return (f.engine_raises and r.predicted_failure and f.invariant in r.model.violations
+                and f.shows(r.config, r.model_run))
+    return KnownDivergence(f.id, "finding", f.spec, f.summary, matches)
 
 
-KNOWN: tuple[KnownDivergence, ...] = (
-    KnownDivergence(
-        "F1", "finding", "spec/SPEC.md §6 F1",
-        "a padded admission cut by long_prefill_token_threshold: vLLM's schedule() raises AssertionError "
-        "(scheduler.py:1372); the model reports spec-shape for the same step",
-        _padded_admission_cut,
-    ),
-)
+SIMPLIFICATIONS: tuple[KnownDivergence, ...] = ()
+
+KNOWN: tuple[KnownDivergence, ...] = tuple(_finding(f) for f in findings_of(ENGINE)) + SIMPLIFICATIONS
 
 
 def explain(result: Lockstep) -> KnownDivergence | None:

@@ -7,12 +7,13 @@ raised, or when the ops end. Nothing here writes files or knows about workloads.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from ..model import BudgetConfig, get_policy
 from ..spec import check_step
-from ..spec.records import StepOutcome, StepRecord
+from ..spec.execution import Execution
+from ..spec.records import RunRecord, StepOutcome, StepRecord
 from ..spec.trace import AbortOp, AddOp, StepOp, Trace
 from .features import config_features, step_features
 from ..model.target import ModelTarget
@@ -62,7 +63,8 @@ class Lockstep:
     (counting step ops) of the step that ended the run early, None when every step
     agreed. ``fields`` are the compared fields that differ there; empty when vLLM
     raised (``vllm.error``), in which case ``model.violations`` says whether the model
-    flagged that step as well.
+    flagged that step as well. ``config`` and ``model_run`` are the run's config and the
+    model side's observations, up to that step.
     """
 
     steps_agreeing: int
@@ -71,6 +73,8 @@ class Lockstep:
     fields: tuple[str, ...] = ()
     model: StepView | None = None
     vllm: StepView | None = None
+    config: BudgetConfig | None = field(default=None, compare=False)
+    model_run: RunRecord | None = field(default=None, repr=False, compare=False)
 
     @property
     def agrees(self) -> bool:
@@ -107,29 +111,31 @@ def run_lockstep(trace: Trace) -> Lockstep:
     ValueError when a side refuses a request.
     """
     cfg, policy = BudgetConfig.from_dict(trace.config), get_policy(trace.policy)
-    model, vllm = ModelTarget(cfg, policy), VllmTarget(cfg, policy)
+    model, vllm = Execution(ModelTarget(cfg, policy)), VllmTarget(cfg, policy)
     features, running = config_features(cfg), frozenset[str]()
     changes_left = sum(not isinstance(op, StepOp) for op in trace.ops)
     agreeing = 0
     for op in trace.ops:
         if isinstance(op, AddOp):
-            model.add(op)
+            model.apply(op)
             vllm.add(op)
         elif isinstance(op, AbortOp):
-            model.abort(op.id)
+            model.apply(op)
             vllm.abort(op.id)
         else:
-            m_record, m_outcome = model.step(op.accepted)
+            m_record = model.apply(op)
+            assert m_record is not None
             features |= step_features(m_record, cfg.long_prefill_token_threshold, running)
             running = frozenset(m_record.running)
-            m = _view(m_record, m_outcome, tuple(sorted({v.invariant for v in check_step(m_record)})))
+            m = _view(m_record, model.run.outcomes[-1], tuple(sorted({v.invariant for v in check_step(m_record)})))
             v = _view(*vllm.step(op.accepted))
             fields = m.differs_in(v)
             if v.error is not None or m.error is not None or fields:
-                return Lockstep(agreeing, frozenset(features), agreeing, () if v.error else fields, m, v)
+                return Lockstep(agreeing, frozenset(features), agreeing, () if v.error else fields, m, v,
+                                cfg, model.run)
             agreeing += 1
             if not m.num_scheduled_tokens and not changes_left:
                 break  # both idle and no add or abort left: every later step is empty on both sides
             continue
         changes_left -= 1
-    return Lockstep(agreeing, frozenset(features))
+    return Lockstep(agreeing, frozenset(features), config=cfg, model_run=model.run)

@@ -14,9 +14,10 @@ One step, from its StepRecord:
 3. **Verification** of each request whose known tokens are now all computed: its
    scheduled drafts (placeholders excepted) are accepted by greedy match or rejection
    sampling, or as many as ``forced`` says, and the target's next token follows.
-4. **Drafting** for those requests: the n-gram proposer, or the early-exit drafter. The
-   drafter's first pass runs, in the tail of each request's segment, the new last token
-   and min(d, k - 1) mask rows (parallel drafting: the d rows of the same batch); serial
+4. **Drafting** for those requests: the method's drafter (the method table), the n-gram
+   proposer or the early-exit drafter. The drafter's first pass runs, in the tail of each
+   request's segment, the new last token and min(d, k - 1) mask rows
+   (``methods.first_pass_drafts``; parallel drafting: the d rows of the same batch); serial
    passes propose the remaining drafts one row per request. It writes the KV of its
    layers at the k positions from the new last token on: the lookahead L of the method.
 
@@ -31,6 +32,7 @@ from typing import Mapping, Sequence
 import torch
 from torch import Tensor
 
+from ..model.methods import MODEL_DRAFTER, NGRAM_DRAFTER, first_pass_drafts
 from ..spec.records import StepLimits, StepRecord
 from .acceptance import Choice, Rule, Sampler
 from .attention import Segment, paged_attend
@@ -82,15 +84,15 @@ class _DraftRows:
 
 
 class ModelRunner:
-    """Runs steps on ``device``. ``method`` None means no speculation; ``ngram`` drafts
-    without a model; any other method drafts with the early-exit drafter. ``growable_inputs``
+    """Runs steps on ``device``. ``drafter`` is the method's (``methods.drafter``): None
+    without speculation, n-gram matching, or the early-exit model drafter. ``growable_inputs``
     lets a step allocate more than B rows (see InputBuffers)."""
 
-    def __init__(self, limits: StepLimits, method: str | None, spec: ModelSpec, device: torch.device | str = "cpu",
+    def __init__(self, limits: StepLimits, drafter: str | None, spec: ModelSpec, device: torch.device | str = "cpu",
                  rule: Rule = "greedy", seed: int = 0, growable_inputs: bool = False) -> None:
         self.limits = limits
         self.k, self.d = limits.num_speculative_tokens, limits.draft_slots
-        self.drafter = None if method is None else "ngram" if method == "ngram" else "model"
+        self.drafter = drafter
         self.device = torch.device(device)
         self.model = TinyLM(spec, self.device)
         self.cache = PagedKVCache(spec.num_layers, limits.num_kv_blocks, limits.block_size, spec.num_heads,
@@ -207,16 +209,16 @@ class ModelRunner:
 
     # -- drafting ---------------------------------------------------------------------
     def _propose(self, record: StepRecord, rows: StepInputs, placements: list[Placement]) -> None:
-        if self.drafter == "ngram":
+        if self.drafter == NGRAM_DRAFTER:
             for p in placements:
                 self.proposals[p.request_id] = Proposal(ngram_propose(self.tokens[p.request_id], self.k))
-        elif self.drafter == "model" and placements:
+        elif self.drafter == MODEL_DRAFTER and placements:
             self._draft_with_model(record, rows, placements)
 
     def _draft_with_model(self, record: StepRecord, rows: StepInputs, placements: list[Placement]) -> None:
         """Parallel first pass (new last token + mask rows), then serial passes to k drafts."""
         max_len = record.limits.max_model_len
-        parallel = min(self.d, self.k - 1)
+        parallel = first_pass_drafts(self.d, self.k) - 1  # mask rows after the new last token
         last = {p.request_id: len(self.tokens[p.request_id]) - 1 for p in placements}
         first = []
         for p in placements:

@@ -23,7 +23,7 @@ from typing import Mapping
 import torch
 
 from ..model.target import ModelTarget
-from ..model import BudgetConfig, BudgetPolicy
+from ..model import BudgetConfig, BudgetPolicy, methods
 from ..spec.records import StepOutcome, StepRecord
 from ..spec.trace import AddOp
 from .acceptance import Rule
@@ -60,7 +60,7 @@ class RunnerTarget:
         self.limits = self.model.limits
         self.options = options
         spec = replace(MODEL_SPECS[options.model], seed=options.seed)
-        self.runner = ModelRunner(self.limits, cfg.method, spec, options.device, options.rule, options.seed,
+        self.runner = ModelRunner(self.limits, methods.drafter(policy.table, cfg.method), spec, options.device, options.rule, options.seed,
                                   growable_inputs=options.memory_cap)
         self.report = RunnerReport(options.device, options.mode, options.rule, spec)
         if options.memory_cap:

@@ -1,9 +1,10 @@
-"""The method table: draft slots and KV lookahead per speculative method, by engine version.
+"""The method table: draft slots, KV lookahead and drafting per speculative method, by engine version.
 
 One source of truth for how many extra runner rows (draft slots, ``d``) a scheduled
-request occupies and how many lookahead KV slots (``L``) it reserves. Every entry is
-affine in ``k`` (``num_speculative_tokens``): ``(a, b)`` means ``a * k + b``, so the
-same table serves ints and z3 terms. Versions differ; add a table, not a branch.
+request occupies, how many lookahead KV slots (``L``) it reserves, which drafter proposes
+its drafts and whether the method drafts only in parallel. Every count is affine in ``k``
+(``num_speculative_tokens``): ``(a, b)`` means ``a * k + b``, so the same table serves
+ints and z3 terms. Versions differ; add a table, not a branch.
 
 Sources (vLLM 0.32.0): ``SpeculativeConfig.max_num_new_slots_for_drafting`` in
 ``vllm/config/speculative.py`` and ``VllmConfig.num_lookahead_tokens`` in
@@ -19,16 +20,26 @@ from ..spec.intlike import IntLike
 
 Affine = tuple[int, int]  # (a, b) -> a * k + b
 
+# The drafters of the torch runner: n-gram matching on the request's tokens (no model), or
+# the early-exit drafter (the target's first layers), which fills the draft slots.
+NGRAM_DRAFTER, MODEL_DRAFTER = "ngram", "model"
+
 
 @dataclass(frozen=True)
 class MethodRow:
-    """Per-method facts of one engine version, each affine in k."""
+    """Per-method facts of one engine version, the counts affine in k."""
 
     serial_draft_slots: Affine
     parallel_draft_slots: Affine | None  # None: the method has no parallel variant
     lookahead: Affine
     decode_rows: Affine  # target rows a decoding request really runs per step
+    drafter: str  # NGRAM_DRAFTER | MODEL_DRAFTER
     drops_last_hit_block: bool = False  # a prefix-cache hit gives back its last block
+    parallel_only: bool = False  # the engine turns parallel drafting on whatever the config says
+
+    def __post_init__(self) -> None:
+        assert self.drafter in (NGRAM_DRAFTER, MODEL_DRAFTER), self.drafter
+        assert not self.parallel_only or self.serial_draft_slots == self.parallel_draft_slots, self
 
 
 def _eval(coef: Affine, k: IntLike) -> IntLike:
@@ -36,24 +47,28 @@ def _eval(coef: Affine, k: IntLike) -> IntLike:
     return a * k + b
 
 
-# The last column is ``SpeculativeConfig.use_eagle_block_drop()``: for the methods that
+# "drop hit block" is ``SpeculativeConfig.use_eagle_block_drop()``: for the methods that
 # draft from the target's hidden states, the KV cache manager drops the last block of
 # every prefix-cache hit (``FullAttentionManager.find_longest_cache_hit``,
-# vllm/v1/core/single_type_kv_cache_manager.py), so that block is recomputed.
+# vllm/v1/core/single_type_kv_cache_manager.py), so that block is recomputed. "parallel
+# only": ``SpeculativeConfig.__post_init__`` sets ``parallel_drafting`` for dflash and
+# dspark (vllm/config/speculative.py:1469).
+_N, _M = NGRAM_DRAFTER, MODEL_DRAFTER
 VLLM_0_32: Mapping[str, MethodRow] = {
-    # method:      serial d  parallel d   lookahead L   rows of a decode   drop hit block
-    "eagle3": MethodRow((0, 0), (1, -1), (1, 0), (1, 1), True),
-    "mtp": MethodRow((0, 0), (1, -1), (1, 0), (1, 1), True),
-    "dflash": MethodRow((1, 0), (1, 0), (1, 1), (1, 1), True),
-    "dspark": MethodRow((1, -1), (1, -1), (1, 0), (1, 1), True),
-    "ngram": MethodRow((0, 0), (1, -1), (0, 0), (1, 1), False),
-    "draft_model": MethodRow((0, 1), (1, 0), (1, 0), (1, 1), False),
+    # method:      serial d  parallel d   lookahead L   rows of a decode   drafter  drop hit block  parallel only
+    "eagle3": MethodRow((0, 0), (1, -1), (1, 0), (1, 1), _M, True),
+    "mtp": MethodRow((0, 0), (1, -1), (1, 0), (1, 1), _M, True),
+    "dflash": MethodRow((1, 0), (1, 0), (1, 1), (1, 1), _M, True, True),
+    "dspark": MethodRow((1, -1), (1, -1), (1, 0), (1, 1), _M, True, True),
+    "ngram": MethodRow((0, 0), (1, -1), (0, 0), (1, 1), _N, False),
+    "draft_model": MethodRow((0, 1), (1, 0), (1, 0), (1, 1), _M, False),
 }
 
 # FastDeploy's runner has no separate draft slots in the target batch: a decode
 # simply runs 1 + k rows. Its scheduler reserves KV for the drafts of a decode.
 FASTDEPLOY: Mapping[str, MethodRow] = {
-    m: MethodRow((0, 0), (0, 0), (1, 0), (1, 1)) for m in ("mtp", "ngram")
+    "mtp": MethodRow((0, 0), (0, 0), (1, 0), (1, 1), _M),
+    "ngram": MethodRow((0, 0), (0, 0), (1, 0), (1, 1), _N),
 }
 
 TABLES: Mapping[str, Mapping[str, MethodRow]] = {
@@ -89,6 +104,18 @@ def lookahead(table: str, method: str, k: IntLike) -> IntLike:
 def decode_rows(table: str, method: str, k: IntLike) -> IntLike:
     """Target rows a decoding request runs per step on this engine."""
     return _eval(method_row(table, method).decode_rows, k)
+
+
+def drafter(table: str, method: str | None) -> str | None:
+    """Which drafter proposes the drafts of ``method`` (None without speculation)."""
+    return None if method is None else method_row(table, method).drafter
+
+
+def first_pass_drafts(d: int, k: int) -> int:
+    """Drafts the model drafter proposes in its first pass: one from the new last token and
+    one per draft slot (a mask row each, parallel drafting), at most k. Each further draft
+    takes one serial pass."""
+    return min(1 + d, k)
 
 
 def drops_last_hit_block(table: str, method: str | None) -> bool:

@@ -10,7 +10,7 @@ the ReplayResult.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Sequence
 
 from ..spec.execution import Execution
@@ -81,6 +81,7 @@ class ReplayResult:
     expectations: tuple[ExpectationResult, ...]
     max_work_gap: int
     errors: tuple[str, ...] = ()
+    run: RunRecord | None = field(default=None, repr=False, compare=False)  # None when refused
 
     @property
     def expected_violations(self) -> frozenset[str]:
@@ -166,7 +167,7 @@ def _judge(trace: Trace, name: str, refusal: str | None, run: RunRecord | None) 
     return ReplayResult(
         source=trace.source, policy=name, refusal=refusal, limits=run.limits if run else None, steps=steps,
         violations=violations, expectations=results, max_work_gap=max((s.work_gap for s in steps), default=0),
-        errors=tuple(f"step {rec.step}: {rec.error}" for rec in records if rec.error is not None),
+        errors=tuple(f"step {rec.step}: {rec.error}" for rec in records if rec.error is not None), run=run,
     )
 
 

@@ -49,11 +49,12 @@ import z3
 
 from ..model import BudgetPolicy, Budgets
 from ..model.decisions import admission, running_grant, scheduled_drafts
+from ..spec.invariants import INVARIANTS, LEDGER
 from .solving import check, solver, value
 from .symbolic import SymbolicConfig
 
-LEDGER_INVARIANTS = ("input-budget-nonnegative", "token-cap", "input-rows-cap", "exact-refund", "seq-cap")
-DECISION_PROPERTIES = ("model-len", "spec-shape")
+LEDGER_INVARIANTS = tuple(inv.id for inv in INVARIANTS.values() if inv.kind == LEDGER)
+DECISION_PROPERTIES = tuple(inv.id for inv in INVARIANTS.values() if inv.per_grant)
 PREFILL, DECODE = False, True
 
 

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from ..model import builtin_policies, get_policy
+from ..spec.invariants import INVARIANTS, LEDGER
 from ..spec.trace import Trace, write_trace
 from . import manifest
-from .induction import LEDGER_INVARIANTS
 from .obligation_table import all_obligations
 from .obligations import Context, Options
 from .verdicts import REFUTED, UNKNOWN, Outcome
@@ -109,7 +109,7 @@ def judge(outcomes: Sequence[Outcome]) -> Judgement:
             complaint = manifest.problem(o, out.expected[key])
         elif o.verdict == UNKNOWN:
             complaint = f"{o.policy} / {o.obligation}: unknown ({o.detail})"
-        elif o.verdict == REFUTED and o.obligation in LEDGER_INVARIANTS:
+        elif o.verdict == REFUTED and o.obligation in INVARIANTS and INVARIANTS[o.obligation].kind == LEDGER:
             complaint = f"{o.policy} / {o.obligation}: refuted ({o.detail})"
         else:
             complaint = None

@@ -1,17 +1,31 @@
-"""The named invariants, each judged by one pure predicate.
+"""The named invariants, each judged by one pure predicate, and their registry.
 
-Step invariants take a StepRecord, run invariants a RunRecord, config invariants a
-ConfigProbe; each returns the list of its violations (empty when it holds). The ids are
-stable: output, docs, the verdict manifest and trace expectations use them.
-``INVARIANTS`` is the one table of them; everything else derives from it.
+A predicate returns what broke, one ``(step, message)`` pair per violation (empty when it
+holds); the registry entry (``Invariant``, which is what the predicate's name holds)
+turns those into Violations of its id. ``kind`` says what an invariant judges:
+
+- ``ledger``: a StepRecord's budget ledger, the arithmetic a budget policy controls;
+- ``step``: a StepRecord, beyond the ledger (the engine's loop, the KV pool);
+- ``run``: a RunRecord;
+- ``config``: a ConfigProbe;
+- ``efficiency``: a StepRecord, measured (a work gap), never judged.
+
+The ids are stable: output, docs, the verdict manifest and trace expectations use them.
+``INVARIANTS`` is the one table of them; the step and run checks, the prover's groups and
+the rules a user policy is judged by derive from it.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import chain
-from typing import Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from .records import RequestState, RunRecord, StepRecord
+
+LEDGER, STEP, RUN, CONFIG, EFFICIENCY = "ledger", "step", "run", "config", "efficiency"
+KINDS = (LEDGER, STEP, RUN, CONFIG, EFFICIENCY)
+
+Breach = tuple[Optional[int], str]  # (step, what broke) of one violation; no step for a config
 
 
 @dataclass(frozen=True)
@@ -41,42 +55,75 @@ class ConfigProbe:
 
 @dataclass(frozen=True)
 class Invariant:
+    """One registry entry; calling it judges what its ``kind`` names. ``liveness``: a
+    hang, not a crash. ``per_grant``: a property of each grant decision alone (the prover
+    checks it at every grant step). ``run_predicate``: a step invariant's other half,
+    judged on the whole run (``over_run``, in ``check_run``)."""
+
     id: str
-    kind: str  # safety | liveness | config | efficiency
-    scope: str  # step | run | config
+    kind: str
     holds_when: str
-    check: Callable[..., list[Violation]]
+    predicate: Callable[[Any], list[Breach]]
+    liveness: bool = False
+    per_grant: bool = False
+    run_predicate: Optional[Callable[[RunRecord], list[Breach]]] = None
+
+    def __post_init__(self) -> None:
+        assert self.kind in KINDS, self.kind
+        assert self.run_predicate is None or self.kind == STEP, self.id
+
+    def __call__(self, observed: Any) -> list[Violation]:
+        return self._violations(self.predicate(observed))
+
+    def over_run(self, run: RunRecord) -> list[Violation]:
+        return self._violations(self.run_predicate(run)) if self.run_predicate else []
+
+    def _violations(self, breaches: list[Breach]) -> list[Violation]:
+        return [Violation(self.id, step, message) for step, message in breaches]
+
+
+Predicate = Callable[[Any], list[Breach]]
+
+
+def invariant(id: str, kind: str, holds_when: str, **facts: Any) -> Callable[[Predicate], Invariant]:
+    """Make the decorated predicate the registry entry ``id``."""
+    return lambda predicate: Invariant(id, kind, holds_when, predicate, **facts)
 
 
 # -- step invariants ------------------------------------------------------------------
-def input_budget_nonnegative(rec: StepRecord) -> list[Violation]:
+@invariant("input-budget-nonnegative", LEDGER, "the input budget is >= 0 at every ledger point")
+def input_budget_nonnegative(rec: StepRecord) -> list[Breach]:
     out = []
     if rec.initial_input_budget is not None and rec.initial_input_budget < 0:
-        out.append(Violation("input-budget-nonnegative", rec.step, f"initial input budget {rec.initial_input_budget}"))
+        out.append((rec.step, f"initial input budget {rec.initial_input_budget}"))
     for e in rec.ledger or ():
         if e.input_after is not None and e.input_after < 0:
-            out.append(Violation("input-budget-nonnegative", rec.step,
-                                 f"input budget {e.input_after} after the {e.kind} of {e.tokens} to {e.request_id}"))
+            out.append((rec.step,
+                        f"input budget {e.input_after} after the {e.kind} of {e.tokens} to {e.request_id}"))
     return out
 
 
-def token_cap(rec: StepRecord) -> list[Violation]:
+@invariant("token-cap", LEDGER, "the sum of grants is <= T")
+def token_cap(rec: StepRecord) -> list[Breach]:
     total, cap = rec.total_scheduled_tokens, rec.limits.max_num_scheduled_tokens
     if total > cap:
-        return [Violation("token-cap", rec.step, f"{total} tokens scheduled, T = {cap}")]
+        return [(rec.step, f"{total} tokens scheduled, T = {cap}")]
     return []
 
 
-def input_rows_cap(rec: StepRecord) -> list[Violation]:
+@invariant("input-rows-cap", LEDGER, "the sum over scheduled requests of grant + true extra rows is <= B")
+def input_rows_cap(rec: StepRecord) -> list[Breach]:
     rows, cap = rec.total_runner_rows, rec.limits.max_num_batched_tokens
     if rows > cap:
-        return [Violation("input-rows-cap", rec.step,
-                          f"the runner needs {rows} rows, B = {cap} "
-                          f"({rec.total_scheduled_tokens} tokens + {rows - rec.total_scheduled_tokens} extra rows)")]
+        return [(rec.step,
+                 f"the runner needs {rows} rows, B = {cap} "
+                 f"({rec.total_scheduled_tokens} tokens + {rows - rec.total_scheduled_tokens} extra rows)")]
     return []
 
 
-def exact_refund(rec: StepRecord) -> list[Violation]:
+@invariant("exact-refund", LEDGER,
+           "a same-step preemption returns exactly what the grant charged; budgets = initial - live charges")
+def exact_refund(rec: StepRecord) -> list[Breach]:
     if rec.ledger is None:
         return []
     out = []
@@ -84,42 +131,45 @@ def exact_refund(rec: StepRecord) -> list[Violation]:
     live: dict[str, tuple[int, int]] = {}
     for e in rec.ledger:
         if (e.token_before, e.input_before) != (token, inp):
-            out.append(Violation("exact-refund", rec.step,
-                                 f"budgets jumped from ({token}, {inp}) to ({e.token_before}, {e.input_before}) "
-                                 f"before the {e.kind} of {e.request_id}"))
+            out.append((rec.step,
+                        f"budgets jumped from ({token}, {inp}) to ({e.token_before}, {e.input_before}) "
+                        f"before the {e.kind} of {e.request_id}"))
         d_token = e.token_after - e.token_before
         d_input = 0 if e.input_after is None or e.input_before is None else e.input_after - e.input_before
         if e.kind == "grant":
             live[e.request_id] = (-d_token, -d_input)
         elif e.request_id not in live:
-            out.append(Violation("exact-refund", rec.step, f"refund to {e.request_id}, which holds no grant"))
+            out.append((rec.step, f"refund to {e.request_id}, which holds no grant"))
         else:
             charged = live.pop(e.request_id)
             if (d_token, d_input) != charged:
-                out.append(Violation("exact-refund", rec.step,
-                                     f"preempting {e.request_id} returned (token {d_token}, input {d_input}) "
-                                     f"but its grant of {e.tokens} charged (token {charged[0]}, input {charged[1]})"))
+                out.append((rec.step,
+                            f"preempting {e.request_id} returned (token {d_token}, input {d_input}) "
+                            f"but its grant of {e.tokens} charged (token {charged[0]}, input {charged[1]})"))
         token, inp = e.token_after, e.input_after
     return out
 
 
-def seq_cap(rec: StepRecord) -> list[Violation]:
+@invariant("seq-cap", LEDGER, "running requests <= S")
+def seq_cap(rec: StepRecord) -> list[Breach]:
     if len(rec.running) > rec.limits.max_num_seqs:
-        return [Violation("seq-cap", rec.step, f"{len(rec.running)} running, S = {rec.limits.max_num_seqs}")]
+        return [(rec.step, f"{len(rec.running)} running, S = {rec.limits.max_num_seqs}")]
     return []
 
 
-def kv_capacity(rec: StepRecord) -> list[Violation]:
+@invariant("kv-capacity", STEP, "blocks in use <= pool; scheduled requests hold computed + granted + lookahead "
+           "slots; no block owned twice outside a shared prefix")
+def kv_capacity(rec: StepRecord) -> list[Breach]:
     lim = rec.limits
     out = []
     if rec.kv_blocks_in_use > lim.num_kv_blocks:
-        out.append(Violation("kv-capacity", rec.step, f"{rec.kv_blocks_in_use} blocks in use, pool {lim.num_kv_blocks}"))
+        out.append((rec.step, f"{rec.kv_blocks_in_use} blocks in use, pool {lim.num_kv_blocks}"))
     for rid, grant in rec.num_scheduled_tokens.items():
         need = min(rec.computed_before[rid] + grant + lim.lookahead, lim.max_model_len)
         held = len(rec.block_tables.get(rid, ())) * lim.block_size
         if held < need:
-            out.append(Violation("kv-capacity", rec.step,
-                                 f"{rid} holds {held} KV slots but needs {need} (computed + granted + lookahead)"))
+            out.append((rec.step,
+                        f"{rid} holds {held} KV slots but needs {need} (computed + granted + lookahead)"))
     tables = rec.block_tables.values()
     if sum(map(len, tables)) == len(set(chain.from_iterable(tables))):
         return out  # no block is held twice
@@ -130,46 +180,45 @@ def kv_capacity(rec: StepRecord) -> list[Violation]:
             if first[0] == rid and first[1] == index:
                 continue
             if block not in rec.block_keys or first[1] != index:
-                out.append(Violation("kv-capacity", rec.step,
-                                     f"block {block} is owned by {first[0]} and {rid} without a shared prefix"))
+                out.append((rec.step,
+                            f"block {block} is owned by {first[0]} and {rid} without a shared prefix"))
     return out
 
 
-def model_len(rec: StepRecord) -> list[Violation]:
+@invariant("model-len", STEP, "computed + granted + sampled <= max_model_len", per_grant=True)
+def model_len(rec: StepRecord) -> list[Breach]:
     out = []
     max_len = rec.limits.max_model_len
     for rid, grant in rec.num_scheduled_tokens.items():
         if rec.computed_before[rid] + grant + 1 > max_len:
-            out.append(Violation("model-len", rec.step,
-                                 f"{rid}: computed {rec.computed_before[rid]} + granted {grant} + 1 sampled "
-                                 f"> max_model_len {max_len}"))
+            out.append((rec.step,
+                        f"{rid}: computed {rec.computed_before[rid]} + granted {grant} + 1 sampled "
+                        f"> max_model_len {max_len}"))
     return out
 
 
-def spec_shape(rec: StepRecord) -> list[Violation]:
+@invariant("spec-shape", STEP, "drafts <= k; a padded decode gets exactly 1 + k rows; prefill chunks carry no drafts",
+           per_grant=True)
+def spec_shape(rec: StepRecord) -> list[Breach]:
     k = rec.limits.num_speculative_tokens
     out = []
     for rid, drafts in rec.scheduled_draft_tokens.items():
         if drafts > k:
-            out.append(Violation("spec-shape", rec.step, f"{rid} scheduled {drafts} drafts, k = {k}"))
+            out.append((rec.step, f"{rid} scheduled {drafts} drafts, k = {k}"))
         if drafts and rid in rec.prefill:
-            out.append(Violation("spec-shape", rec.step, f"prefill chunk of {rid} carries {drafts} drafts"))
+            out.append((rec.step, f"prefill chunk of {rid} carries {drafts} drafts"))
     for rid in rec.padded:
         if rec.num_scheduled_tokens[rid] != 1 + k or rec.scheduled_draft_tokens.get(rid, 0) != k:
-            out.append(Violation("spec-shape", rec.step,
-                                 f"padded decode {rid} got {rec.num_scheduled_tokens[rid]} rows with "
-                                 f"{rec.scheduled_draft_tokens.get(rid, 0)} drafts, not 1 + k = {1 + k}"))
+            out.append((rec.step,
+                        f"padded decode {rid} got {rec.num_scheduled_tokens[rid]} rows with "
+                        f"{rec.scheduled_draft_tokens.get(rid, 0)} drafts, not 1 + k = {1 + k}"))
     return out
 
 
-def progress(rec: StepRecord) -> list[Violation]:
-    if rec.progress_possible and rec.total_scheduled_tokens == 0:
-        return [Violation("progress", rec.step, "a request could take a token but the step granted none")]
-    return []
-
-
 # -- run invariants -------------------------------------------------------------------
-def no_request_lost(run: RunRecord) -> list[Violation]:
+@invariant("no-request-lost", RUN, "every added request is in exactly one of waiting, running, finished, aborted; "
+           "outputs <= max_tokens; computed tokens only go back by preemption")
+def no_request_lost(run: RunRecord) -> list[Breach]:
     out = []
     status: dict[str, str] = {}  # id -> live | finished | aborted
     computed: dict[str, int] = {}
@@ -186,34 +235,35 @@ def no_request_lost(run: RunRecord) -> list[Violation]:
             seen: set[str] = set()
             for rid in queued:
                 if rid in seen:
-                    out.append(Violation("no-request-lost", rec.step, f"{rid} is queued twice"))
+                    out.append((rec.step, f"{rid} is queued twice"))
                 seen.add(rid)
                 if status.get(rid) != "live":
-                    out.append(Violation("no-request-lost", rec.step,
-                                         f"{rid} is queued but {status.get(rid, 'was never added')}"))
+                    out.append((rec.step,
+                                f"{rid} is queued but {status.get(rid, 'was never added')}"))
             for rid, s in status.items():
                 if s == "live" and rid not in seen:
-                    out.append(Violation("no-request-lost", rec.step, f"{rid} is in no queue"))
+                    out.append((rec.step, f"{rid} is in no queue"))
             if index >= len(run.outcomes):
                 continue
             outcome = run.outcomes[index]
             for rid, state in outcome.requests.items():
                 if state.num_output_tokens > state.max_tokens:
-                    out.append(Violation("no-request-lost", rec.step,
-                                         f"{rid} has {state.num_output_tokens} outputs, max_tokens {state.max_tokens}"))
+                    out.append((rec.step,
+                                f"{rid} has {state.num_output_tokens} outputs, max_tokens {state.max_tokens}"))
                 expected = status.get(rid)
                 if expected in ("finished", "aborted") and state.status != expected:
-                    out.append(Violation("no-request-lost", rec.step, f"{rid} was {expected}, now {state.status}"))
+                    out.append((rec.step, f"{rid} was {expected}, now {state.status}"))
                 if state.status in ("finished", "aborted"):
                     status[rid] = state.status
                 elif rid in computed and state.num_computed_tokens < computed[rid] and rid not in outcome.preempted:
-                    out.append(Violation("no-request-lost", rec.step,
-                                         f"{rid}'s computed tokens went back from {computed[rid]} to "
-                                         f"{state.num_computed_tokens} without preemption"))
+                    out.append((rec.step,
+                                f"{rid}'s computed tokens went back from {computed[rid]} to "
+                                f"{state.num_computed_tokens} without preemption"))
                 computed[rid] = state.num_computed_tokens
     return out
 
 
+# -- liveness: progress, a step half and a run half -----------------------------------------
 def drain_bound(requests: Mapping[str, RequestState]) -> int:
     """Steps within which, with no new arrivals, every unfinished request must finish:
     twice its remaining prompt and output tokens (room for recomputes), plus slack."""
@@ -221,8 +271,9 @@ def drain_bound(requests: Mapping[str, RequestState]) -> int:
     return 2 * sum(s.num_prompt_tokens + s.max_tokens for s in live) + 2 * len(live) + 8
 
 
-def progress_bound(run: RunRecord) -> list[Violation]:
-    """Liveness: a drain (steps after the last add or abort) longer than the bound leaves nothing."""
+def progress_bound(run: RunRecord) -> list[Breach]:
+    """The run half of ``progress``: a drain (steps after the last add or abort) longer
+    than the bound leaves nothing."""
     last_op = max((i for i, (e, _) in enumerate(run.events) if e != "step"), default=-1)
     drain = [int(a) for e, a in run.events[last_op + 1:] if e == "step" and int(a) < len(run.outcomes)]  # type: ignore[call-overload]
     if not drain:
@@ -237,21 +288,31 @@ def progress_bound(run: RunRecord) -> list[Violation]:
     last = run.outcomes[drain[-1]]
     left = [rid for rid, s in states.items() if s.status in ("waiting", "running") and rid not in aborted]
     if len(drain) >= bound and left:
-        return [Violation("progress", last.step, f"{len(left)} requests unfinished after a {len(drain)}-step drain "
-                                                 f"(bound {bound}): {', '.join(left[:5])}")]
+        return [(last.step, f"{len(left)} requests unfinished after a {len(drain)}-step drain "
+                            f"(bound {bound}): {', '.join(left[:5])}")]
+    return []
+
+
+@invariant("progress", STEP, "a step grants a token when some request could take one; a drain finishes within a bound",
+           liveness=True, run_predicate=progress_bound)
+def progress(rec: StepRecord) -> list[Breach]:
+    if rec.progress_possible and rec.total_scheduled_tokens == 0:
+        return [(rec.step, "a request could take a token but the step granted none")]
     return []
 
 
 # -- config invariants ----------------------------------------------------------------
-def config_sound(probe: ConfigProbe) -> list[Violation]:
+@invariant("config-sound", CONFIG, "every accepted config allows progress from an empty system")
+def config_sound(probe: ConfigProbe) -> list[Breach]:
     if probe.accepted and probe.first_step_grants <= 0:
-        return [Violation("config-sound", None, "the config is accepted but an empty system cannot schedule a token")]
+        return [(None, "the config is accepted but an empty system cannot schedule a token")]
     return []
 
 
-def config_complete(probe: ConfigProbe) -> list[Violation]:
+@invariant("config-complete", CONFIG, "every rejected config really cannot be served safely")
+def config_complete(probe: ConfigProbe) -> list[Breach]:
     if not probe.accepted and probe.first_step_grants > 0 and not probe.safety_violations:
-        return [Violation("config-complete", None, "the config is rejected but serves safely")]
+        return [(None, "the config is rejected but serves safely")]
     return []
 
 
@@ -267,51 +328,25 @@ def work_gap(rec: StepRecord) -> int:
     return max(0, min(rows_room, kv_room, rec.unserved_demand))
 
 
-def work_conserving(rec: StepRecord) -> list[Violation]:
+@invariant("work-conserving", EFFICIENCY,
+           "budget is left unused only when no eligible request could use it (a measured gap)")
+def work_conserving(rec: StepRecord) -> list[Breach]:
     gap = work_gap(rec)
     if gap > 0 and not rec.preempted:
-        return [Violation("work-conserving", rec.step, f"{gap} tokens of budget unused while requests waited")]
+        return [(rec.step, f"{gap} tokens of budget unused while requests waited")]
     return []
 
 
-INVARIANTS: dict[str, Invariant] = {
-    inv.id: inv
-    for inv in (
-        Invariant("input-budget-nonnegative", "safety", "step", "the input budget is >= 0 at every ledger point",
-                  input_budget_nonnegative),
-        Invariant("token-cap", "safety", "step", "the sum of grants is <= T", token_cap),
-        Invariant("input-rows-cap", "safety", "step",
-                  "the sum over scheduled requests of grant + true extra rows is <= B", input_rows_cap),
-        Invariant("exact-refund", "safety", "step",
-                  "a same-step preemption returns exactly what the grant charged; budgets = initial - live charges",
-                  exact_refund),
-        Invariant("seq-cap", "safety", "step", "running requests <= S", seq_cap),
-        Invariant("kv-capacity", "safety", "step",
-                  "blocks in use <= pool; scheduled requests hold computed + granted + lookahead slots; "
-                  "no block owned twice outside a shared prefix", kv_capacity),
-        Invariant("model-len", "safety", "step", "computed + granted + sampled <= max_model_len", model_len),
-        Invariant("spec-shape", "safety", "step",
-                  "drafts <= k; a padded decode gets exactly 1 + k rows; prefill chunks carry no drafts", spec_shape),
-        Invariant("no-request-lost", "safety", "run",
-                  "every added request is in exactly one of waiting, running, finished, aborted; outputs <= "
-                  "max_tokens; computed tokens only go back by preemption", no_request_lost),
-        Invariant("progress", "liveness", "step+run",
-                  "a step grants a token when some request could take one; a drain finishes within a bound",
-                  progress),
-        Invariant("config-sound", "config", "config",
-                  "every accepted config allows progress from an empty system", config_sound),
-        Invariant("config-complete", "config", "config",
-                  "every rejected config really cannot be served safely", config_complete),
-        Invariant("work-conserving", "efficiency", "step",
-                  "budget is left unused only when no eligible request could use it (a measured gap)",
-                  work_conserving),
-    )
-}
+INVARIANTS: dict[str, Invariant] = {inv.id: inv for inv in (
+    input_budget_nonnegative, token_cap, input_rows_cap, exact_refund, seq_cap, kv_capacity, model_len, spec_shape,
+    no_request_lost, progress, config_sound, config_complete, work_conserving,
+)}
 
-STEP_CHECKS: tuple[Callable[[StepRecord], list[Violation]], ...] = tuple(
-    inv.check for inv in INVARIANTS.values() if inv.scope in ("step", "step+run") and inv.kind != "efficiency"
+JUDGED_KINDS = (LEDGER, STEP, RUN)  # what check_run judges; efficiency is measured, config probed
+STEP_CHECKS: tuple[Invariant, ...] = tuple(inv for inv in INVARIANTS.values() if inv.kind in (LEDGER, STEP))
+RUN_CHECKS: tuple[Callable[[RunRecord], list[Violation]], ...] = tuple(
+    inv if inv.kind == RUN else inv.over_run for inv in INVARIANTS.values() if inv.kind == RUN or inv.run_predicate
 )
-RUN_CHECKS: tuple[Callable[[RunRecord], list[Violation]], ...] = (no_request_lost, progress_bound)
 
 
 def check_step(rec: StepRecord) -> list[Violation]:

@@ -2,14 +2,14 @@
 trace for each, replayed on vLLM by tests/test_vllm_target.py)."""
 from __future__ import annotations
 
-from tokenbudget.spec.corpus import FINDINGS_DIR
 from tokenbudget.model import BudgetConfig, Scheduler, get_policy
+from tokenbudget.model.findings import FINDINGS
 from tokenbudget.model.kv_pool import KVBlockPool
 from tokenbudget.model.request import Request
 from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.trace import load_trace
 
-F1_TRACE = FINDINGS_DIR / "f1-vllm-adaptive-padded-threshold.json"
+F1_TRACE = FINDINGS["F1"].trace_path
 
 
 def request(rid: str, prompt: int, group: str | None = None, prefix: int = 0) -> Request:

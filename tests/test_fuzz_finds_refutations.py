@@ -21,11 +21,11 @@ EXAMPLES = 400  # seed 0 finds every pair within this (bench/bench_fuzz.py: medi
 
 
 def refuted_by_the_proofs() -> dict[str, frozenset[str]]:
-    """policy -> the safety invariants the fuzzer judges that the manifest records refuted."""
+    """policy -> the safety (not liveness) invariants the fuzzer judges that the manifest records refuted."""
     out = {}
     for policy, cells in manifest.load().items():
         refuted = frozenset(name for name, e in cells.items()
-                            if e.verdict == REFUTED and name in JUDGED and INVARIANTS[name].kind == "safety")
+                            if e.verdict == REFUTED and name in JUDGED and not INVARIANTS[name].liveness)
         if refuted:
             out[policy] = refuted
     return out

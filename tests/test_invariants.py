@@ -185,9 +185,9 @@ def test_progress_bound_flags_a_starved_drain():
     steps = [replace(idle, step=i) for i in range(bound)]
     outs = [StepOutcome(i, {}) for i in range(bound)]
     events = [("add", "0")] + [("step", i) for i in range(bound)]
-    assert ids(inv.progress_bound(run_of(steps, outs, events, added))) == {"progress"}
+    assert ids(inv.progress.over_run(run_of(steps, outs, events, added))) == {"progress"}
     short = run_of(steps[:-1], outs[:-1], events[:-1], added)
-    assert inv.progress_bound(short) == []
+    assert inv.progress.over_run(short) == []
 
 
 def test_config_probes():

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
-from vllm_support import F1_TRACE, F2_TRACE, F3_TRACE, skip_without_vllm
+from vllm_support import AGREEING_FINDINGS, RAISING_FINDINGS, skip_without_vllm
 
 from tokenbudget.cli import main
 from tokenbudget.spec.corpus import corpus_paths
@@ -14,6 +14,7 @@ from tokenbudget.harness.known_divergences import explain
 from tokenbudget.harness.lockstep import run_lockstep
 from tokenbudget.harness.vllm.target import VllmTarget
 from tokenbudget.model import methods
+from tokenbudget.model.findings import Finding
 from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.trace import load_trace
 
@@ -31,17 +32,18 @@ def test_twenty_workloads_agree_or_diverge_only_as_documented(tmp_path: Path) ->
     assert {"chunked-prefill", "prefix-hit", "preemption", "drafts"} <= set(report.coverage)
 
 
-@pytest.mark.parametrize("path", [*VLLM_CORPUS, F2_TRACE, F3_TRACE], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [*VLLM_CORPUS, *(f.trace_path for f in AGREEING_FINDINGS)], ids=lambda p: p.stem)
 def test_model_and_vllm_agree_on_every_step_of_the_corpus(path: Path) -> None:
     result = run_lockstep(load_trace(path))
     assert result.agrees, (result.step, result.fields, result.model, result.vllm)
 
 
-def test_finding_f1_is_a_known_divergence() -> None:
-    result = run_lockstep(load_trace(F1_TRACE))
-    assert result.step == 1 and result.vllm_raised and result.predicted_failure
+@pytest.mark.parametrize("finding", RAISING_FINDINGS, ids=lambda f: f.id)
+def test_a_finding_where_vllm_raises_is_a_known_divergence(finding: Finding) -> None:
+    result = run_lockstep(load_trace(finding.trace_path))
+    assert result.vllm_raised and result.predicted_failure
     known = explain(result)
-    assert known is not None and known.id == "F1" and "SPEC.md" in known.spec
+    assert known is not None and known.id == finding.id and "SPEC.md" in known.spec
 
 
 def test_a_planted_model_bug_is_an_unexplained_divergence_with_a_replayable_trace(

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from tokenbudget.spec.corpus import FINDINGS_DIR
 from tokenbudget.harness.vllm.engine import EngineUnavailable, _import_vllm
+from tokenbudget.model.findings import FINDINGS, findings_of
 
-F1_TRACE = FINDINGS_DIR / "f1-vllm-adaptive-padded-threshold.json"
-F2_TRACE = FINDINGS_DIR / "f2-vllm-adaptive-unchunked-draft-slots.json"
-F3_TRACE = FINDINGS_DIR / "f3-vllm-adaptive-priority-self-preemption.json"
+F1_TRACE, F2_TRACE = FINDINGS["F1"].trace_path, FINDINGS["F2"].trace_path
+RAISING_FINDINGS = [f for f in findings_of("vllm") if f.engine_raises]  # a divergence in conformance
+AGREEING_FINDINGS = [f for f in findings_of("vllm") if not f.engine_raises]  # vLLM does the same
 
 
 def skip_without_vllm() -> None:

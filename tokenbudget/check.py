@@ -12,10 +12,10 @@ but the engine findings, with no expectations: any violation fails it; traces wh
 config it refuses are skipped.
 
 Then every policy is fuzzed briefly on the model (``fuzz_section``): FUZZ_EXAMPLES
-examples from seed 0, deterministic, not shrunk. A violation that is known
-(``known_violations``: shown by a finding about its engine's loop, or for a built-in
-policy refuted in the proofs' verdict manifest or expected by a corpus trace of it) marks
-its cell VIOLATED; any other, and any exception inside the model, fails the row.
+examples from seed 0, deterministic, not shrunk. A violation that is known (``is_known``:
+a finding about its engine's loop whose mechanism the counterexample shows, or for a
+built-in policy refuted in the proofs' verdict manifest or expected by a corpus trace of
+it) marks its cell VIOLATED; any other, and any exception inside the model, fails the row.
 
 Last, every obligation of each policy is proved (``proofs_section``, ``tokenbudget prove``):
 a proved invariant marks its cell ok, a refuted one VIOLATED (a work gap "gap N"); a
@@ -25,12 +25,11 @@ invariant, or any unknown verdict) marks it UNEXPECTED and fails the row.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from hypothesis import Phase
 
-from .spec.corpus import corpus_paths, load_corpus
+from .spec.corpus import load_corpus
 from .fuzz.failures import TARGET_ERROR
 from .fuzz.session import fuzz
 from .model import ConfigError, builtin_policies, get_policy
@@ -38,16 +37,17 @@ from .proofs.manifest import load as load_manifest
 from .proofs.obligations import Options as ProofOptions
 from .proofs.prove import default_jobs, judge, prove
 from .proofs.verdicts import PROVED, PROVED_UP_TO, REFUTED, Outcome
+from .model.findings import explaining_finding
 from .model.replay import BadInput, ReplayResult, replay_on_model
 from .spec import INVARIANTS
-from .spec.invariants import RUN_CHECKS, STEP_CHECKS
-from .spec.trace import ViolationExpectation
+from .spec.invariants import EFFICIENCY, JUDGED_KINDS
+from .spec.trace import Trace, ViolationExpectation
 
 OK, VIOLATED, UNEXPECTED, UNTESTED = "ok", "VIOLATED", "UNEXPECTED", "-"
 
 # Invariants a replay judges (check_run) and those it measures as a work gap.
-JUDGED = tuple(i.id for i in INVARIANTS.values() if i.check in STEP_CHECKS or i.check in RUN_CHECKS)
-MEASURED = tuple(i.id for i in INVARIANTS.values() if i.kind == "efficiency")
+JUDGED = tuple(i.id for i in INVARIANTS.values() if i.kind in JUDGED_KINDS)
+MEASURED = tuple(i.id for i in INVARIANTS.values() if i.kind == EFFICIENCY)
 
 Progress = Callable[[str], None]
 
@@ -158,18 +158,21 @@ FUZZ_EXAMPLES = 50  # per policy: a short deterministic fuzz, about 10 s for eve
 
 
 def known_violations(policy: str) -> frozenset[str]:
-    """The invariants a policy is known to violate: those a finding about the loop of its
-    engine shows (SPEC.md §6: no budget policy of that engine changes it), and for a
-    built-in policy also those refuted in the proofs' verdict manifest or expected by a
-    corpus trace of it. ConfigError for a policy that cannot be loaded."""
-    builtin = builtin_policies()
-    engine = getattr(get_policy(policy), "engine", None)
-    findings = set(corpus_paths()) - set(corpus_paths(findings=False))
-    known = {e.violation for t in load_corpus() if t.policy == policy or (
-                 Path(t.source) in findings and t.policy in builtin and builtin[t.policy].engine == engine)
+    """The invariants a built-in policy is known to violate by its own record: refuted in
+    the proofs' verdict manifest or expected by a corpus trace of it (the engine findings
+    aside: ``is_known`` asks those about each counterexample). Empty for a user policy."""
+    known = {e.violation for t in load_corpus(findings=False) if t.policy == policy
              for e in t.expect if isinstance(e, ViolationExpectation)}
     known |= {name for name, expected in load_manifest().get(policy, {}).items() if expected.verdict == REFUTED}
     return frozenset(known)
+
+
+def is_known(policy: str, kind: str, trace: Trace) -> bool:
+    """Whether the violation of ``kind`` that ``trace`` shows under ``policy`` is known: in
+    the policy's record (``known_violations``), or a finding about its engine's loop whose
+    mechanism the trace's run on the model shows (SPEC.md §6: no budget policy of that
+    engine changes it). ConfigError for a policy that cannot be loaded."""
+    return kind in known_violations(policy) or explaining_finding(trace, kind, policy) is not None
 
 
 def fuzz_section(report: CheckReport, progress: Progress) -> None:
@@ -182,13 +185,13 @@ def fuzz_section(report: CheckReport, progress: Progress) -> None:
         except ConfigError as e:
             report.skipped.append(f"fuzz {row.policy}: {e}")
             continue
-        known = known_violations(row.policy)
         for invariant in JUDGED:
             row.mark(invariant, OK)
         for found in result.counterexamples:
+            known = is_known(row.policy, found.kind, found.trace)
             if found.kind != TARGET_ERROR:
-                row.mark(found.kind, VIOLATED if found.kind in known else UNEXPECTED)
-            if found.kind not in known:
+                row.mark(found.kind, VIOLATED if known else UNEXPECTED)
+            if not known:
                 row.failures.append(f"fuzz (seed 0, {FUZZ_EXAMPLES} examples): {found.message}")
 
 

@@ -1,5 +1,5 @@
-"""The exit statuses of the ``tokenbudget`` command."""
-OK = 0
-FAILED = 1
-BAD_INPUT = 2
-INTERRUPTED = 130
+"""The exit status of every command."""
+OK = 0  # the verdict is ok
+FAILED = 1  # a verdict failed: a violation, an unmet expectation, an unexplained divergence, a failed check
+BAD_INPUT = 2  # the input could not be used: bad usage, an unreadable trace, a refused config, vLLM missing
+INTERRUPTED = 130  # Ctrl-C: what was finished is reported

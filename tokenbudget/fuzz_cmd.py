@@ -5,7 +5,7 @@ counterexample is written to the corpus folder (default: a new temp dir) as a tr
 with the Hypothesis program beside it; files that exist are never overwritten. Exit
 status 0 when no invariant was violated, 1 when some was (as ``replay`` exits 1 on a
 trace that shows a violation): the summary says for each whether it is known
-(``check.known_violations``). vLLM missing is bad input (2).
+(``check.is_known``). vLLM missing is bad input (2).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Sequence
 
 from . import render
 from .args import add_json, add_policy, positive_float, positive_int
-from .check import known_violations
+from .check import is_known
 from .console import Console
 from .exits import FAILED, OK
 from .fuzz.session import fuzz
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     seconds = None if args.examples else args.seconds or DEFAULT_SECONDS
     reports = [fuzz(p, target_factory=factory, target_name=args.target, examples=args.examples,
                     seconds=seconds, seed=args.seed, corpus=corpus, progress=console.progress) for p in policies]
-    known = {r.policy: known_violations(r.policy) for r in reports}
+    known = {r.policy: {c.kind for c in r.counterexamples if is_known(r.policy, c.kind, c.trace)} for r in reports}
     ok = all(r.ok for r in reports)
     if args.json:
         console.json({"ok": ok, "target": args.target, "corpus": str(corpus),

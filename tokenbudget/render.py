@@ -174,7 +174,7 @@ def manifest_update(recorded: int, path: str, unknown: Sequence[Outcome]) -> str
 # -- fuzz -------------------------------------------------------------------------------
 def fuzz(reports: Sequence[FuzzReport], known: Mapping[str, Collection[str]], corpus: Path) -> str:
     """One row per policy, then each counterexample with its trace; ``known`` maps a policy
-    to the invariants it is known to violate."""
+    to the violations found that are known (``check.is_known``)."""
     rows = [[r.policy, str(r.examples), str(r.steps), f"{r.steps_per_second:.0f}", f"{r.seconds:.1f}",
              ", ".join(c.kind for c in r.counterexamples) or "-"] for r in reports]
     lines = table(["policy", "examples", "steps", "steps/s", "seconds", "violated"], rows, right=(1, 2, 3, 4))

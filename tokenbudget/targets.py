@@ -1,3 +1,4 @@
-"""The names of the targets a trace runs on."""
+"""The names of what executes a trace's ops: the reference model, the model with the torch
+runner executing its steps, and vLLM's real scheduler."""
 MODEL, RUNNER, VLLM = "model", "runner", "vllm"
 TARGETS = (MODEL, RUNNER, VLLM)

@@ -28,9 +28,9 @@ as vLLM's own tests build it, with ``method="ngram"`` (which needs no draft mode
 makes ``draft_model_config`` the target's config), ``num_speculative_tokens = k`` and
 ``parallel_drafting``; the ``VllmConfig`` is validated with it. Then, before the
 ``Scheduler`` is built, ``method`` is set to the requested one (and ``parallel_drafting``
-to True for dflash and dspark, as ``SpeculativeConfig.__post_init__`` does,
-vllm/config/speculative.py:1469) and ``VllmConfig._set_max_num_scheduled_tokens`` is run
-again so its ``max_num_batched_tokens > draft slots`` check sees the real method. The
+to True for the methods the method table marks parallel-only, as
+``SpeculativeConfig.__post_init__`` does) and ``VllmConfig._set_max_num_scheduled_tokens``
+is run again so its ``max_num_batched_tokens > draft slots`` check sees the real method. The
 scheduler reads only properties derived from those fields:
 ``max_num_new_slots_for_drafting`` (d), ``VllmConfig.num_lookahead_tokens`` (L),
 ``num_prefill_lookahead_tokens``, ``use_eagle()``/``use_eagle_block_drop()``. All six
@@ -55,6 +55,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from ...model.methods import VLLM_0_32
 from ...spec.records import RequestState
 from ...spec.target import describe
 
@@ -67,7 +68,6 @@ if TYPE_CHECKING:
     from ...model.config import BudgetConfig
 
 VOCAB_SIZE = 32000  # token ids are drawn from [1, VOCAB_SIZE); the model has no EOS
-_PARALLEL_ONLY_METHODS = ("dflash", "dspark")
 
 
 class EngineUnavailable(RuntimeError):
@@ -160,7 +160,7 @@ def _vllm_config(cfg: BudgetConfig, model_dir: Path) -> VllmConfig:
     )
     if spec_config is not None and cfg.method != "ngram":
         spec_config.method = cfg.method
-        spec_config.parallel_drafting = cfg.parallel_drafting or cfg.method in _PARALLEL_ONLY_METHODS
+        spec_config.parallel_drafting = cfg.parallel_drafting or VLLM_0_32[cfg.method].parallel_only
         vllm_config._set_max_num_scheduled_tokens()
     _check_knobs_kept(cfg, vllm_config)
     return vllm_config

@@ -23,25 +23,23 @@ import pytest
 from tokenbudget.model import BudgetConfig, BudgetPolicy, Budgets
 from tokenbudget.model import decisions, scheduler, step_pass, vllm_policies
 from tokenbudget.spec.intlike import and_, ite, min_
+from tokenbudget.model.findings import FINDINGS, findings_of
 from tokenbudget.model.request import Request, Status
 from tokenbudget.proofs import induction, pass_skeleton
 
 Patch = Callable[[pytest.MonkeyPatch], None]
 
 
-def clean(policy: BudgetPolicy, scheduling_policy: str, user_t: bool = True) -> Callable[[BudgetConfig], bool]:
-    """Configs of one scheduling policy that none of the vLLM findings of SPEC.md §6 needs:
-    chunked prefill on, no threshold at or below k, room for a padded admission
-    (min(T, B - d) >= 1 + k); under FCFS no self-preemption stall is possible either.
-    Without ``user_t``, T is the policy's own (vLLM <= 0.27 honoured a user's T as given,
-    even above B - d * S, and overran B)."""
+def clean(policy: BudgetPolicy, scheduling_policy: str, user_t: bool = True,
+          tolerated: tuple[str, ...] = ()) -> Callable[[BudgetConfig], bool]:
+    """Configs of one scheduling policy that open none of the findings about the policy's
+    engine (``model.findings``, SPEC.md §6) but the ``tolerated`` ones. Without ``user_t``,
+    T is the policy's own (vLLM <= 0.27 honoured a user's T as given, even above B - d * S,
+    and overran B)."""
+    findings = [f for f in findings_of(policy.engine) if f.id not in tolerated]
 
     def ok(cfg: BudgetConfig) -> bool:
-        p = policy.params(cfg)
-        k, threshold = cfg.num_speculative_tokens, cfg.long_prefill_token_threshold
-        room = min(int(policy.token_cap(p)), cfg.max_num_batched_tokens - int(p.draft_slots))
-        return (cfg.scheduling_policy == scheduling_policy and cfg.enable_chunked_prefill
-                and (threshold == 0 or threshold > k) and room >= 1 + k
+        return (cfg.scheduling_policy == scheduling_policy and not any(f.opens(policy, cfg) for f in findings)
                 and (user_t or cfg.max_num_scheduled_tokens is None))
     return ok
 
@@ -50,7 +48,8 @@ def clean(policy: BudgetPolicy, scheduling_policy: str, user_t: bool = True) -> 
 class PlantedBug:
     """A bug to plant: ``patch`` applies it to ``policy`` or the Scheduler. ``scheduling``
     and ``user_t`` pick the clean configs to fuzz (``clean``); under priority the
-    self-preemption stall of the correct scheduler (a ``progress`` finding) is ignored."""
+    self-preemption stall of the correct scheduler (finding F3, which every priority
+    config opens) is tolerated and its invariant ignored."""
 
     name: str
     description: str
@@ -60,13 +59,17 @@ class PlantedBug:
     scheduling: str = "fcfs"
     user_t: bool = True
 
+    @property
+    def tolerated(self) -> tuple[str, ...]:
+        return ("F3",) if self.scheduling == "priority" else ()
+
     def configs(self, policy: BudgetPolicy) -> Callable[[BudgetConfig], bool]:
-        return clean(policy, self.scheduling, self.user_t)
+        return clean(policy, self.scheduling, self.user_t, self.tolerated)
 
     @property
     def ignored(self) -> frozenset[str]:
         """Failure kinds the correct policy shows on these configs too (not the bug's)."""
-        return frozenset({"progress"}) if self.scheduling == "priority" else frozenset()
+        return frozenset(FINDINGS[f].invariant for f in self.tolerated)
 
 
 # -- the patches --------------------------------------------------------------------------
