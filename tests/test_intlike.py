@@ -7,7 +7,7 @@ import pytest
 import z3
 
 from tokenbudget.model import BudgetConfig, builtin_policies, get_policy
-from tokenbudget.model.decisions import admission, running_grant
+from tokenbudget.model import decisions
 from tokenbudget.spec.intlike import and_, cdiv, ite, max_, min_, not_, or_
 from tokenbudget.model.policy import BudgetParams
 
@@ -64,15 +64,16 @@ def test_policy_arithmetic_agrees_on_ints_and_terms(name):
             concrete = policy.initial_budgets(p, decoding)
             symbolic = policy.initial_budgets(sym, z3.IntVal(decoding))
             assert evaluate(z3.substitute(z3.IntVal(0) + symbolic.token, *pairs)) == concrete.token
-            grant = running_grant(policy, p, concrete, demand, computed, 512, 1024, False)
-            sym_grant = running_grant(policy, sym, symbolic, z3.IntVal(demand), z3.IntVal(computed), z3.IntVal(512),
-                                      z3.IntVal(1024), False)
+            grant = decisions.running_grant(policy, p, concrete, demand, computed, 512, 1024, False)
+            sym_grant = decisions.running_grant(policy, sym, symbolic, z3.IntVal(demand), z3.IntVal(computed),
+                                                z3.IntVal(512), z3.IntVal(1024), False)
             assert evaluate(z3.substitute(sym_grant, *pairs)) == grant
-            adm = admission(policy, p, concrete, demand, computed, 0, 1024, cfg.num_speculative_tokens, False, True,
-                            True)
-            sym_adm = admission(policy, sym, symbolic, z3.IntVal(demand), z3.IntVal(computed), z3.IntVal(0),
-                                z3.IntVal(1024), z3.IntVal(cfg.num_speculative_tokens), z3.BoolVal(False),
-                                z3.BoolVal(True), z3.BoolVal(True))
+            pads = policy.loop.pads_short_admissions
+            adm = decisions.admission(policy, p, concrete, demand, computed, 0, 1024, cfg.num_speculative_tokens, pads,
+                                      False, True, True)
+            sym_adm = decisions.admission(policy, sym, symbolic, z3.IntVal(demand), z3.IntVal(computed), z3.IntVal(0),
+                                          z3.IntVal(1024), z3.IntVal(cfg.num_speculative_tokens), pads,
+                                          z3.BoolVal(False), z3.BoolVal(True), z3.BoolVal(True))
             assert evaluate(z3.substitute(sym_adm.grant, *pairs)) == adm.grant
             assert evaluate(z3.substitute(z3.simplify(z3.And(sym_adm.stop, True)), *pairs)) == bool(adm.stop)
             assert evaluate(z3.substitute(z3.IntVal(0) + policy.charge(sym, sym_grant, False).token, *pairs)) == \
