@@ -409,7 +409,8 @@ class _Houdini:
             emitted = num_tokens + 1 + taken  # the sampled token and the accepted drafts
             done = after >= num_tokens
             next_demand = z3.If(done, 1 + (k if self.loop.drafts_in_grant else 0), num_tokens - after)
-            next_computed = z3.If(done, emitted - 1, after)
+            next_computed = z3.If(done, decisions.computed_after_output(self.loop.drafts_in_grant, after, computed,
+                                                                        grant, num_tokens, taken), after)
             threshold = self.sc.long_prefill_token_threshold
             next_take = z3.If(done, self._take(next_demand, next_computed, threshold, self.loop.decodes_bypass_budget),
                               self._take(next_demand, next_computed, threshold, False))
