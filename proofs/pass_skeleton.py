@@ -23,8 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
-from ..model import BudgetParams, BudgetPolicy, Budgets
-from ..model import decisions
+from ..model import BudgetParams, BudgetPolicy, Budgets, decisions
 from ..spec import grant_rules
 from ..spec.intlike import BoolLike, IntLike, and_, ite, min_, not_, or_
 

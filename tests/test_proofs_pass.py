@@ -126,6 +126,12 @@ def add_random_request(rng: random.Random, sched: SchedulerLoop) -> None:
                           max(0, 3 - len(sched.requests) % 4))
 
 
+def test_every_loop_is_compared() -> None:
+    """The comparisons below run every built-in policy: every loop must have one, or the
+    skeleton would follow a loop that nothing pins it to."""
+    assert {get_policy(name).loop for name in builtin_policies()} == set(SchedulerLoop.__subclasses__())
+
+
 @pytest.mark.parametrize("policy", list(builtin_policies()))
 def test_skeleton_pass_equals_the_scheduler(policy: str) -> None:
     rng = random.Random(policy)
