@@ -7,8 +7,9 @@ sampled and accepted tokens, finishes requests and proposes drafts for the next 
 
 An engine family subclasses it (``vllm_loop.VllmLoop``, ``fastdeploy_loop.FastDeployLoop``)
 and supplies the control flow: the running pass, the victim of a failed allocation and
-whether progress was possible; it states that control flow in three class attributes,
-which the prover's pass skeleton (``proofs/pass_skeleton.py``) follows. A policy names
+whether progress was possible (the waiting pass and its admission gate are shared; a loop
+may override them); it states that control flow in three class attributes, which the
+prover's pass skeleton (``proofs/pass_skeleton.py``) follows. A policy names
 its loop (``BudgetPolicy.loop``); the policy parametrizes the budget arithmetic.
 """
 from __future__ import annotations
@@ -43,7 +44,8 @@ def scheduler_for(cfg: BudgetConfig, policy: BudgetPolicy, validate: bool = True
 
 
 class SchedulerLoop:
-    """The shared state and bookkeeping of a scheduling loop; subclasses supply the passes."""
+    """The shared state, bookkeeping and waiting pass of a scheduling loop; subclasses
+    supply the running pass, ``_pick_victim`` and ``_progress_possible``."""
 
     # The loop's control flow, as the prover's pass skeleton follows it; each loop sets all three.
     drafts_in_grant: ClassVar[bool]  # a decode's grant counts its scheduled drafts

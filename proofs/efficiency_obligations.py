@@ -56,11 +56,12 @@ CHALLENGER = "vllm-adaptive"
 
 def unserved(cfg: PassConfig, slots: Sequence[Slot], r: PassResult) -> IntLike:
     """``decisions.unserved_demand`` after the pass, as the loop's StepRecord reports it."""
-    return decisions.unserved_demand(
-        cfg.params.max_num_seqs, r.running_after, [and_(s.present, not_(run)) for s, run in zip(slots, r.running_after)],
-        [s.num_tokens for s in slots], [ite(sched, 0, s.drafts) for s, sched in zip(slots, r.scheduled)],
-        [ite(sched, before + grant, s.computed)
-         for s, sched, grant, before in zip(slots, r.scheduled, r.grant, r.computed_before)])
+    waiting = [and_(s.present, not_(run)) for s, run in zip(slots, r.running_after)]
+    drafts = [ite(sched, 0, s.drafts) for s, sched in zip(slots, r.scheduled)]
+    computed = [ite(sched, before + grant, s.computed)
+                for s, sched, grant, before in zip(slots, r.scheduled, r.grant, r.computed_before)]
+    return decisions.unserved_demand(cfg.params.max_num_seqs, r.running_after, waiting,
+                                     [s.num_tokens for s in slots], drafts, computed)
 
 
 def _clean(families: Sequence[Family]) -> list[BoolLike]:

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tokenbudget.model import TABLES, BudgetConfig, ConfigError, SchedulerLoop, builtin_policies, get_policy, scheduler_for
+from tokenbudget.model import (
+    TABLES, BudgetConfig, ConfigError, SchedulerLoop, builtin_policies, get_policy, scheduler_for,
+)
 from tokenbudget.model.request import Request, Status
 from tokenbudget.proofs.pass_skeleton import PassConfig, PassResult, Slot, run_pass, scheduler_victim
 from tokenbudget.proofs.violations import VIOLATED
