@@ -101,11 +101,11 @@ def run_model(ops: list[Op]) -> SideResult:
     """Replay ``ops`` on the reference scheduler, checking every step's invariants."""
     t0 = time.perf_counter()
     try:
-        from tokenbudget.model import BudgetConfig, Scheduler, get_policy
+        from tokenbudget.model import BudgetConfig, get_policy, scheduler_for
         from tokenbudget.spec import check_step
     except ImportError as exc:
         raise Unavailable(f"the reference model is not importable: {exc}") from None
-    sched = Scheduler(BudgetConfig.from_dict(CONFIG), get_policy(POLICY))
+    sched = scheduler_for(BudgetConfig.from_dict(CONFIG), get_policy(POLICY))
     result = SideResult(construction_s=time.perf_counter() - t0, add_s=0.0, violations=None)
     violations = 0
 

@@ -1,17 +1,20 @@
-"""The executable reference scheduler and the budget policies of real engines.
+"""The executable reference scheduler (one loop per engine family) and the budget policies of real engines.
 
-A user policy imports what it needs from here: the policy interface, the config, and the
-IntLike helpers its arithmetic must use so that the prover can run it on z3 terms.
+A user policy imports what it needs from here: the policy interface, the config, the
+engine loops (a policy names the one it runs on), and the IntLike helpers its arithmetic
+must use so that the prover can run it on z3 terms.
 """
 from .config import BudgetConfig, ConfigError, Requirement
 from .methods import ALL_METHODS, TABLES
 from .policy import BudgetParams, BudgetPolicy, Budgets
 from .registry import builtin_policies, get_policy
-from .scheduler import Scheduler
+from .fastdeploy_loop import FastDeployLoop
+from .loop import SchedulerLoop, scheduler_for
+from .vllm_loop import VllmLoop
 from ..spec.intlike import BoolLike, IntLike, and_, cdiv, ite, max_, min_, not_, or_
 
 __all__ = [
     "BudgetConfig", "ConfigError", "Requirement", "ALL_METHODS", "TABLES", "BudgetParams", "BudgetPolicy", "Budgets",
-    "builtin_policies", "get_policy", "Scheduler",
+    "builtin_policies", "get_policy", "SchedulerLoop", "scheduler_for", "VllmLoop", "FastDeployLoop",
     "BoolLike", "IntLike", "and_", "cdiv", "ite", "max_", "min_", "not_", "or_",
 ]

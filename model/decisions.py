@@ -1,14 +1,16 @@
-"""The per-request decisions of a scheduling pass, written over IntLike.
+"""The per-request decisions of a scheduling pass and of its output, written over IntLike.
 
-The Scheduler calls these for every request it visits; the prover calls the very same
-functions on z3 terms when it unrolls a pass over symbolic requests. They fix the
-order of vLLM 0.32's clipping: long-prefill threshold, then the policy's budgets, then
-max_model_len for running requests; padding, then threshold, then budgets for
-waiting ones.
+The loops call these for every request they visit; the prover calls the very same
+functions on z3 terms when it unrolls a pass over symbolic requests. Every caller calls
+them through this module (``decisions.running_grant(...)``), so that a patched decision
+is the one both run. They fix the order of vLLM 0.32's clipping: long-prefill
+threshold, then the policy's budgets, then max_model_len for running requests; padding,
+then threshold, then budgets for waiting ones.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from ..spec.intlike import BoolLike, IntLike, and_, ite, max_, min_, not_, or_
 from .policy import BudgetParams, BudgetPolicy, Budgets
@@ -53,17 +55,17 @@ def scheduled_drafts(drafts_in_grant: bool, drafts: IntLike, computed: IntLike, 
 
 
 def admission(policy: BudgetPolicy, p: BudgetParams, budgets: Budgets, demand: IntLike, computed: IntLike,
-              threshold: IntLike, max_model_len: IntLike, k: IntLike, prefill_scheduled: BoolLike,
+              threshold: IntLike, max_model_len: IntLike, k: IntLike, pads: bool, prefill_scheduled: BoolLike,
               running_scheduled: BoolLike, chunked_prefill: BoolLike) -> Admission:
     """Decide for the head of the waiting queue, which wants ``demand`` past ``computed``.
 
-    vLLM pads a 1-token admission to 1 + k when no prefill chunk ran this pass and either a
-    running request was scheduled or the request has computed tokens (a prefix hit), and
-    refuses to schedule it un-padded. Without chunked prefill a request that does not fit
-    whole stops the loop.
+    With ``pads`` (vLLM), a 1-token admission is padded to 1 + k when no prefill chunk ran
+    this pass and either a running request was scheduled or the request has computed
+    tokens (a prefix hit), and is refused un-padded. Without chunked prefill a request that
+    does not fit whole stops the loop.
     """
     pad = and_(
-        policy.pads_short_admissions, k > 0, demand == 1, not_(prefill_scheduled),
+        pads, k > 0, demand == 1, not_(prefill_scheduled),
         or_(running_scheduled, computed > 0), computed + 1 + k + 1 <= max_model_len,
     )
     pad_refused = and_(pad, policy.grant(p, 1 + k, budgets) < 1 + k)
@@ -71,3 +73,61 @@ def admission(policy: BudgetPolicy, p: BudgetParams, budgets: Budgets, demand: I
     grant = policy.grant(p, wanted, budgets)
     unchunked_refused = and_(not_(chunked_prefill), grant < wanted)
     return Admission(grant, pad, or_(pad_refused, unchunked_refused))
+
+
+def victim(priority_scheduling: BoolLike, running: Sequence[BoolLike], priority: Sequence[IntLike],
+           arrival: Sequence[IntLike]) -> list[BoolLike]:
+    """One-hot over requests in running-queue order: the running one vLLM preempts when an
+    allocation fails, the largest (priority, arrival) under priority scheduling, else the
+    tail of the running queue (all False when none runs)."""
+    n = len(running)
+    last, later = [], False
+    for v in range(n - 1, -1, -1):
+        last.append(and_(running[v], not_(later)))
+        later = or_(later, running[v])
+    last.reverse()
+    found: BoolLike = False
+    best: IntLike = 0
+    best_priority: IntLike = 0
+    best_arrival: IntLike = 0
+    for v in range(n):
+        beats = and_(running[v], or_(not_(found), priority[v] > best_priority,
+                                     and_(priority[v] == best_priority, arrival[v] > best_arrival)))
+        best = ite(beats, v, best)
+        best_priority, best_arrival = ite(beats, priority[v], best_priority), ite(beats, arrival[v], best_arrival)
+        found = or_(found, running[v])
+    return [ite(priority_scheduling, and_(running[v], best == v), last[v]) for v in range(n)]
+
+
+def accepted_drafts(padded: BoolLike, accepted: IntLike, drafts: IntLike) -> IntLike:
+    """Drafts of a decode the output accepts: ``accepted`` clipped to those scheduled; a
+    padded admission's placeholders are never accepted."""
+    return ite(padded, 0, max_(0, min_(accepted, drafts)))
+
+
+def computed_after_output(drafts_in_grant: bool, computed: IntLike, computed_before: IntLike, grant: IntLike,
+                          num_tokens: IntLike, taken: IntLike) -> IntLike:
+    """Computed tokens of a decode after its output, ``computed`` (= computed_before +
+    grant) before it. A grant that counts drafts ran rows past the ``num_tokens`` known
+    tokens: the drafts, or fewer when a padded admission was cut short (SPEC.md F1); the
+    ``taken`` accepted ones stay computed and the others roll back. Drafts outside the grant
+    (FastDeploy's worker) add the accepted ones."""
+    if drafts_in_grant:
+        draft_rows = computed_before + grant - num_tokens
+        return computed - (draft_rows - taken)
+    return computed + taken
+
+
+def unserved_demand(max_num_seqs: IntLike, running: Sequence[BoolLike], waiting: Sequence[BoolLike],
+                    num_tokens: Sequence[IntLike], drafts: Sequence[IntLike],
+                    computed: Sequence[IntLike]) -> IntLike:
+    """Tokens queued requests still want after a pass (computed already advanced): what
+    each running request wants, drafts included and never negative, plus what each waiting
+    one wants while a sequence slot is free."""
+    wanted_running: IntLike = 0
+    wanted_waiting: IntLike = 0
+    for run, wait, n, d, c in zip(running, waiting, num_tokens, drafts, computed):
+        wanted_running = wanted_running + ite(run, max_(0, n + d - c), 0)
+        wanted_waiting = wanted_waiting + ite(wait, n - c, 0)
+    num_running = sum((ite(r, 1, 0) for r in running), 0)
+    return wanted_running + ite(num_running < max_num_seqs, wanted_waiting, 0)

@@ -1,12 +1,10 @@
 """FastDeploy's budget policies, from before PR #7438 to PR #7623.
 
-All model ``ResourceManagerV1.schedule`` (fastdeploy/engine/sched/resource_manager_v1.py):
-one ``token_budget`` starting near ``max_num_batched_tokens`` (B), running requests
-first, then waiting ones (skipped after a preemption), both loops while
-``token_budget > 0``. A decoding request is granted 1 token but the worker runs it
-every step with ``1 + k`` rows (``decode_rows`` of the method table), whether or not
-the scheduler visited it. Preemption pops the tail of the running list and never
-refunds the budget.
+All run FastDeploy's pass (``fastdeploy_loop.FastDeployLoop``: ``ResourceManagerV1.schedule``,
+fastdeploy/engine/sched/resource_manager_v1.py) with one ``token_budget`` starting near
+``max_num_batched_tokens`` (B). A decoding request is granted 1 token but the worker
+runs it every step with ``1 + k`` rows (``decode_rows`` of the method table), whether or
+not the scheduler visited it. Preemption never refunds the budget.
 
 Shared simplifications (listed in SPEC.md): the vLLM-style paged KV pool and prefix
 cache of the reference scheduler replace FastDeploy's block reservation heuristics
@@ -19,6 +17,7 @@ from dataclasses import replace
 
 from .config import BudgetConfig, Requirement
 from ..spec.intlike import BoolLike, IntLike, and_, ite, max_, min_, not_
+from .fastdeploy_loop import FastDeployLoop
 from .policy import BudgetParams, BudgetPolicy, Budgets, plain  # noqa: F401 (plain: the PEP 316 contracts)
 
 
@@ -27,8 +26,7 @@ class _FastDeployPolicy(BudgetPolicy):
 
     engine = "fastdeploy"
     table = "fastdeploy"
-    decodes_bypass_budget = True
-    drafts_in_grant = False
+    loop = FastDeployLoop
     refunds = False
     max_seqs = 512
     max_k = 5

@@ -54,9 +54,9 @@ class Budgets:
 
 
 class BudgetPolicy:
-    """Base class of budget policies. Subclasses set the class attributes and override the
-    arithmetic; the docstring of each names the engine, the version or PR, and what it
-    deliberately leaves out.
+    """Base class of budget policies. Subclasses set the class attributes (``loop`` among
+    them, or inherit it from a built-in policy) and override the arithmetic; the docstring
+    of each names the engine, the version or PR, and what it deliberately leaves out.
     """
 
     name: ClassVar[str]
@@ -64,10 +64,7 @@ class BudgetPolicy:
     engine: ClassVar[str]
     version: ClassVar[str]
     table: ClassVar[str] = methods.DEFAULT_TABLE
-    # Loop behaviour of the modelled engine.
-    pads_short_admissions: ClassVar[bool] = False  # vLLM pads a 1-token admission to 1 + k
-    decodes_bypass_budget: ClassVar[bool] = False  # the worker runs every decode each step
-    drafts_in_grant: ClassVar[bool] = True  # a decode's grant counts its scheduled drafts
+    loop: ClassVar[type]  # the engine's loop, a ``loop.SchedulerLoop`` subclass: the pass's control flow
     refunds: ClassVar[bool] = True  # a same-step preemption gives the charge back
 
     # -- configuration ---------------------------------------------------------------

@@ -11,6 +11,7 @@ from .config import ConfigError
 from .fastdeploy_policies import (
     FastDeployDecodeCount, FastDeployMtpOnly, FastDeployReserve, FastDeployReserveCherrypick, FastDeployV0,
 )
+from .loop import SchedulerLoop
 from .policy import BudgetPolicy
 from .vllm_policies import VllmAdaptive, VllmStatic
 
@@ -51,6 +52,10 @@ def get_policy(spec: str) -> BudgetPolicy:
     cls = getattr(module, attr, None)
     if not (isinstance(cls, type) and issubclass(cls, BudgetPolicy)):
         raise ConfigError(f"{spec!r} is not a BudgetPolicy subclass; point --policy at one")
+    loop = getattr(cls, "loop", None)
+    if not (isinstance(loop, type) and issubclass(loop, SchedulerLoop)):
+        raise ConfigError(f"{spec!r} names no scheduling loop; set its loop (e.g. tokenbudget.model.VllmLoop) "
+                          f"or subclass a built-in policy")
     try:
         return cls()
     except Exception as e:

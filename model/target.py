@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Mapping
 
-from . import BudgetConfig, BudgetPolicy, Scheduler
+from . import BudgetConfig, BudgetPolicy, scheduler_for
 from ..spec.records import StepOutcome, StepRecord
 from ..spec.target import Target, describe
 from ..spec.trace import AddOp
@@ -18,13 +18,14 @@ TargetFactory = Callable[[BudgetConfig, BudgetPolicy], Target]
 
 
 class ModelTarget:
-    """The reference scheduler (``model.Scheduler``) as a target; it fills every record field.
+    """The reference scheduler (the policy's loop, ``model.scheduler_for``) as a target; it fills
+    every record field.
 
     Raises ConfigError on construction when ``validate`` and the policy refuses cfg.
     """
 
     def __init__(self, cfg: BudgetConfig, policy: BudgetPolicy, validate: bool = True) -> None:
-        self.scheduler = Scheduler(cfg, policy, validate=validate)
+        self.scheduler = scheduler_for(cfg, policy, validate=validate)
         self.limits = self.scheduler.limits
 
     def add(self, op: AddOp) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from .config import Requirement
 from ..spec.intlike import BoolLike, IntLike, and_, min_, or_
 from .policy import BudgetParams, BudgetPolicy, Budgets, plain  # noqa: F401 (plain: the PEP 316 contracts)
+from .vllm_loop import VllmLoop
 
 
 class _VllmPolicy(BudgetPolicy):
@@ -13,7 +14,7 @@ class _VllmPolicy(BudgetPolicy):
 
     engine = "vllm"
     table = "vllm-0.32"
-    pads_short_admissions = True
+    loop = VllmLoop
 
     def requirements(self, p: BudgetParams) -> list[Requirement]:
         b, s, max_len = p.max_num_batched_tokens, p.max_num_seqs, p.max_model_len

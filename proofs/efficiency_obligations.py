@@ -35,8 +35,8 @@ from typing import Any, Callable, Optional, Sequence
 
 import z3
 
-from ..model import BudgetPolicy, get_policy
-from ..spec.intlike import BoolLike, IntLike, and_, cdiv, ite, max_, not_
+from ..model import BudgetPolicy, decisions, get_policy
+from ..spec.intlike import BoolLike, IntLike, and_, cdiv, ite, not_
 from ..model.replay import ReplayResult, replay_on_model
 from ..spec.trace import Trace
 from .bounded_pass import AbstractState, holds_up_to
@@ -55,17 +55,13 @@ CHALLENGER = "vllm-adaptive"
 
 
 def unserved(cfg: PassConfig, slots: Sequence[Slot], r: PassResult) -> IntLike:
-    """``Scheduler._unserved_demand`` after the pass: what running requests still want
-    (drafts included), plus what waiting ones want while a sequence slot is free."""
-    running: IntLike = 0
-    waiting: IntLike = 0
-    for s, sched, grant, before, run_after in zip(slots, r.scheduled, r.grant, r.computed_before, r.running_after):
-        computed = ite(sched, before + grant, s.computed)
-        drafts = ite(sched, 0, s.drafts)
-        running = running + ite(run_after, max_(0, s.num_tokens + drafts - computed), 0)
-        waiting = waiting + ite(and_(s.present, not_(run_after)), s.num_tokens - s.computed, 0)
-    num_running = sum((ite(c, 1, 0) for c in r.running_after), 0)
-    return running + ite(num_running < cfg.params.max_num_seqs, waiting, 0)
+    """``decisions.unserved_demand`` after the pass, as the loop's StepRecord reports it."""
+    waiting = [and_(s.present, not_(run)) for s, run in zip(slots, r.running_after)]
+    drafts = [ite(sched, 0, s.drafts) for s, sched in zip(slots, r.scheduled)]
+    computed = [ite(sched, before + grant, s.computed)
+                for s, sched, grant, before in zip(slots, r.scheduled, r.grant, r.computed_before)]
+    return decisions.unserved_demand(cfg.params.max_num_seqs, r.running_after, waiting,
+                                     [s.num_tokens for s in slots], drafts, computed)
 
 
 def _clean(families: Sequence[Family]) -> list[BoolLike]:

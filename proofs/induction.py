@@ -47,8 +47,8 @@ from typing import Callable, Optional
 
 import z3
 
-from ..model import BudgetPolicy, Budgets
-from ..model.decisions import admission, running_grant, scheduled_drafts
+from ..model import BudgetPolicy, Budgets, decisions
+from ..spec import grant_rules
 from ..spec.invariants import INVARIANTS, LEDGER
 from .solving import check, solver, value
 from .symbolic import SymbolicConfig
@@ -139,7 +139,8 @@ class _Houdini:
         self.failed: dict[str, str] = {}
         self.dropped: dict[str, str] = {}  # candidate -> the step that broke it
         self.has_input = policy.initial_budgets(self.p, z3.Int("probe_d0")).input is not None
-        self.max_decode_grant = 1 + (self.p.num_speculative_tokens if policy.drafts_in_grant else 0)
+        self.loop = policy.loop
+        self.max_decode_grant = 1 + (self.p.num_speculative_tokens if self.loop.drafts_in_grant else 0)
         self.sums = self._affine_sums()
         self.candidates = self._candidates()
         self.alive = set(self.candidates)
@@ -252,11 +253,11 @@ class _Houdini:
         facts = [demand >= 1, computed >= 0, num_tokens <= p.max_model_len - 1, pre.run - pre.n[0] - pre.n[1] >= 1]
         if cls:  # a decode: only its last sampled token and its drafts are left
             facts += [drafts == p.num_speculative_tokens, pre.visited < pre.d0,
-                      demand == 1 + (drafts if policy.drafts_in_grant else 0)]
+                      demand == 1 + (drafts if self.loop.drafts_in_grant else 0)]
         else:
             facts.append(drafts == 0)
-        bypass = policy.decodes_bypass_budget and cls
-        grant = running_grant(policy, p, pre.budgets, demand, computed, threshold, p.max_model_len, bypass)
+        bypass = self.loop.decodes_bypass_budget and cls
+        grant = decisions.running_grant(policy, p, pre.budgets, demand, computed, threshold, p.max_model_len, bypass)
         take = self._take(demand, computed, threshold, bypass)
         facts += [pre.tail, pre.ahead == 0] if at_tail else [take >= 1, take <= pre.ahead]
         moved = pre.but(ahead=pre.ahead - (0 if at_tail else take), tail=z3.BoolVal(False) if at_tail else pre.tail,
@@ -268,7 +269,8 @@ class _Houdini:
             return Step(f"the running loop skipping {where}", guard, moved.but(clean=z3.BoolVal(False)))
         post = self._granted(moved, cls, grant, grant == take)
         record = Decision(grant, computed,
-                          scheduled_drafts(policy.drafts_in_grant, drafts, computed, grant, num_tokens, cls),
+                          decisions.scheduled_drafts(self.loop.drafts_in_grant, drafts, computed, grant, num_tokens,
+                                                     cls),
                           z3.BoolVal(False), z3.And(not cls, computed < num_tokens - 1))
         return Step(f"a running-loop grant to {where}", z3.And(*facts, grant > 0, may), post, record)
 
@@ -276,8 +278,8 @@ class _Houdini:
         """The full take: ``running_grant`` with budgets larger than the demand."""
         p = self.p
         ample = demand + p.draft_slots + 1
-        return running_grant(self.policy, p, Budgets(ample, ample), demand, computed, threshold, p.max_model_len,
-                             bypass)
+        return decisions.running_grant(self.policy, p, Budgets(ample, ample), demand, computed, threshold,
+                                       p.max_model_len, bypass)
 
     def _admission(self, pre: Point) -> Step:
         policy, p = self.policy, self.p
@@ -285,14 +287,17 @@ class _Houdini:
         threshold = z3.If(z3.Bool(self._name("threshold")), self.sc.long_prefill_token_threshold, 0)
         prefill_scheduled, running_scheduled = (z3.Bool(self._name("prefill_scheduled")),
                                                  z3.Bool(self._name("running_scheduled")))
-        decision = admission(policy, p, pre.budgets, demand, hits, threshold, p.max_model_len,
-                             p.num_speculative_tokens, prefill_scheduled, running_scheduled, p.enable_chunked_prefill)
+        pads = self.loop.pads_short_admissions
+        decision = decisions.admission(policy, p, pre.budgets, demand, hits, threshold, p.max_model_len,
+                                       p.num_speculative_tokens, pads, prefill_scheduled, running_scheduled,
+                                       p.enable_chunked_prefill)
         guard = z3.And(demand >= 1, hits >= 0, hits + demand <= p.max_model_len - 1, pre.ahead == 0,
                        z3.Not(pre.tail), policy.may_schedule(p, pre.budgets), pre.run < p.max_num_seqs,
                        z3.Not(decision.stop), decision.grant > 0)
         ample = demand + p.draft_slots + p.num_speculative_tokens + 1
-        full = admission(policy, p, Budgets(ample, ample), demand, hits, threshold, p.max_model_len,
-                         p.num_speculative_tokens, prefill_scheduled, running_scheduled, p.enable_chunked_prefill)
+        full = decisions.admission(policy, p, Budgets(ample, ample), demand, hits, threshold, p.max_model_len,
+                                   p.num_speculative_tokens, pads, prefill_scheduled, running_scheduled,
+                                   p.enable_chunked_prefill)
         post = self._granted(pre.but(run=pre.run + 1), PREFILL, decision.grant, decision.grant == full.grant)
         record = Decision(decision.grant, hits, z3.If(decision.padded, p.num_speculative_tokens, 0),
                           decision.padded, hits < hits + demand - 1)
@@ -350,7 +355,7 @@ class _Houdini:
         so they take at most ``kept``."""
         start = self._start()
         visited_all = z3.And(pre.ahead == 0, z3.Not(pre.tail))
-        broke = z3.BoolVal(False) if self.policy.decodes_bypass_budget else z3.Not(
+        broke = z3.BoolVal(False) if self.loop.decodes_bypass_budget else z3.Not(
             self.policy.may_schedule(self.p, pre.budgets))
         ended = z3.Or(visited_all, broke, self.p.priority_scheduling)  # a priority victim may end it anywhere
         in_full = z3.And(visited_all, pre.clean, pre.full, self.next_take_bounded)
@@ -379,21 +384,23 @@ class _Houdini:
             demand, computed = z3.Int(self._name("demand")), z3.Int(self._name("computed"))
             threshold = z3.If(z3.Bool(self._name("threshold")), self.sc.long_prefill_token_threshold, 0)
             num_tokens = computed + (1 if cls else demand)
-            bypass = policy.decodes_bypass_budget and cls
-            grant = running_grant(policy, p, budgets, demand, computed, threshold, p.max_model_len, bypass)
-            drafts = scheduled_drafts(policy.drafts_in_grant, k if cls else 0, computed, grant, num_tokens, cls)
+            bypass = self.loop.decodes_bypass_budget and cls
+            grant = decisions.running_grant(policy, p, budgets, demand, computed, threshold, p.max_model_len, bypass)
+            drafts = decisions.scheduled_drafts(self.loop.drafts_in_grant, k if cls else 0, computed, grant,
+                                                num_tokens, cls)
             facts = [demand >= 1, computed >= 0, num_tokens <= p.max_model_len - 1,
-                     *([demand == 1 + (k if policy.drafts_in_grant else 0)] if cls else []),
+                     *([demand == 1 + (k if self.loop.drafts_in_grant else 0)] if cls else []),
                      grant > 0, grant == self._take(demand, computed, threshold, bypass)]
             cases.append((facts, computed, grant, num_tokens, drafts, z3.BoolVal(False)))
         demand, hits = z3.Int(self._name("demand")), z3.Int(self._name("hits"))
         threshold = z3.If(z3.Bool(self._name("threshold")), self.sc.long_prefill_token_threshold, 0)
         flags = (z3.Bool(self._name("prefill_scheduled")), z3.Bool(self._name("running_scheduled")))
-        decision = admission(policy, p, budgets, demand, hits, threshold, p.max_model_len, k, *flags,
-                             p.enable_chunked_prefill)
+        pads = self.loop.pads_short_admissions
+        decision = decisions.admission(policy, p, budgets, demand, hits, threshold, p.max_model_len, k, pads, *flags,
+                                       p.enable_chunked_prefill)
         ample = demand + p.draft_slots + k + 1
-        full = admission(policy, p, Budgets(ample, ample), demand, hits, threshold, p.max_model_len, k, *flags,
-                         p.enable_chunked_prefill)
+        full = decisions.admission(policy, p, Budgets(ample, ample), demand, hits, threshold, p.max_model_len, k,
+                                   pads, *flags, p.enable_chunked_prefill)
         facts = [demand >= 1, hits >= 0, hits + demand <= p.max_model_len - 1, z3.Not(decision.stop),
                  decision.grant > 0, decision.grant == full.grant]
         cases.append((facts, hits, decision.grant, hits + demand, z3.If(decision.padded, k, 0), decision.padded))
@@ -402,10 +409,11 @@ class _Houdini:
             after = computed + grant
             emitted = num_tokens + 1 + taken  # the sampled token and the accepted drafts
             done = after >= num_tokens
-            next_demand = z3.If(done, 1 + (k if policy.drafts_in_grant else 0), num_tokens - after)
-            next_computed = z3.If(done, emitted - 1, after)
+            next_demand = z3.If(done, 1 + (k if self.loop.drafts_in_grant else 0), num_tokens - after)
+            next_computed = z3.If(done, decisions.computed_after_output(self.loop.drafts_in_grant, after, computed,
+                                                                        grant, num_tokens, taken), after)
             threshold = self.sc.long_prefill_token_threshold
-            next_take = z3.If(done, self._take(next_demand, next_computed, threshold, policy.decodes_bypass_budget),
+            next_take = z3.If(done, self._take(next_demand, next_computed, threshold, self.loop.decodes_bypass_budget),
                               self._take(next_demand, next_computed, threshold, False))
             s = solver(self.timeout_s, *self.config, *facts, taken >= 0, taken <= z3.If(padded, 0, drafts),
                        z3.Implies(done, emitted <= p.max_model_len - 1), next_take > grant)
@@ -465,9 +473,8 @@ class _Houdini:
         assert d is not None
         k = p.num_speculative_tokens
         properties = {
-            "model-len": d.computed + d.grant + 1 <= p.max_model_len,
-            "spec-shape": z3.And(d.drafts <= k, z3.Not(z3.And(d.drafts > 0, d.prefill)),
-                                 z3.Implies(d.padded, z3.And(d.grant == 1 + k, d.drafts == k))),
+            "model-len": grant_rules.fits_model_len(d.computed, d.grant, p.max_model_len),
+            "spec-shape": grant_rules.spec_shape(d.grant, d.drafts, d.padded, d.prefill, k),
         }
         for name, holds in properties.items():
             if name in self.failed:

@@ -1,11 +1,13 @@
 """One scheduling pass over N request slots, unrolled, on ints or z3 terms alike.
 
 This is the prover's loop skeleton: the only code here that is not the model's. It
-strings the slots together the way ``Scheduler.schedule`` walks its queues, and for
-every decision calls the model itself: the policy's ``initial_budgets``,
-``may_schedule``, ``charge``, ``refund``, ``runner_rows`` and ``spend``, and
-``decisions.running_grant``, ``admission`` and ``scheduled_drafts``. Every Python
-``if`` of the Scheduler that depends on a value becomes a condition here, so the loop
+strings the slots together the way the policy's loop (``model/vllm_loop.py``,
+``model/fastdeploy_loop.py``, both on ``model/loop.py``) walks its queues, following the
+loop's stated control flow (``drafts_in_grant``, ``pads_short_admissions``,
+``decodes_bypass_budget``), and for every decision calls the model itself: the policy's
+``initial_budgets``, ``may_schedule``, ``charge``, ``refund``, ``runner_rows`` and
+``spend``, the ``decisions`` of a pass and ``grant_rules.kv_slots_needed``. Every Python
+``if`` of a loop that depends on a value becomes a condition here, so the loop
 structure itself (break versus continue, the FastDeploy stop flag, the preemption loop
 and its victims, skipping the waiting loop after a preemption, the sequence cap) is
 part of what a proof covers.
@@ -13,7 +15,7 @@ part of what a proof covers.
 Queues are slot order: running requests in running order, waiting ones in waiting
 order, each slot in at most one. Where a slot's KV blocks come from is the KV model's
 business (``KVModel``): the prover's abstract one, or the exact one of the search for
-replayable counterexamples. ``tests/test_proofs_pass.py`` runs concrete Scheduler
+replayable counterexamples. ``tests/test_proofs_pass.py`` runs concrete loop
 states through this skeleton and compares.
 """
 from __future__ import annotations
@@ -21,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
-from ..model import BudgetParams, BudgetPolicy, Budgets
-from ..model.decisions import admission, running_grant, scheduled_drafts
+from ..model import BudgetParams, BudgetPolicy, Budgets, decisions
+from ..spec import grant_rules
 from ..spec.intlike import BoolLike, IntLike, and_, ite, min_, not_, or_
 
 
@@ -47,7 +49,7 @@ VictimRule = Callable[["PassConfig", Sequence[Slot], Sequence[BoolLike]], list[B
 @dataclass(frozen=True)
 class PassConfig:
     """What the pass reads besides the policy's BudgetParams; ``victim`` is the
-    Scheduler's rule (``scheduler_victim``) or a sound over-approximation of it."""
+    loop's rule (``scheduler_victim``) or a sound over-approximation of it."""
 
     policy: BudgetPolicy
     params: BudgetParams
@@ -106,7 +108,7 @@ class PassResult:
     preempted: list[BoolLike]
     running_after: list[BoolLike]
     ledger: list[LedgerEvent] = field(default_factory=list)
-    crashed: BoolLike = False  # the waiting loop admitted a grant <= 0 (the Scheduler asserts)
+    crashed: BoolLike = False  # the waiting loop admitted a grant <= 0 (the loop asserts)
 
     @property
     def any_preempted(self) -> BoolLike:
@@ -126,8 +128,8 @@ def count(conds: Sequence[BoolLike]) -> IntLike:
 
 
 def run_pass(cfg: PassConfig, slots: Sequence[Slot], kv: KVModel) -> PassResult:
-    """``Scheduler.schedule`` over the slots: the running loop, then the waiting loop unless
-    it preempted. Computed tokens are not advanced here (see ``advance``)."""
+    """``SchedulerLoop.schedule`` over the slots: the running loop, then the waiting loop
+    unless it preempted. Computed tokens are not advanced here."""
     policy, p = cfg.policy, cfg.params
     n = len(slots)
     num_decoding = count([and_(s.present, s.running, s.decoding) for s in slots])
@@ -147,28 +149,30 @@ def run_pass(cfg: PassConfig, slots: Sequence[Slot], kv: KVModel) -> PassResult:
 
 def _running_loop(cfg: PassConfig, slots: Sequence[Slot], kv: KVModel, out: PassResult,
                   threshold: IntLike) -> BoolLike:
-    policy, p = cfg.policy, cfg.params
+    policy, p, loop = cfg.policy, cfg.params, cfg.policy.loop
     max_len = p.max_model_len
     active: BoolLike = True  # the loop has not broken
     stopped: BoolLike = False  # FastDeploy: stopped visiting, but still runs every decode
     prefill_scheduled: BoolLike = False
     for i, s in enumerate(slots):
         visit = and_(active, out.running_after[i])
-        bypass = and_(policy.decodes_bypass_budget, s.decoding)
+        bypass = and_(loop.decodes_bypass_budget, s.decoding)
         may = policy.may_schedule(p, out.budgets)
-        if policy.decodes_bypass_budget:
+        if loop.decodes_bypass_budget:
             skip = and_(visit, not_(bypass), or_(stopped, not_(may)))
             stopped = or_(stopped, skip)
         else:
             skip = and_(visit, not_(may))
             active = and_(active, not_(skip))
         go = and_(visit, not_(skip))
-        pending = s.num_tokens + s.drafts if policy.drafts_in_grant else s.num_tokens
-        grant = running_grant(policy, p, out.budgets, pending - s.computed, s.computed, threshold, max_len, bypass)
+        pending = s.num_tokens + s.drafts if loop.drafts_in_grant else s.num_tokens
+        grant = decisions.running_grant(policy, p, out.budgets, pending - s.computed, s.computed, threshold, max_len,
+                                        bypass)
         tries = and_(go, grant > 0)
-        drafts = scheduled_drafts(policy.drafts_in_grant, s.drafts, s.computed, grant, s.num_tokens, s.decoding)
-        kv_tokens = grant if policy.drafts_in_grant else grant + drafts  # drafts outside the grant write KV too
-        need_slots = min_(s.computed + kv_tokens + cfg.lookahead, max_len)
+        drafts = decisions.scheduled_drafts(loop.drafts_in_grant, s.drafts, s.computed, grant, s.num_tokens,
+                                            s.decoding)
+        kv_tokens = grant if loop.drafts_in_grant else grant + drafts  # drafts outside the grant write KV too
+        need_slots = grant_rules.kv_slots_needed(s.computed, kv_tokens, cfg.lookahead, max_len)
         self_preempted: BoolLike = False
         for _ in range(len(slots)):  # each round preempts one victim while the allocation fails
             fails = and_(tries, not_(self_preempted), not_(kv.running_fits(i, need_slots)))
@@ -186,24 +190,11 @@ def _running_loop(cfg: PassConfig, slots: Sequence[Slot], kv: KVModel, out: Pass
 
 
 def scheduler_victim(cfg: PassConfig, slots: Sequence[Slot], running: Sequence[BoolLike]) -> list[BoolLike]:
-    """One-hot: the running request the Scheduler preempts (the largest (priority, arrival)
-    under priority scheduling, the tail of the running queue under FCFS)."""
-    last, later = [], False
-    for v in range(len(slots) - 1, -1, -1):
-        last.append(and_(running[v], not_(later)))
-        later = or_(later, running[v])
-    last.reverse()
-    found: BoolLike = False
-    best: IntLike = 0
-    best_priority: IntLike = 0
-    best_arrival: IntLike = 0
-    for v, s in enumerate(slots):
-        beats = and_(running[v], or_(not_(found), s.priority > best_priority,
-                                     and_(s.priority == best_priority, s.arrival > best_arrival)))
-        best = ite(beats, v, best)
-        best_priority, best_arrival = ite(beats, s.priority, best_priority), ite(beats, s.arrival, best_arrival)
-        found = or_(found, running[v])
-    return [ite(cfg.priority_scheduling, and_(running[v], best == v), last[v]) for v in range(len(slots))]
+    """One-hot: the running request the loop preempts (``decisions.victim``: the largest
+    (priority, arrival) under priority scheduling, the tail of the running queue under
+    FCFS, the only order FastDeploy schedules in)."""
+    return decisions.victim(cfg.priority_scheduling, running, [s.priority for s in slots],
+                            [s.arrival for s in slots])
 
 
 def _preempt(cfg: PassConfig, kv: KVModel, out: PassResult, victims: Sequence[BoolLike]) -> None:
@@ -260,9 +251,10 @@ def _waiting_loop(cfg: PassConfig, slots: Sequence[Slot], kv: KVModel, out: Pass
     for i, s in enumerate(slots):
         visit = and_(active, s.present, not_(s.running))
         hits = kv.hits(i)
-        decision = admission(policy, p, out.budgets, s.num_tokens - hits, hits, threshold, max_len, k,
-                             prefill_scheduled, running_scheduled, p.enable_chunked_prefill)
-        need_slots = min_(hits + decision.grant + cfg.lookahead, max_len)
+        decision = decisions.admission(policy, p, out.budgets, s.num_tokens - hits, hits, threshold, max_len, k,
+                                       policy.loop.pads_short_admissions, prefill_scheduled, running_scheduled,
+                                       p.enable_chunked_prefill)
+        need_slots = grant_rules.kv_slots_needed(hits, decision.grant, cfg.lookahead, max_len)
         fits = kv.admission_fits(i, hits, need_slots, min_(s.num_tokens, max_len))
         admit = and_(visit, policy.may_schedule(p, out.budgets), running < p.max_num_seqs, not_(decision.stop), fits)
         active = and_(active, or_(not_(visit), admit))

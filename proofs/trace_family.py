@@ -25,7 +25,7 @@ from typing import Any, Optional
 
 import z3
 
-from ..model import BudgetPolicy, builtin_policies
+from ..model import BudgetPolicy, builtin_policies, decisions
 from ..spec.intlike import BoolLike, IntLike, and_, ite, max_, min_, not_, or_
 from ..spec.trace import AddOp, StepExpectation, StepOp, Trace, ViolationExpectation
 from .pass_skeleton import PassConfig, PassResult, Slot, count, run_pass, scheduler_victim
@@ -171,9 +171,9 @@ class Family:
                                                    slots[i].priority <= slots[j].priority))
 
     def _update(self, slots: list[Slot], result: PassResult, m: int) -> list[Slot]:
-        """The end of ``Scheduler.schedule`` (computed tokens advance) and
+        """The end of ``SchedulerLoop.schedule`` (computed tokens advance) and
         ``update_from_output`` with each request's accepted drafts; nothing may finish."""
-        p, policy, k = self.sc.params, self.policy, self.sc.k
+        p, loop, k = self.sc.params, self.policy.loop, self.sc.k
         max_len = p.max_model_len
         out = []
         for j, s in enumerate(slots):
@@ -181,13 +181,9 @@ class Family:
             computed = ite(sched, result.computed_before[j] + result.grant[j], s.computed)
             prefill_chunk = ite(sched, computed < s.num_tokens, not_(s.decoding))
             emits = and_(sched, not_(prefill_chunk))
-            ds = result.drafts[j]
-            taken = ite(result.padded[j], 0, max_(0, min_(self.requests[j].accepted[m], ds)))
-            if policy.drafts_in_grant:
-                draft_rows = result.computed_before[j] + result.grant[j] - s.num_tokens
-                after = computed - (draft_rows - taken)
-            else:
-                after = computed + taken
+            taken = decisions.accepted_drafts(result.padded[j], self.requests[j].accepted[m], result.drafts[j])
+            after = decisions.computed_after_output(loop.drafts_in_grant, computed, result.computed_before[j],
+                                                    result.grant[j], s.num_tokens, taken)
             num_tokens = ite(emits, s.num_tokens + min_(1 + taken, max_len - s.num_tokens), s.num_tokens)
             self.constraints.append(or_(not_(emits), num_tokens < max_len))
             out.append(Slot(s.present, result.running_after[j], ite(emits, True, and_(s.decoding, not_(sched))),

@@ -1,9 +1,10 @@
 """The step invariants of ``spec/invariants.py`` as conditions on a symbolic pass.
 
 ``spec`` judges StepRecords with Python predicates that cannot run on z3 terms, so the
-prover states each invariant once more here, over the PassResult of the skeleton; each
-function is True (or a z3 term that is true) exactly when the spec predicate would
-report a violation of that id in the step. The restatements are kept honest from both
+prover states the ledger invariants once more here, over the PassResult of the skeleton;
+``model-len`` and ``spec-shape`` call the spec's own per-grant predicates
+(``spec/grant_rules.py``). Each function is True (or a z3 term that is true) exactly when
+the spec would report a violation of that id in the step. The restatements are kept honest from both
 sides: every counterexample trace is judged by the spec's own predicates on replay,
 and ``tests/test_proofs_pass.py`` compares these with ``spec.check_step`` on concrete
 passes.
@@ -12,7 +13,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..spec.intlike import BoolLike, IntLike, and_, ite, max_, min_, or_
+from ..spec import grant_rules
+from ..spec.intlike import BoolLike, IntLike, and_, ite, max_, min_, not_, or_
 from .pass_skeleton import PassConfig, PassResult
 
 Violated = Callable[[PassConfig, PassResult], BoolLike]
@@ -52,15 +54,14 @@ def seq_cap(cfg: PassConfig, r: PassResult) -> BoolLike:
 
 def model_len(cfg: PassConfig, r: PassResult) -> BoolLike:
     max_len = cfg.params.max_model_len
-    return or_(*(and_(s, c + g + 1 > max_len) for s, c, g in zip(r.scheduled, r.computed_before, r.grant)))
+    return or_(*(and_(s, not_(grant_rules.fits_model_len(c, g, max_len)))
+                 for s, c, g in zip(r.scheduled, r.computed_before, r.grant)))
 
 
 def spec_shape(cfg: PassConfig, r: PassResult) -> BoolLike:
     k = cfg.params.num_speculative_tokens
-    bad = []
-    for s, g, d, pad, pre in zip(r.scheduled, r.grant, r.drafts, r.padded, r.prefill):
-        bad.append(and_(s, or_(d > k, and_(d > 0, pre), and_(pad, or_(g != 1 + k, d != k)))))
-    return or_(*bad)
+    return or_(*(and_(s, not_(grant_rules.spec_shape(g, d, pad, pre, k)))
+                 for s, g, d, pad, pre in zip(r.scheduled, r.grant, r.drafts, r.padded, r.prefill)))
 
 
 VIOLATED: dict[str, Violated] = {

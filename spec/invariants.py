@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any, Callable, Mapping, Optional
 
+from . import grant_rules
 from .records import RequestState, RunRecord, StepRecord
 
 LEDGER, STEP, RUN, CONFIG, EFFICIENCY = "ledger", "step", "run", "config", "efficiency"
@@ -165,7 +166,7 @@ def kv_capacity(rec: StepRecord) -> list[Breach]:
     if rec.kv_blocks_in_use > lim.num_kv_blocks:
         out.append((rec.step, f"{rec.kv_blocks_in_use} blocks in use, pool {lim.num_kv_blocks}"))
     for rid, grant in rec.num_scheduled_tokens.items():
-        need = min(rec.computed_before[rid] + grant + lim.lookahead, lim.max_model_len)
+        need = grant_rules.kv_slots_needed(rec.computed_before[rid], grant, lim.lookahead, lim.max_model_len)
         held = len(rec.block_tables.get(rid, ())) * lim.block_size
         if held < need:
             out.append((rec.step,
@@ -190,10 +191,9 @@ def model_len(rec: StepRecord) -> list[Breach]:
     out = []
     max_len = rec.limits.max_model_len
     for rid, grant in rec.num_scheduled_tokens.items():
-        if rec.computed_before[rid] + grant + 1 > max_len:
-            out.append((rec.step,
-                        f"{rid}: computed {rec.computed_before[rid]} + granted {grant} + 1 sampled "
-                        f"> max_model_len {max_len}"))
+        if not grant_rules.fits_model_len(rec.computed_before[rid], grant, max_len):
+            out.append((rec.step, f"{rid}: computed {rec.computed_before[rid]} + granted {grant} + 1 sampled "
+                                  f"> max_model_len {max_len}"))
     return out
 
 
@@ -203,15 +203,14 @@ def spec_shape(rec: StepRecord) -> list[Breach]:
     k = rec.limits.num_speculative_tokens
     out = []
     for rid, drafts in rec.scheduled_draft_tokens.items():
-        if drafts > k:
+        if not grant_rules.drafts_within_k(drafts, k):
             out.append((rec.step, f"{rid} scheduled {drafts} drafts, k = {k}"))
-        if drafts and rid in rec.prefill:
+        if not grant_rules.prefill_without_drafts(drafts, rid in rec.prefill):
             out.append((rec.step, f"prefill chunk of {rid} carries {drafts} drafts"))
     for rid in rec.padded:
-        if rec.num_scheduled_tokens[rid] != 1 + k or rec.scheduled_draft_tokens.get(rid, 0) != k:
-            out.append((rec.step,
-                        f"padded decode {rid} got {rec.num_scheduled_tokens[rid]} rows with "
-                        f"{rec.scheduled_draft_tokens.get(rid, 0)} drafts, not 1 + k = {1 + k}"))
+        if not grant_rules.padded_shape(rec.num_scheduled_tokens[rid], rec.scheduled_draft_tokens.get(rid, 0), k):
+            out.append((rec.step, f"padded decode {rid} got {rec.num_scheduled_tokens[rid]} rows with "
+                                  f"{rec.scheduled_draft_tokens.get(rid, 0)} drafts, not 1 + k = {1 + k}"))
     return out
 
 

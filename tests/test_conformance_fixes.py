@@ -2,7 +2,7 @@
 trace for each, replayed on vLLM by tests/test_vllm_target.py)."""
 from __future__ import annotations
 
-from tokenbudget.model import BudgetConfig, Scheduler, get_policy
+from tokenbudget.model import BudgetConfig, get_policy, scheduler_for
 from tokenbudget.model.findings import FINDINGS
 from tokenbudget.model.kv_pool import KVBlockPool
 from tokenbudget.model.request import Request
@@ -18,7 +18,7 @@ def request(rid: str, prompt: int, group: str | None = None, prefix: int = 0) ->
 
 def test_eagle_family_hits_give_back_their_last_block() -> None:
     def hit_blocks(method: str) -> int:
-        s = Scheduler(BudgetConfig(max_num_batched_tokens=64, max_num_seqs=4, num_speculative_tokens=2,
+        s = scheduler_for(BudgetConfig(max_num_batched_tokens=64, max_num_seqs=4, num_speculative_tokens=2,
                                    method=method, block_size=4, max_model_len=64), get_policy("vllm-adaptive"))
         s.add_request("a", 12, 4, prefix_group="sys", prefix_len=12)
         s.update_from_output(s.schedule())
@@ -30,7 +30,7 @@ def test_eagle_family_hits_give_back_their_last_block() -> None:
 
 
 def test_a_waiting_request_is_admitted_only_if_its_whole_sequence_fits() -> None:
-    s = Scheduler(BudgetConfig(max_num_batched_tokens=16, max_num_seqs=4, block_size=4, num_kv_blocks=8,
+    s = scheduler_for(BudgetConfig(max_num_batched_tokens=16, max_num_seqs=4, block_size=4, num_kv_blocks=8,
                                max_model_len=32), get_policy("vllm-adaptive"))
     s.add_request("a", 20, 2)
     s.update_from_output(s.schedule())

@@ -15,7 +15,7 @@ from tokenbudget.fuzz.session import fuzz, run_machine
 from tokenbudget.spec.shrink import shrink
 from tokenbudget.model.target import ModelTarget
 from tokenbudget.fuzz.request_shapes import request_shapes, resolve
-from tokenbudget.model import BudgetConfig, BudgetPolicy, Scheduler, builtin_policies, get_policy
+from tokenbudget.model import BudgetConfig, BudgetPolicy, builtin_policies, get_policy, scheduler_for
 from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.records import StepOutcome, StepRecord
 from tokenbudget.spec.trace import Trace, ViolationExpectation, load_trace
@@ -55,7 +55,7 @@ def test_every_request_shape_resolves_to_a_request_the_scheduler_accepts(cfg: Bu
     d = int(pol.params(cfg).draft_slots)
     op = resolve(shape, cfg, max(1, cfg.max_num_batched_tokens - d), d, index)  # type: ignore[arg-type]
     assert 1 <= op.prompt_len < cfg.max_model_len and 0 <= op.prefix_len <= op.prompt_len
-    Scheduler(cfg, pol).add_request(op.id, op.prompt_len, op.max_tokens, op.priority, op.prefix_group,
+    scheduler_for(cfg, pol).add_request(op.id, op.prompt_len, op.max_tokens, op.priority, op.prefix_group,
                                     op.prefix_len)
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from tokenbudget.spec.execution import Execution, TargetDead
 from tokenbudget.model.target import ModelTarget
-from tokenbudget.model import BudgetConfig, Scheduler, get_policy
+from tokenbudget.model import BudgetConfig, SchedulerLoop, get_policy, scheduler_for
 from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.trace import AbortOp, AddOp, StepOp, Trace
 
@@ -22,7 +22,7 @@ def test_execution_records_what_the_scheduler_does() -> None:
     assert run.events == [("add", "0"), ("add", "1"), ("step", 0), ("step", 1), ("abort", "1"), ("step", 2),
                           ("step", 3)]
     assert run.added["0"].status == "waiting" and run.added["0"].num_prompt_tokens == 10
-    sched = Scheduler(CFG, get_policy("vllm-adaptive"))
+    sched = scheduler_for(CFG, get_policy("vllm-adaptive"))
     sched.add_request("0", 10, 3)
     sched.add_request("1", 10, 3)
     assert run.steps[0].num_scheduled_tokens == sched.schedule().num_scheduled_tokens == {"0": 10, "1": 4}
@@ -51,10 +51,10 @@ def test_an_exception_in_the_pass_becomes_the_record_error_and_ends_the_run(monk
     execution = Execution(ModelTarget(CFG, get_policy("vllm-adaptive")))
     execution.apply(AddOp("0", 10, 3))
 
-    def broken(self: Scheduler) -> None:
+    def broken(self: SchedulerLoop) -> None:
         raise RuntimeError("planted")
 
-    monkeypatch.setattr(Scheduler, "schedule", broken)
+    monkeypatch.setattr(SchedulerLoop, "schedule", broken)
     record = execution.apply(StepOp())
     assert record is not None and record.error is not None and record.error.startswith("RuntimeError: planted (")
     assert record.num_scheduled_tokens == {} and record.waiting == ("0",)  # the queues as they were
@@ -67,10 +67,10 @@ def test_an_exception_applying_the_output_keeps_the_pass(monkeypatch: pytest.Mon
     execution = Execution(ModelTarget(CFG, get_policy("vllm-adaptive")))
     execution.apply(AddOp("0", 10, 3))
 
-    def broken(self: Scheduler, record: object, accepted: object = None) -> None:
+    def broken(self: SchedulerLoop, record: object, accepted: object = None) -> None:
         raise AssertionError("planted")
 
-    monkeypatch.setattr(Scheduler, "update_from_output", broken)
+    monkeypatch.setattr(SchedulerLoop, "update_from_output", broken)
     record = execution.apply(StepOp())
     assert record is not None and record.num_scheduled_tokens == {"0": 10}
     assert record.error is not None and "AssertionError: planted" in record.error
@@ -78,14 +78,14 @@ def test_an_exception_applying_the_output_keeps_the_pass(monkeypatch: pytest.Mon
 
 
 def test_replay_reports_a_target_error_and_stops(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = Scheduler.schedule
+    original = SchedulerLoop.schedule
 
-    def second_step_fails(self: Scheduler) -> object:
+    def second_step_fails(self: SchedulerLoop) -> object:
         if self.num_steps == 1:
             raise RuntimeError("planted")
         return original(self)
 
-    monkeypatch.setattr(Scheduler, "schedule", second_step_fails)
+    monkeypatch.setattr(SchedulerLoop, "schedule", second_step_fails)
     result = replay_on_model(Trace("vllm-adaptive", CFG.to_dict(), OPS))
     assert len(result.steps) == 2 and not result.ok
     assert result.errors and result.errors[0].startswith("step 1: RuntimeError: planted")

@@ -7,7 +7,7 @@ import pytest
 import z3
 
 from tokenbudget.model import BudgetConfig, builtin_policies, get_policy
-from tokenbudget.model.decisions import admission, running_grant
+from tokenbudget.model import decisions
 from tokenbudget.spec.intlike import and_, cdiv, ite, max_, min_, not_, or_
 from tokenbudget.model.policy import BudgetParams
 
@@ -64,18 +64,70 @@ def test_policy_arithmetic_agrees_on_ints_and_terms(name):
             concrete = policy.initial_budgets(p, decoding)
             symbolic = policy.initial_budgets(sym, z3.IntVal(decoding))
             assert evaluate(z3.substitute(z3.IntVal(0) + symbolic.token, *pairs)) == concrete.token
-            grant = running_grant(policy, p, concrete, demand, computed, 512, 1024, False)
-            sym_grant = running_grant(policy, sym, symbolic, z3.IntVal(demand), z3.IntVal(computed), z3.IntVal(512),
-                                      z3.IntVal(1024), False)
+            grant = decisions.running_grant(policy, p, concrete, demand, computed, 512, 1024, False)
+            sym_grant = decisions.running_grant(policy, sym, symbolic, z3.IntVal(demand), z3.IntVal(computed),
+                                                z3.IntVal(512), z3.IntVal(1024), False)
             assert evaluate(z3.substitute(sym_grant, *pairs)) == grant
-            adm = admission(policy, p, concrete, demand, computed, 0, 1024, cfg.num_speculative_tokens, False, True,
-                            True)
-            sym_adm = admission(policy, sym, symbolic, z3.IntVal(demand), z3.IntVal(computed), z3.IntVal(0),
-                                z3.IntVal(1024), z3.IntVal(cfg.num_speculative_tokens), z3.BoolVal(False),
-                                z3.BoolVal(True), z3.BoolVal(True))
+            pads = policy.loop.pads_short_admissions
+            adm = decisions.admission(policy, p, concrete, demand, computed, 0, 1024, cfg.num_speculative_tokens, pads,
+                                      False, True, True)
+            sym_adm = decisions.admission(policy, sym, symbolic, z3.IntVal(demand), z3.IntVal(computed), z3.IntVal(0),
+                                          z3.IntVal(1024), z3.IntVal(cfg.num_speculative_tokens), pads,
+                                          z3.BoolVal(False), z3.BoolVal(True), z3.BoolVal(True))
             assert evaluate(z3.substitute(sym_adm.grant, *pairs)) == adm.grant
             assert evaluate(z3.substitute(z3.simplify(z3.And(sym_adm.stop, True)), *pairs)) == bool(adm.stop)
             assert evaluate(z3.substitute(z3.IntVal(0) + policy.charge(sym, sym_grant, False).token, *pairs)) == \
                 policy.charge(p, grant, False).token
             assert bool(policy.may_schedule(p, concrete)) == evaluate(
                 z3.substitute(z3.And(policy.may_schedule(sym, symbolic), True), *pairs))
+
+
+def test_victim_rule_on_ints_and_terms():
+    """``decisions.victim`` picks vLLM's victim, ``max(running, key=(priority, arrival))``
+    or the tail of the running queue, on ints and on z3 terms alike."""
+    rng = random.Random(0)
+    for _ in range(200):
+        n = rng.randint(1, 6)
+        running = [rng.random() < 0.7 for _ in range(n)]
+        priority, arrival = [rng.randint(0, 2) for _ in range(n)], rng.sample(range(20), n)
+        for priority_scheduling in (False, True):
+            onehot = decisions.victim(priority_scheduling, running, priority, arrival)
+            candidates = [v for v in range(n) if running[v]]
+            if not candidates:
+                assert not any(onehot)
+                continue
+            expected = (max(candidates, key=lambda v: (priority[v], arrival[v])) if priority_scheduling
+                        else candidates[-1])
+            assert onehot == [v == expected for v in range(n)]
+            terms = decisions.victim(z3.BoolVal(priority_scheduling), [z3.BoolVal(r) for r in running],
+                                     [z3.IntVal(x) for x in priority], [z3.IntVal(x) for x in arrival])
+            assert [evaluate(t) for t in terms] == onehot
+
+
+def test_output_and_demand_decisions_on_ints_and_terms():
+    rng = random.Random(1)
+    for _ in range(200):
+        before, grant, num_tokens = rng.randint(0, 20), rng.randint(1, 6), rng.randint(1, 30)
+        padded, accepted, drafts = rng.random() < 0.2, rng.randint(0, 5), rng.randint(-1, 4)
+        taken = decisions.accepted_drafts(padded, accepted, drafts)
+        assert taken == (0 if padded else max(0, min(accepted, drafts)))
+        assert evaluate(decisions.accepted_drafts(z3.BoolVal(padded), z3.IntVal(accepted), z3.IntVal(drafts))) == taken
+        for in_grant in (False, True):
+            after = decisions.computed_after_output(in_grant, before + grant, before, grant, num_tokens, taken)
+            assert after == (num_tokens + taken if in_grant else before + grant + taken)
+            assert evaluate(decisions.computed_after_output(in_grant, z3.IntVal(before + grant), z3.IntVal(before),
+                                                            z3.IntVal(grant), z3.IntVal(num_tokens),
+                                                            z3.IntVal(taken))) == after
+        n = rng.randint(0, 5)
+        running = [rng.random() < 0.5 for _ in range(n)]
+        tokens, drafts_, computed = ([rng.randint(0, 9) for _ in range(n)] for _ in range(3))
+        seqs = rng.randint(1, 4)
+        unserved = decisions.unserved_demand(seqs, running, [not r for r in running], tokens, drafts_, computed)
+        wanted = sum(max(0, t + d - c) for r, t, d, c in zip(running, tokens, drafts_, computed) if r)
+        if sum(running) < seqs:
+            wanted += sum(t - c for r, t, c in zip(running, tokens, computed) if not r)
+        assert unserved == wanted
+        term = decisions.unserved_demand(z3.IntVal(seqs), [z3.BoolVal(r) for r in running],
+                                         [z3.BoolVal(not r) for r in running], *([z3.IntVal(x) for x in xs]
+                                                                                 for xs in (tokens, drafts_, computed)))
+        assert evaluate(z3.IntVal(0) + term) == unserved

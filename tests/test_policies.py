@@ -143,6 +143,8 @@ def test_get_policy_errors_are_one_line():
         get_policy("no_such_module_xyz:Policy")
     with pytest.raises(ConfigError, match="not a BudgetPolicy"):
         get_policy("tokenbudget.model.config:BudgetConfig")
+    with pytest.raises(ConfigError, match="names no scheduling loop"):
+        get_policy("tokenbudget.model.policy:BudgetPolicy")
 
 
 def test_user_policy_by_module_path():

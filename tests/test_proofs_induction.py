@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from tokenbudget.model import BudgetConfig, Budgets, ConfigError, Scheduler, builtin_policies, get_policy
+from tokenbudget.model import BudgetConfig, Budgets, ConfigError, builtin_policies, get_policy, scheduler_for
 from tokenbudget.model.vllm_policies import VllmAdaptive
 from tokenbudget.proofs.induction import prove_by_induction
 from tokenbudget.proofs.obligation_table import all_obligations, decide
@@ -82,7 +82,7 @@ def test_what_induction_proves_no_random_run_breaks(policy: str) -> None:
         knobs["num_kv_blocks"] = -(-knobs["max_model_len"] // knobs["block_size"]) + rng.randint(0, 8)
         knobs["long_prefill_token_threshold"] = rng.choice([0, 0, rng.randint(1, knobs["max_model_len"])])
         try:
-            sched = Scheduler(BudgetConfig(**knobs), get_policy(policy))
+            sched = scheduler_for(BudgetConfig(**knobs), get_policy(policy))
         except ConfigError:
             continue
         for _ in range(rng.randint(1, 12)):

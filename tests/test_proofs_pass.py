@@ -1,10 +1,11 @@
-"""The prover's loop skeleton against the concrete Scheduler.
+"""The prover's loop skeleton against the concrete loops (every built-in policy, so
+``VllmLoop`` and ``FastDeployLoop``).
 
-Random runs of the Scheduler stop before each ``schedule()``; the skeleton
-(``proofs.passmodel.run_pass``) runs the same pass on ints from a copy of the state,
+Random runs of a policy's loop stop before each ``schedule()``; the skeleton
+(``proofs.pass_skeleton.run_pass``) runs the same pass on ints from a copy of the state,
 its KV questions answered by the copy's real pool. Grants, drafts, runner rows,
 padding, preemptions, the ledger and each restated invariant (``proofs.violations``)
-must equal what ``Scheduler.schedule`` and ``spec.check_step`` report.
+must equal what ``SchedulerLoop.schedule`` and ``spec.check_step`` report.
 """
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tokenbudget.model import TABLES, BudgetConfig, ConfigError, Scheduler, builtin_policies, get_policy
+from tokenbudget.model import (
+    TABLES, BudgetConfig, ConfigError, SchedulerLoop, builtin_policies, get_policy, scheduler_for,
+)
 from tokenbudget.model.request import Request, Status
 from tokenbudget.proofs.pass_skeleton import PassConfig, PassResult, Slot, run_pass, scheduler_victim
 from tokenbudget.proofs.violations import VIOLATED
@@ -26,9 +29,9 @@ pytestmark = pytest.mark.proofs
 
 
 class PoolKV:
-    """The KVModel protocol on a real KVBlockPool (a copy of the Scheduler's)."""
+    """The KVModel protocol on a real KVBlockPool (a copy of the loop's)."""
 
-    def __init__(self, sched: Scheduler, requests: list[Request]) -> None:
+    def __init__(self, sched: SchedulerLoop, requests: list[Request]) -> None:
         self.pool, self.requests, self.block_size = sched.pool, requests, sched.cfg.block_size
         self.hit_blocks: dict[int, list[int]] = {}
 
@@ -61,8 +64,8 @@ class PoolKV:
             self.pool.free(self.requests[i])
 
 
-def skeleton_pass(sched: Scheduler) -> tuple[PassResult, PassConfig, list[str]]:
-    """The skeleton's pass over a copy of the Scheduler's queues (running, then waiting)."""
+def skeleton_pass(sched: SchedulerLoop) -> tuple[PassResult, PassConfig, list[str]]:
+    """The skeleton's pass over a copy of the loop's queues (running, then waiting)."""
     twin = copy.deepcopy(sched)
     requests = twin.running + twin.waiting
     slots = [Slot(True, r.status is Status.RUNNING, r.is_decoding, r.num_tokens, r.num_computed_tokens,
@@ -111,7 +114,7 @@ def random_config(rng: random.Random, policy: str) -> BudgetConfig | None:
     return cfg
 
 
-def add_random_request(rng: random.Random, sched: Scheduler) -> None:
+def add_random_request(rng: random.Random, sched: SchedulerLoop) -> None:
     """Prompts of a shared prefix group (some one token past a block-aligned prefix, so that
     a prefix hit leaves one token and padding applies), priorities that later requests
     often beat (so that a victim may already be scheduled), short outputs."""
@@ -125,6 +128,12 @@ def add_random_request(rng: random.Random, sched: Scheduler) -> None:
                           max(0, 3 - len(sched.requests) % 4))
 
 
+def test_every_loop_is_compared() -> None:
+    """The comparisons below run every built-in policy: every loop must have one, or the
+    skeleton would follow a loop that nothing pins it to."""
+    assert {get_policy(name).loop for name in builtin_policies()} == set(SchedulerLoop.__subclasses__())
+
+
 @pytest.mark.parametrize("policy", list(builtin_policies()))
 def test_skeleton_pass_equals_the_scheduler(policy: str) -> None:
     rng = random.Random(policy)
@@ -133,7 +142,7 @@ def test_skeleton_pass_equals_the_scheduler(policy: str) -> None:
         cfg = random_config(rng, policy)
         if cfg is None:
             continue
-        sched = Scheduler(cfg, get_policy(policy))
+        sched = scheduler_for(cfg, get_policy(policy))
         for _ in range(rng.randint(1, 3)):
             add_random_request(rng, sched)
         for step in range(rng.randint(1, 14)):
@@ -166,7 +175,7 @@ def _accepted_corpus() -> list[Path]:
 def test_skeleton_pass_equals_the_scheduler_on_the_corpus(path: Path) -> None:
     """The corpus covers what random runs rarely reach: same-step refunds, padding, F1."""
     trace = load_trace(path)
-    sched = Scheduler(BudgetConfig.from_dict(trace.config), get_policy(trace.policy))
+    sched = scheduler_for(BudgetConfig.from_dict(trace.config), get_policy(trace.policy))
     for op in trace.ops:
         if isinstance(op, AddOp):
             sched.add_request(op.id, op.prompt_len, op.max_tokens, op.priority, op.prefix_group, op.prefix_len)

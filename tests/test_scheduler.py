@@ -3,18 +3,18 @@ from __future__ import annotations
 
 import pytest
 
-from tokenbudget.model import BudgetConfig, Scheduler, get_policy
+from tokenbudget.model import BudgetConfig, SchedulerLoop, get_policy, scheduler_for
 from tokenbudget.spec import check_step
 
 SPEC = dict(num_speculative_tokens=4, method="ngram", parallel_drafting=True)  # d = 3, L = 0
 
 
-def scheduler(policy="vllm-adaptive", **knobs) -> Scheduler:
+def scheduler(policy="vllm-adaptive", **knobs) -> SchedulerLoop:
     base = dict(max_num_batched_tokens=20, max_num_seqs=16, max_model_len=64, block_size=4, num_kv_blocks=64)
-    return Scheduler(BudgetConfig(**{**base, **knobs}), get_policy(policy))
+    return scheduler_for(BudgetConfig(**{**base, **knobs}), get_policy(policy))
 
 
-def step(s: Scheduler, accepted=None):
+def step(s: SchedulerLoop, accepted=None):
     record = s.schedule()
     assert check_step(record) == [], check_step(record)
     s.update_from_output(record, accepted or {})

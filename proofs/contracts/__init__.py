@@ -1,7 +1,7 @@
 """CrossHair contracts: the PEP 316 conditions that ``crosshair check`` verifies.
 
 The budget functions carry their contracts in their own docstrings (``model/policy.py``
-and the policies); ``step.py`` states the Scheduler's step. ``CHECKED`` lists what the
+and the policies); ``step.py`` states the reference scheduler's step. ``CHECKED`` lists what the
 test suite hands to ``crosshair check``; ``examples/bugs_detected`` holds planted bugs the
 same contracts catch.
 """

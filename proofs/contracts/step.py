@@ -1,13 +1,13 @@
-"""The Scheduler's step under a contract: every step invariant holds for the safe policies.
+"""The reference scheduler's step under a contract: every step invariant holds for the safe policies.
 
-``Scheduler.schedule`` builds its state from many requests, so its contract is stated
+``SchedulerLoop.schedule`` builds its state from many requests, so its contract is stated
 here, on a step driven from plain ints that CrossHair makes symbolic: a config, a few
 prompts added to an empty system, one step, their output (every draft accepted), and
 a second step in which the requests decode.
 """
 from __future__ import annotations
 
-from ...model import BudgetConfig, Scheduler, get_policy
+from ...model import BudgetConfig, get_policy, scheduler_for
 from ...spec import StepRecord, check_step
 
 
@@ -15,7 +15,7 @@ def _two_steps(policy: str, b: int, s: int, k: int, prompts: list[int]) -> StepR
     cfg = BudgetConfig(max_num_batched_tokens=b, max_num_seqs=s, num_speculative_tokens=k,
                        method="ngram" if k else None, parallel_drafting=k > 0, block_size=4, num_kv_blocks=32,
                        max_model_len=32)
-    sched = Scheduler(cfg, get_policy(policy))
+    sched = scheduler_for(cfg, get_policy(policy))
     for i, n in enumerate(prompts):
         sched.add_request(str(i), n, 8)
     first = sched.schedule()

@@ -15,7 +15,7 @@ from tokenbudget.kernels.models import MODEL_SPECS, TinyLM
 from tokenbudget.kernels.runner import ModelRunner
 from tokenbudget.kernels.target import RunnerOptions, RunnerTarget
 from tokenbudget.kernels.arrivals import extend
-from tokenbudget.model import BudgetConfig, Scheduler, get_policy
+from tokenbudget.model import BudgetConfig, get_policy, scheduler_for
 from tokenbudget.model.methods import MODEL_DRAFTER
 from tokenbudget.kernels.replay import replay_on_runner
 from tokenbudget.spec.trace import ConfigRejectedExpectation, Trace, load_trace
@@ -121,7 +121,7 @@ def test_rejection_sampling_accepts_some_drafts_and_is_seeded() -> None:
 def test_a_write_outside_the_request_blocks_is_a_kv_overflow() -> None:
     cfg = BudgetConfig(max_num_batched_tokens=64, max_num_seqs=4, num_speculative_tokens=2, method="eagle3",
                        num_kv_blocks=8, max_model_len=64)
-    sched = Scheduler(cfg, get_policy("vllm-adaptive"))
+    sched = scheduler_for(cfg, get_policy("vllm-adaptive"))
     runner = ModelRunner(sched.limits, MODEL_DRAFTER, MODEL_SPECS["tiny"])
     sched.add_request("a", 20, 4)
     runner.add_request("a", list(range(2, 22)))

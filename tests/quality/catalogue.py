@@ -1,4 +1,4 @@
-"""Planted bugs: small patches to a correct policy or to the Scheduler that the tools must catch.
+"""Planted bugs: small patches to a correct policy or to its loop that the tools must catch.
 
 Each ``PlantedBug`` names a bug, says in one line what it breaks, and applies it with a
 ``pytest.MonkeyPatch`` (never by editing the model). ``caught_by`` maps a tool to the
@@ -7,7 +7,7 @@ through which that tool is expected to catch the bug; ``tests/quality/test_plant
 checks both: ``fuzz`` (the kinds a fuzz run fails with) and ``proof`` (the obligations
 ``tokenbudget prove`` refutes although the manifest records them proved for the correct
 policy). A bug without a ``proof`` entry lies where the prover does not look (the
-Scheduler's ledger, KV pool and queues) or breaks an obligation the correct policy
+loop's ledger, KV pool and queues) or breaks an obligation the correct policy
 already refutes, so no verdict can flip.
 
 ``configs`` narrows the fuzzer to the policy's configs that are free of the findings the
@@ -21,11 +21,10 @@ from typing import Any, Callable, Mapping
 import pytest
 
 from tokenbudget.model import BudgetConfig, BudgetPolicy, Budgets
-from tokenbudget.model import decisions, scheduler, step_pass, vllm_policies
+from tokenbudget.model import decisions, loop, step_pass, vllm_policies
 from tokenbudget.spec.intlike import and_, ite, min_
 from tokenbudget.model.findings import FINDINGS, findings_of
 from tokenbudget.model.request import Request, Status
-from tokenbudget.proofs import induction, pass_skeleton
 
 Patch = Callable[[pytest.MonkeyPatch], None]
 
@@ -46,7 +45,7 @@ def clean(policy: BudgetPolicy, scheduling_policy: str, user_t: bool = True,
 
 @dataclass(frozen=True)
 class PlantedBug:
-    """A bug to plant: ``patch`` applies it to ``policy`` or the Scheduler. ``scheduling``
+    """A bug to plant: ``patch`` applies it to ``policy`` or its loop. ``scheduling``
     and ``user_t`` pick the clean configs to fuzz (``clean``); under priority the
     self-preemption stall of the correct scheduler (finding F3, which every priority
     config opens) is tolerated and its invariant ignored."""
@@ -102,9 +101,9 @@ class _NoDraftCharge:
 
 
 def _waiting_loop_skips_draft_slots(mp: pytest.MonkeyPatch) -> None:
-    original = scheduler.Scheduler._schedule_waiting
+    original = loop.SchedulerLoop._schedule_waiting
 
-    def schedule_waiting(self: scheduler.Scheduler, step: step_pass.StepPass, threshold: int) -> None:
+    def schedule_waiting(self: loop.SchedulerLoop, step: step_pass.StepPass, threshold: int) -> None:
         charging = step.policy
         step.policy = _NoDraftCharge(charging)  # type: ignore[assignment]
         try:
@@ -112,7 +111,7 @@ def _waiting_loop_skips_draft_slots(mp: pytest.MonkeyPatch) -> None:
         finally:
             step.policy = charging
 
-    mp.setattr(scheduler.Scheduler, "_schedule_waiting", schedule_waiting)
+    mp.setattr(loop.SchedulerLoop, "_schedule_waiting", schedule_waiting)
 
 
 def _exit_rule(loose: bool) -> Patch:
@@ -126,11 +125,9 @@ def _exit_rule(loose: bool) -> Patch:
 
 
 def _replace_decision(mp: pytest.MonkeyPatch, name: str, planted: Callable[..., Any]) -> None:
-    """Replace a function of ``model.decisions`` wherever it was imported: the Scheduler and
-    the prover's pass both run it, so both tools see the planted bug."""
-    for module in (decisions, scheduler, pass_skeleton, induction):
-        if hasattr(module, name):
-            mp.setattr(module, name, planted)
+    """Replace a function of ``model.decisions``: the loops and the prover call it through
+    the module, so both tools see the planted bug."""
+    mp.setattr(decisions, name, planted)
 
 
 def _grant_before_model_len_clip(mp: pytest.MonkeyPatch) -> None:
@@ -162,25 +159,25 @@ def _static_reservation_s_minus_1(mp: pytest.MonkeyPatch) -> None:
 
 
 def _block_freed_twice_on_preemption(mp: pytest.MonkeyPatch) -> None:
-    original = scheduler.Scheduler._preempt
+    original = loop.SchedulerLoop._preempt
 
-    def preempt(self: scheduler.Scheduler, req: Request) -> None:
+    def preempt(self: loop.SchedulerLoop, req: Request) -> None:
         for block in req.block_ids:  # drops its references by hand, then frees them again
             self.pool.ref_count[block] -= 1
         original(self, req)
 
-    mp.setattr(scheduler.Scheduler, "_preempt", preempt)
+    mp.setattr(loop.SchedulerLoop, "_preempt", preempt)
 
 
 def _abort_leaves_request_queued(mp: pytest.MonkeyPatch) -> None:
-    def abort_request(self: scheduler.Scheduler, request_id: str) -> None:
+    def abort_request(self: loop.SchedulerLoop, request_id: str) -> None:
         req = self.requests[request_id]
         if req.is_finished:
             return
         self.pool.free(req)  # the removal from its queue is gone
         req.status = Status.ABORTED
 
-    mp.setattr(scheduler.Scheduler, "abort_request", abort_request)
+    mp.setattr(loop.SchedulerLoop, "abort_request", abort_request)
 
 
 FUZZ, PROOF = "fuzz", "proof"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tokenbudget.check import is_known
-from tokenbudget.model import BudgetConfig, get_policy, scheduler
+from tokenbudget.model import BudgetConfig, get_policy
+from tokenbudget.model.loop import SchedulerLoop
 from tokenbudget.model.findings import FINDINGS, Finding, explaining_finding
 from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.corpus import FINDINGS_DIR, corpus_paths
@@ -56,7 +57,7 @@ def test_a_violation_is_known_only_where_a_findings_mechanism_shows(monkeypatch:
     assert explaining_finding(f2, "progress") == FINDINGS["F2"]
     assert explaining_finding(f2, "progress", "fastdeploy-v0") is None  # no finding about that engine
     assert is_known("vllm-adaptive", "progress", f2) and is_known("vllm-static", "progress", f2)
-    monkeypatch.setattr(scheduler.Scheduler, "_schedule_waiting", lambda self, step, threshold: None)
+    monkeypatch.setattr(SchedulerLoop, "_schedule_waiting", lambda self, step, threshold: None)
     stalled = load_trace(CLEAN[0])  # nothing is ever admitted: a progress violation no finding explains
     assert "progress" in {v.invariant for v in replay_on_model(stalled).violations}
     assert not is_known("vllm-adaptive", "progress", stalled)

@@ -116,5 +116,5 @@ def test_no_import_circle() -> None:
 
 def test_the_graph_sees_the_code_base() -> None:
     graph = _graph()
-    assert "tokenbudget.model.scheduler" in graph and "tokenbudget.spec.records" in graph["tokenbudget.model.scheduler"]
+    assert "tokenbudget.model.loop" in graph and "tokenbudget.spec.records" in graph["tokenbudget.model.loop"]
     assert all(_folder(m) in FOLDERS for m in graph)

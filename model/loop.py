@@ -1,18 +1,26 @@
-"""Scheduler: the stateful reference scheduler, vLLM 0.32's pass with a pluggable budget policy.
+"""SchedulerLoop: what every engine's scheduling loop shares, and ``scheduler_for``.
 
-One ``schedule()`` runs the RUNNING queue, then (unless it preempted) the WAITING
-queue, spending the policy's budgets, and returns a StepRecord with the ledger.
-``update_from_output`` applies sampled and accepted tokens, finishes requests and
-proposes drafts for the next step.
+A loop holds the requests, the WAITING and RUNNING queues, the KV pool and the step
+ledger (``StepPass``). One ``schedule()`` runs the running pass, then (unless it
+preempted) the waiting pass, and returns a StepRecord; ``update_from_output`` applies
+sampled and accepted tokens, finishes requests and proposes drafts for the next step.
+
+An engine family subclasses it (``vllm_loop.VllmLoop``, ``fastdeploy_loop.FastDeployLoop``)
+and supplies the control flow: the running pass, the victim of a failed allocation and
+whether progress was possible (the waiting pass and its admission gate are shared; a loop
+may override them); it states that control flow in three class attributes, which the
+prover's pass skeleton (``proofs/pass_skeleton.py``) follows. A policy names
+its loop (``BudgetPolicy.loop``); the policy parametrizes the budget arithmetic.
 """
 from __future__ import annotations
 
 import bisect
+from typing import ClassVar, Optional
 
+from ..spec import grant_rules
 from ..spec.records import RequestState, StepLimits, StepOutcome, StepRecord
-from . import methods
+from . import decisions, methods
 from .config import BudgetConfig
-from .decisions import admission, running_grant, scheduled_drafts
 from .kv_pool import KVBlockPool
 from .policy import BudgetPolicy
 from .request import Request, Status
@@ -28,7 +36,22 @@ _QUEUE_STATUS = {
 }
 
 
-class Scheduler:
+def scheduler_for(cfg: BudgetConfig, policy: BudgetPolicy, validate: bool = True) -> "SchedulerLoop":
+    """The reference scheduler of cfg under policy: its loop (``policy.loop``).
+    Raises ConfigError when ``validate`` and the policy refuses cfg."""
+    loop: type[SchedulerLoop] = policy.loop
+    return loop(cfg, policy, validate)
+
+
+class SchedulerLoop:
+    """The shared state, bookkeeping and waiting pass of a scheduling loop; subclasses
+    supply the running pass, ``_pick_victim`` and ``_progress_possible``."""
+
+    # The loop's control flow, as the prover's pass skeleton follows it; each loop sets all three.
+    drafts_in_grant: ClassVar[bool]  # a decode's grant counts its scheduled drafts
+    pads_short_admissions: ClassVar[bool]  # a 1-token admission is padded to 1 + k
+    decodes_bypass_budget: ClassVar[bool]  # every running decode runs each step, budget or not
+
     def __init__(self, cfg: BudgetConfig, policy: BudgetPolicy, validate: bool = True) -> None:
         """Raises ConfigError when ``validate`` and the policy refuses cfg."""
         if validate:
@@ -155,59 +178,47 @@ class Scheduler:
         return record
 
     def _schedule_running(self, step: StepPass, threshold: int) -> None:
-        policy, cfg = self.policy, self.cfg
-        stopped = False
-        i = 0
-        while i < len(self.running):
-            req = self.running[i]
-            bypass = policy.decodes_bypass_budget and req.is_decoding
-            if not bypass and (stopped or not step.may_schedule()):
-                if not policy.decodes_bypass_budget:
-                    break
-                stopped = True  # the engine stops visiting, but its worker still runs every decode
-                i += 1
-                continue
-            pending = req.num_tokens_with_spec if policy.drafts_in_grant else req.num_tokens
-            computed = req.num_computed_tokens
-            grant = running_grant(policy, self.params, step.budgets, pending - computed, computed, threshold,
-                                  cfg.max_model_len, bypass)
-            if grant <= 0:
-                i += 1
-                continue
-            num_drafts = scheduled_drafts(policy.drafts_in_grant, req.num_draft_tokens, computed, grant,
-                                          req.num_tokens, req.is_decoding)
-            # Drafts outside the grant (a FastDeploy decode) still write KV: reserve their slots too.
-            kv_tokens = grant if policy.drafts_in_grant else grant + num_drafts
-            slots = min(computed + kv_tokens + self.lookahead, cfg.max_model_len)
-            scheduled = True
-            while not self.pool.allocate(req, slots, []):
-                victim = self._pick_victim()
-                victim_index = self.running.index(victim)
-                del self.running[victim_index]
-                if victim_index < i:
-                    i -= 1
-                if victim.request_id in step.grants:
-                    step.record_refund(victim)
-                    step.scheduled_running.remove(victim)
-                self._preempt(victim)
-                step.preempted.append(victim.request_id)
-                if victim is req:
-                    scheduled = False
-                    break
-            if not scheduled:
-                break
-            self.pool.cache_full_blocks(req, min(req.num_computed_tokens + grant, req.num_tokens))
-            step.record_grant(req, grant, num_drafts, padded=False)
-            step.scheduled_running.append(req)
-            step.prefill_scheduled |= req.is_prefill_chunk  # vLLM never clears it, even on a refund
-            i += 1
+        """The running pass: grant running requests in queue order (``_grant_running``)."""
+        raise NotImplementedError
 
     def _pick_victim(self) -> Request:
-        if self.cfg.scheduling_policy == "priority":
-            return max(self.running, key=lambda r: (r.priority, r.arrival))
-        return self.running[-1]
+        """The running request to preempt when an allocation fails."""
+        raise NotImplementedError
+
+    def _progress_possible(self, step: StepPass) -> bool:
+        """Could some request take a token at the start of the pass?"""
+        raise NotImplementedError
+
+    def _grant_running(self, step: StepPass, index: int, grant: int, num_drafts: int, kv_tokens: int) -> Optional[int]:
+        """Allocate KV for running request ``index`` to run ``kv_tokens`` more, preempting
+        victims (refunding a victim granted earlier in the pass) until it fits, and record
+        its grant. Returns the index of the next request to visit, or None when the request
+        preempted itself (the running pass ends)."""
+        req = self.running[index]
+        computed = req.num_computed_tokens
+        slots = grant_rules.kv_slots_needed(computed, kv_tokens, self.lookahead, self.cfg.max_model_len)
+        while not self.pool.allocate(req, slots, []):
+            victim = self._pick_victim()
+            victim_index = self.running.index(victim)
+            del self.running[victim_index]
+            if victim_index < index:
+                index -= 1
+            if victim.request_id in step.grants:
+                step.record_refund(victim)
+                step.scheduled_running.remove(victim)
+            self._preempt(victim)
+            step.preempted.append(victim.request_id)
+            if victim is req:
+                return None
+        self.pool.cache_full_blocks(req, min(computed + grant, req.num_tokens))
+        step.record_grant(req, grant, num_drafts, padded=False)
+        step.scheduled_running.append(req)
+        step.prefill_scheduled |= req.is_prefill_chunk  # vLLM never clears it, even on a refund
+        return index + 1
 
     def _schedule_waiting(self, step: StepPass, threshold: int) -> None:
+        """The waiting pass: admit the head of the queue while the exit rule, the sequence
+        cap, the admission decision and the KV pool let it; stop at the first that cannot."""
         policy, cfg, k = self.policy, self.cfg, self.k
         while self.waiting and step.may_schedule():
             if len(self.running) >= cfg.max_num_seqs:
@@ -215,16 +226,16 @@ class Scheduler:
             req = self.waiting[0]
             hits = self.pool.find_cached_prefix(req) if req.num_computed_tokens == 0 else []
             computed = req.num_computed_tokens + len(hits) * cfg.block_size
-            decision = admission(
+            decision = decisions.admission(
                 policy, self.params, step.budgets, req.num_tokens - computed, computed, threshold,
-                cfg.max_model_len, k, step.prefill_scheduled,
+                cfg.max_model_len, k, self.pads_short_admissions, step.prefill_scheduled,
                 bool(step.scheduled_running), self.params.enable_chunked_prefill,
             )
             if decision.stop:
                 break
             grant = decision.grant
             assert grant > 0, f"waiting loop granted {grant} with budgets {step.budgets}"
-            slots = min(computed + grant + self.lookahead, cfg.max_model_len)
+            slots = grant_rules.kv_slots_needed(computed, grant, self.lookahead, cfg.max_model_len)
             if not self._whole_sequence_fits(req, hits) or not self.pool.allocate(req, slots, hits):
                 break
             del self.waiting[0]
@@ -235,11 +246,29 @@ class Scheduler:
             step.record_grant(req, grant, k if decision.padded else 0, decision.padded)
 
     def _whole_sequence_fits(self, req: Request, hits: list[int]) -> bool:
-        """vLLM's admission gate (``scheduler_reserve_full_isl``, on by default): a waiting
-        request is admitted only if the free blocks could hold its whole sequence so far
-        (prompt and outputs, at most max_model_len), not only its first chunk."""
+        """The admission gate, vLLM's ``scheduler_reserve_full_isl`` (on by default, and
+        shared by the FastDeploy model: SPEC.md §5): a waiting request is admitted only if
+        the free blocks could hold its whole sequence so far (prompt and outputs, at most
+        max_model_len), not only its first chunk."""
         whole = min(req.num_tokens, self.cfg.max_model_len)
         return self.pool.blocks_needed(req, whole, hits) <= self.pool.num_free
+
+    def _room_for_a_token(self, admit: bool) -> bool:
+        """Could the KV pool give some request one more token: a running one, or (when
+        ``admit``, a budget and a sequence slot being left) the head of the waiting queue?"""
+        free, cfg = self.pool.num_free, self.cfg
+        for req in self.running:
+            if req.num_computed_tokens + 1 >= cfg.max_model_len:
+                continue
+            slots = grant_rules.kv_slots_needed(req.num_computed_tokens, 1, self.lookahead, cfg.max_model_len)
+            if self.pool.blocks_needed(req, slots, []) <= free:
+                return True
+        if self.waiting and len(self.running) < cfg.max_num_seqs and admit:
+            req = self.waiting[0]
+            hits = self.pool.find_cached_prefix(req)
+            slots = grant_rules.kv_slots_needed(len(hits) * cfg.block_size, 1, self.lookahead, cfg.max_model_len)
+            return self.pool.blocks_needed(req, slots, hits) <= free and self._whole_sequence_fits(req, hits)
+        return False
 
     def _shared_block_keys(self) -> dict[int, object]:
         """Content keys of the blocks more than one live request holds (prefix sharing)."""
@@ -247,31 +276,11 @@ class Scheduler:
         return {b: keys[b] for r in self.running for b in r.block_ids if ref[b] > 1}
 
     def _unserved_demand(self) -> int:
-        """Tokens that queued requests still wanted after the pass (computed already advanced),
-        counting waiting requests only while a sequence slot is free."""
-        unserved = sum(max(0, r.num_tokens_with_spec - r.num_computed_tokens) for r in self.running)
-        if len(self.running) < self.cfg.max_num_seqs:
-            unserved += sum(r.num_tokens - r.num_computed_tokens for r in self.waiting)
-        return unserved
-
-    def _progress_possible(self, step: StepPass) -> bool:
-        """Could some request take a token now: budget left, a sequence slot, KV for it?"""
-        bypass = self.policy.decodes_bypass_budget
-        if not step.may_schedule() and not (bypass and any(r.is_decoding for r in self.running)):
-            return False
-        free, cfg = self.pool.num_free, self.cfg
-        for req in self.running:
-            if req.num_computed_tokens + 1 >= cfg.max_model_len:
-                continue
-            slots = min(req.num_computed_tokens + 1 + self.lookahead, cfg.max_model_len)
-            if self.pool.blocks_needed(req, slots, []) <= free:
-                return True
-        if self.waiting and len(self.running) < cfg.max_num_seqs and step.may_schedule():
-            req = self.waiting[0]
-            hits = self.pool.find_cached_prefix(req)
-            slots = min(len(hits) * cfg.block_size + 1 + self.lookahead, cfg.max_model_len)
-            return self.pool.blocks_needed(req, slots, hits) <= free and self._whole_sequence_fits(req, hits)
-        return False
+        queued = self.running + self.waiting
+        running = [True] * len(self.running) + [False] * len(self.waiting)
+        return decisions.unserved_demand(  # type: ignore[no-any-return]
+            self.cfg.max_num_seqs, running, [not run for run in running], [r.num_tokens for r in queued],
+            [r.num_draft_tokens for r in queued], [r.num_computed_tokens for r in queued])
 
     # -- output ---------------------------------------------------------------------
     def update_from_output(self, record: StepRecord, accepted: dict[str, int] | None = None) -> StepOutcome:
@@ -284,15 +293,11 @@ class Scheduler:
             req = self.requests[rid]
             if req.status is not Status.RUNNING or req.is_prefill_chunk:
                 continue
-            drafts = record.scheduled_draft_tokens.get(rid, 0)
-            taken = 0 if rid in record.padded else max(0, min(accepted.get(rid, 0), drafts))
-            if self.policy.drafts_in_grant:
-                # Rows the grant ran past the known tokens: the drafts, or fewer when a
-                # padded admission was cut short (SPEC.md F1); the unaccepted ones roll back.
-                draft_rows = record.computed_before[rid] + record.num_scheduled_tokens[rid] - record.num_tokens[rid]
-                req.num_computed_tokens -= draft_rows - taken
-            else:
-                req.num_computed_tokens += taken
+            taken = decisions.accepted_drafts(rid in record.padded, accepted.get(rid, 0),
+                                              record.scheduled_draft_tokens.get(rid, 0))
+            req.num_computed_tokens = decisions.computed_after_output(
+                self.drafts_in_grant, req.num_computed_tokens, record.computed_before[rid],
+                record.num_scheduled_tokens[rid], record.num_tokens[rid], taken)
             room = min(req.max_tokens - req.num_output_tokens, cfg.max_model_len - req.num_tokens)
             req.num_output_tokens += min(1 + taken, room)
             if req.num_output_tokens >= req.max_tokens or req.num_tokens >= cfg.max_model_len:

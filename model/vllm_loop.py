@@ -1,0 +1,55 @@
+"""VllmLoop: vLLM 0.32's scheduling pass, ``Scheduler.schedule`` (vllm/v1/core/sched/scheduler.py, 0.32.0).
+
+The running pass visits the RUNNING queue in order while the policy's exit rule lets it
+and breaks at the first request it cannot visit. A decode's demand includes its drafts,
+so its grant counts them. When KV blocks run out, vLLM preempts a victim (refunding its
+grant if the pass already scheduled it) until the allocation fits; a request that
+preempts itself ends the running pass ("No more request to preempt"), and a pass that
+preempted skips the waiting pass. The waiting pass (``SchedulerLoop._schedule_waiting``)
+pads a 1-token admission to 1 + k (lines 1131-1153), then applies the long-prefill
+threshold (1155-1156), and admits only what the whole-sequence gate lets through.
+"""
+from __future__ import annotations
+
+from . import decisions
+from .loop import SchedulerLoop
+from .request import Request
+from .step_pass import StepPass
+
+
+class VllmLoop(SchedulerLoop):
+    drafts_in_grant = True
+    pads_short_admissions = True
+    decodes_bypass_budget = False
+
+    def _schedule_running(self, step: StepPass, threshold: int) -> None:
+        policy, cfg = self.policy, self.cfg
+        i = 0
+        while i < len(self.running):
+            if not step.may_schedule():
+                break
+            req = self.running[i]
+            computed = req.num_computed_tokens
+            grant = decisions.running_grant(policy, self.params, step.budgets, req.num_tokens_with_spec - computed,
+                                            computed, threshold, cfg.max_model_len, False)
+            if grant <= 0:
+                i += 1
+                continue
+            num_drafts = decisions.scheduled_drafts(self.drafts_in_grant, req.num_draft_tokens, computed, grant,
+                                                    req.num_tokens, req.is_decoding)
+            next_index = self._grant_running(step, i, grant, num_drafts, kv_tokens=grant)
+            if next_index is None:
+                break
+            i = next_index
+
+    def _pick_victim(self) -> Request:
+        """The largest (priority, arrival) under priority scheduling, ``max(running, key=...)``;
+        the tail of the running queue under FCFS."""
+        running = self.running
+        onehot = decisions.victim(self.cfg.scheduling_policy == "priority", [True] * len(running),
+                                  [r.priority for r in running], [r.arrival for r in running])
+        return running[onehot.index(True)]
+
+    def _progress_possible(self, step: StepPass) -> bool:
+        """Budget left by the exit rule, and KV for some request's next token."""
+        return step.may_schedule() and self._room_for_a_token(admit=True)
