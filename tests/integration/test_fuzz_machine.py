@@ -5,8 +5,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Mapping
 
-import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import Phase, settings
 from hypothesis import strategies as st
 
 from tokenbudget.fuzz.config_strategies import configs
@@ -14,8 +13,7 @@ from tokenbudget.fuzz.machine import FuzzStats, machine_class
 from tokenbudget.fuzz.session import fuzz, run_machine
 from tokenbudget.spec.shrink import shrink
 from tokenbudget.model.target import ModelTarget
-from tokenbudget.fuzz.request_shapes import request_shapes, resolve
-from tokenbudget.model import BudgetConfig, BudgetPolicy, Scheduler, builtin_policies, get_policy
+from tokenbudget.model import BudgetConfig, BudgetPolicy, get_policy
 from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.records import StepOutcome, StepRecord
 from tokenbudget.spec.trace import Trace, ViolationExpectation, load_trace
@@ -33,30 +31,6 @@ def failure_of(policy: str, strategy: st.SearchStrategy[BudgetConfig] | None = N
     for name, value in attributes.items():
         setattr(cls, name, value)
     return run_machine(cls, examples, 0, phases, parent=settings(derandomize=True)), cls
-
-
-@pytest.mark.parametrize("policy", list(builtin_policies()))
-def test_configs_are_accepted_by_their_policy(policy: str) -> None:
-    pol = get_policy(policy)
-
-    @settings(suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
-    @given(configs(pol))
-    def accepted(cfg: BudgetConfig) -> None:
-        pol.validate(cfg)
-
-    accepted()
-
-
-@settings(suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
-@given(configs(get_policy("vllm-adaptive")), request_shapes(), st.integers(0, 50))
-def test_every_request_shape_resolves_to_a_request_the_scheduler_accepts(cfg: BudgetConfig, shape: object,
-                                                                       index: int) -> None:
-    pol = get_policy("vllm-adaptive")
-    d = int(pol.params(cfg).draft_slots)
-    op = resolve(shape, cfg, max(1, cfg.max_num_batched_tokens - d), d, index)  # type: ignore[arg-type]
-    assert 1 <= op.prompt_len < cfg.max_model_len and 0 <= op.prefix_len <= op.prompt_len
-    Scheduler(cfg, pol).add_request(op.id, op.prompt_len, op.max_tokens, op.priority, op.prefix_group,
-                                    op.prefix_len)
 
 
 def test_a_counterexample_replays_with_its_violation(tmp_path: Path) -> None:
