@@ -17,6 +17,7 @@ from tokenbudget.proofs.violations import VIOLATED
 from tokenbudget.spec import check_step
 
 pytestmark = pytest.mark.proofs
+Z3_TIMEOUT_S = 600  # per query: generous, so that a busy machine does not raise Unknown
 
 
 def test_induction_says_why_it_cannot_apply() -> None:
@@ -26,24 +27,24 @@ def test_induction_says_why_it_cannot_apply() -> None:
         def charge(self, p, grant, is_decode):  # type: ignore[no-untyped-def]
             return Budgets(grant * grant, grant + p.draft_slots)
 
-    result = prove_by_induction(SquareCharge(), 30)
+    result = prove_by_induction(SquareCharge(), Z3_TIMEOUT_S)
     assert not result.proved["token-cap"]
     assert "not affine in the grant" in result.reasons["token-cap"]
 
 
 @pytest.mark.parametrize("policy", list(builtin_policies()))
 def test_what_induction_proves_no_small_trace_breaks(policy: str) -> None:
-    proved = [name for name, ok in prove_by_induction(get_policy(policy), 30).proved.items() if ok]
+    proved = [name for name, ok in prove_by_induction(get_policy(policy), Z3_TIMEOUT_S).proved.items() if ok]
     for name in proved:
         def goal(families, name=name):  # type: ignore[no-untyped-def]
             return VIOLATED[name](families[0].config, families[0].last)
 
-        assert search([get_policy(policy)], goal, name, name, 2, 30, max_steps=2) is None, name
+        assert search([get_policy(policy)], goal, name, name, 2, Z3_TIMEOUT_S, max_steps=2) is None, name
 
 
 @pytest.mark.parametrize("policy", list(builtin_policies()))
 def test_what_induction_proves_no_random_run_breaks(policy: str) -> None:
-    proved = {name for name, ok in prove_by_induction(get_policy(policy), 30).proved.items() if ok}
+    proved = {name for name, ok in prove_by_induction(get_policy(policy), Z3_TIMEOUT_S).proved.items() if ok}
     judged = proved & set(STEP_OBLIGATIONS)
     rng = random.Random(policy)
     steps = 0
