@@ -2,7 +2,7 @@
 
 The symbolic config runs the policy's own ``params`` and ``requirements`` on z3 terms;
 pinned to a concrete config it must give the concrete params and the same acceptance.
-A family (``proofs.family``) computes every step of a trace symbolically; pinned to
+A family (``proofs.trace_family``) computes every step of a trace symbolically; pinned to
 random inputs, its trace must replay on the Scheduler with exactly the grants it computed.
 """
 from __future__ import annotations

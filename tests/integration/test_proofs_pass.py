@@ -1,7 +1,7 @@
 """The prover's loop skeleton against the concrete Scheduler.
 
 Random runs of the Scheduler stop before each ``schedule()``; the skeleton
-(``proofs.passmodel.run_pass``) runs the same pass on ints from a copy of the state,
+(``proofs.pass_skeleton.run_pass``) runs the same pass on ints from a copy of the state,
 its KV questions answered by the copy's real pool. Grants, drafts, runner rows,
 padding, preemptions, the ledger and each restated invariant (``proofs.violations``)
 must equal what ``Scheduler.schedule`` and ``spec.check_step`` report.
