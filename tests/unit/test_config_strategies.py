@@ -1,4 +1,4 @@
-"""The config strategies: their raw draws are mostly valid, and ``configs`` yields only valid ones."""
+"""The config strategies: enough of their raw draws are valid, and ``configs`` yields only valid ones."""
 from __future__ import annotations
 
 import pytest
@@ -9,21 +9,22 @@ from tokenbudget.fuzz.config_strategies import candidate_configs, configs
 from tokenbudget.fuzz.request_shapes import request_shapes, resolve
 from tokenbudget.model import BudgetConfig, ConfigError, Scheduler, builtin_policies, get_policy
 
-SAMPLE = 200
-# The share of raw draws a policy accepts, on a fixed seeded sample. vLLM's validation is all
-# in the ConfigSpace the generator builds from; FastDeploy's also rejects B < block_size with
-# chunked prefill, B > max_model_len * S and B < S * (1 + k), which the generator does not
-# know, so about half its draws are rejected there.
-ACCEPTANCE_FLOOR = {"vllm": 0.75, "fastdeploy": 0.35}
+SAMPLE = 300
+# The least share of raw draws a policy accepts, on a fixed seeded sample (the share varies
+# with the sample's seed by about a tenth). vLLM's validation is all in the ConfigSpace the
+# generator builds from, so a generator bug shows there first. FastDeploy's also rejects
+# B < block_size with chunked prefill, B > max_model_len * S and B < S * (1 + k), which the
+# generator does not know: only a third to a half of its draws are valid.
+ACCEPTANCE_FLOOR = {"vllm": 0.75, "fastdeploy": 0.2}
 
 
 @pytest.mark.parametrize("policy", list(builtin_policies()))
-def test_most_raw_draws_are_valid(policy: str) -> None:
+def test_enough_raw_draws_are_valid(policy: str) -> None:
     pol = get_policy(policy)
     accepted: list[bool] = []
 
-    @settings(derandomize=True, database=None, max_examples=SAMPLE, phases=[Phase.generate],
-              suppress_health_check=[HealthCheck.too_slow])
+    @settings(settings.get_profile("default"), derandomize=True, database=None, max_examples=SAMPLE,
+              phases=[Phase.generate], suppress_health_check=[HealthCheck.too_slow])  # one sample, whatever the profile
     @given(candidate_configs(pol))
     def draw(cfg: BudgetConfig) -> None:
         try:
