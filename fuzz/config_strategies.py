@@ -91,6 +91,13 @@ def log_int(lo: int, hi: int) -> st.SearchStrategy[int]:
 def configs(policy: BudgetPolicy, space: ConfigSpace | None = None,
             scales: tuple[str, ...] = SCALES) -> st.SearchStrategy[BudgetConfig]:
     """Configs the policy accepts, drawn from ``scales`` (see the module docstring)."""
+    return candidate_configs(policy, space, scales).filter(lambda cfg: _accepts(policy, cfg))
+
+
+def candidate_configs(policy: BudgetPolicy, space: ConfigSpace | None = None,
+                      scales: tuple[str, ...] = SCALES) -> st.SearchStrategy[BudgetConfig]:
+    """The configs ``configs`` draws before it drops those the policy rejects: built valid
+    from the policy's ``ConfigSpace``, so the policy should accept nearly all of them."""
     space = space or config_space(policy)
     table = methods.TABLES[policy.table]
 
@@ -123,7 +130,7 @@ def configs(policy: BudgetPolicy, space: ConfigSpace | None = None,
             enable_prefix_caching=draw(st.sampled_from((True, False))),
         )
 
-    return draw_config().filter(lambda cfg: _accepts(policy, cfg))
+    return draw_config()
 
 
 def _limits(draw: Draw, scale: str, d: int, k: int, max_seqs: int) -> tuple[int, int, int, int]:

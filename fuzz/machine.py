@@ -29,7 +29,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from ..model import BudgetConfig, BudgetPolicy, ConfigError
 from ..spec.invariants import Violation, check_step, drain_bound, no_request_lost, progress
 from ..spec.records import RequestState, StepRecord
-from ..spec.trace import AbortOp, AddOp, Op, StepOp, Trace, ViolationExpectation
+from ..spec.trace import AbortOp, Op, StepOp, Trace, ViolationExpectation
 from .config_strategies import configs
 from ..spec.execution import Execution
 from .failures import TARGET_ERROR, failure

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .config import BudgetConfig, Requirement
-from ..spec.intlike import BoolLike, IntLike, and_, ite, max_, min_, not_
+from ..spec.intlike import BoolLike, IntLike, ite, max_, min_, not_
 from .fastdeploy_loop import FastDeployLoop
 from .policy import BudgetParams, BudgetPolicy, Budgets, plain  # noqa: F401 (plain: the PEP 316 contracts)
 

@@ -1,6 +1,6 @@
 """The verdict manifest's judgement: a flip, an unknown and a missing entry are problems; a
-bounded proof at another N and a slower proof are not. ``prove --update-manifest`` records
-the verdicts, and refuses when one is unknown."""
+bounded proof at another N is not, however long a proof took. ``prove --update-manifest``
+records the verdicts, and refuses when one is unknown."""
 from __future__ import annotations
 
 import json

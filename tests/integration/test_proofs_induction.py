@@ -1,7 +1,6 @@
-"""The prover runs the model's own code: a bug planted in a policy flips its verdict.
-
-Also: what induction proves, neither a small exhaustive search nor random runs of the
-Scheduler can break; and induction says why when it cannot apply.
+"""What induction proves, neither a small exhaustive search nor random runs of the
+Scheduler can break; and induction says why when it cannot apply. That a bug planted in a
+policy flips its verdict is a quality test (tests/quality/test_prover_flips.py).
 """
 from __future__ import annotations
 
@@ -12,36 +11,13 @@ import pytest
 from tokenbudget.model import BudgetConfig, Budgets, ConfigError, builtin_policies, get_policy, scheduler_for
 from tokenbudget.model.vllm_policies import VllmAdaptive
 from tokenbudget.proofs.induction import prove_by_induction
-from tokenbudget.proofs.obligation_table import all_obligations, decide
-from tokenbudget.proofs.obligations import STEP_OBLIGATIONS, Options
-from tokenbudget.proofs.prove import judge
+from tokenbudget.proofs.obligations import STEP_OBLIGATIONS
 from tokenbudget.proofs.trace_search import search
-from tokenbudget.proofs.verdicts import PROVED, REFUTED
 from tokenbudget.proofs.violations import VIOLATED
-from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec import check_step
 
 pytestmark = pytest.mark.proofs
-OPTIONS = Options(max_requests=8, timeout_s=60)
-
-
-def verdict(policy: str, obligation: str):
-    return decide(get_policy(policy), all_obligations()[obligation], OPTIONS)
-
-
-@pytest.mark.parametrize("obligation, bug", [
-    ("input-rows-cap", {"charge": lambda self, p, grant, is_decode: Budgets(grant, grant)}),
-    ("exact-refund", {"refund": lambda self, p, grant, is_decode: Budgets(grant, grant)}),
-], ids=["charge-forgets-draft-slots", "refund-forgets-draft-slots"])
-def test_a_planted_bug_flips_proved_to_refuted(obligation: str, bug: dict, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert verdict("vllm-adaptive", obligation).verdict == PROVED
-    for name, method in bug.items():
-        monkeypatch.setattr(VllmAdaptive, name, method)
-    outcome = verdict("vllm-adaptive", obligation)
-    assert outcome.verdict == REFUTED and outcome.traces
-    replayed = replay_on_model(outcome.traces[0])  # the planted bug is what the replay runs, too
-    assert replayed.ok and obligation in {v.invariant for v in replayed.violations}
-    assert "the manifest records proved" in judge([outcome]).problems[0]
+Z3_TIMEOUT_S = 600  # per query: generous, so that a busy machine does not raise Unknown
 
 
 def test_induction_says_why_it_cannot_apply() -> None:
@@ -51,24 +27,24 @@ def test_induction_says_why_it_cannot_apply() -> None:
         def charge(self, p, grant, is_decode):  # type: ignore[no-untyped-def]
             return Budgets(grant * grant, grant + p.draft_slots)
 
-    result = prove_by_induction(SquareCharge(), 30)
+    result = prove_by_induction(SquareCharge(), Z3_TIMEOUT_S)
     assert not result.proved["token-cap"]
     assert "not affine in the grant" in result.reasons["token-cap"]
 
 
 @pytest.mark.parametrize("policy", list(builtin_policies()))
 def test_what_induction_proves_no_small_trace_breaks(policy: str) -> None:
-    proved = [name for name, ok in prove_by_induction(get_policy(policy), 30).proved.items() if ok]
+    proved = [name for name, ok in prove_by_induction(get_policy(policy), Z3_TIMEOUT_S).proved.items() if ok]
     for name in proved:
         def goal(families, name=name):  # type: ignore[no-untyped-def]
             return VIOLATED[name](families[0].config, families[0].last)
 
-        assert search([get_policy(policy)], goal, name, name, 2, 30, max_steps=2) is None, name
+        assert search([get_policy(policy)], goal, name, name, 2, Z3_TIMEOUT_S, max_steps=2) is None, name
 
 
 @pytest.mark.parametrize("policy", list(builtin_policies()))
 def test_what_induction_proves_no_random_run_breaks(policy: str) -> None:
-    proved = {name for name, ok in prove_by_induction(get_policy(policy), 30).proved.items() if ok}
+    proved = {name for name, ok in prove_by_induction(get_policy(policy), Z3_TIMEOUT_S).proved.items() if ok}
     judged = proved & set(STEP_OBLIGATIONS)
     rng = random.Random(policy)
     steps = 0

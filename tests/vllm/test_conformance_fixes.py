@@ -1,5 +1,5 @@
 """Model behaviours fixed by conformance with vLLM 0.32, one test each (the corpus holds a
-trace for each, replayed on vLLM by tests/test_vllm_target.py)."""
+trace for each, replayed on vLLM by tests/vllm/test_vllm_target.py; this file needs no vLLM)."""
 from __future__ import annotations
 
 from tokenbudget.model import BudgetConfig, get_policy, scheduler_for

@@ -1,6 +1,6 @@
 """What the proofs refute, the fuzzer finds: for every built-in policy, each step invariant
 the verdict manifest records as refuted is violated in a short deterministic fuzz session,
-and the trace it writes replays on the model with that violation (issue 4, done-when)."""
+and the trace it writes replays on the model with that violation."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -40,7 +40,7 @@ def test_the_proofs_refute_something_to_cross_check() -> None:
 
 @pytest.mark.parametrize("policy", sorted(REFUTED_PAIRS))
 def test_fuzzing_finds_what_the_proofs_refute(policy: str, tmp_path: Path) -> None:
-    # not shrunk (tests/test_fuzz_machine.py covers shrinking): the saved trace is the failing run, reduced
+    # not shrunk (tests/integration/test_fuzz_machine.py covers shrinking): the saved trace is the failing run, reduced
     report = fuzz(policy, examples=EXAMPLES, seed=0, corpus=tmp_path, phases=(Phase.explicit, Phase.generate),
                   stop_when_found=REFUTED_PAIRS[policy])
     found = {c.kind: c for c in report.counterexamples}
