@@ -26,7 +26,7 @@ def test_the_contracts_hold() -> None:
 
 def test_the_planted_bugs_are_caught() -> None:
     proc = crosshair(f"{PLANTED}.RefundWithoutDraftSlots.refund", f"{PLANTED}.GrantWithoutDraftSlots.grant",
-                     per_condition_s=5)
+                     per_condition_s=30)  # a budget, not a cost: generous for a busy machine
     assert proc.returncode == 1, proc.stdout + proc.stderr
     errors = [line for line in proc.stdout.splitlines() if ": error: " in line]
     assert len(errors) == 2, proc.stdout
