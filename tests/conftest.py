@@ -5,11 +5,23 @@
 - ``nightly``: many examples for long unattended runs.
 - ``symbolic``: the same properties on the hypothesis-crosshair backend (SMT-driven
   inputs); it falls back to random generation where CrossHair cannot reason.
+
+The suite runs on pytest-xdist workers (``-n auto`` in pyproject.toml). Each test file
+goes to one worker whole, so a module-scoped fixture runs once; the files marked
+``xdist_group("builtin-proofs")`` share one worker and the session's ``builtin_proofs``.
 """
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
+
+from tokenbudget.model import builtin_policies
+from tokenbudget.proofs.obligations import Options
+from tokenbudget.proofs.prove import default_jobs, prove
+from tokenbudget.proofs.verdicts import Outcome
+
+GENEROUS = Options(timeout_s=600)  # per z3 query: a busy machine must not turn a verdict into unknown
 
 settings.register_profile(
     "ci",
@@ -36,3 +48,16 @@ settings.register_profile(
     suppress_health_check=list(HealthCheck),
 )
 settings.load_profile("dev")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Group each test file on one xdist worker unless it names its group (``--dist loadgroup``)."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.path.name))
+
+
+@pytest.fixture(scope="session")
+def builtin_proofs() -> list[Outcome]:
+    """Every obligation of every built-in policy, proved once per worker session."""
+    return prove(list(builtin_policies()), GENEROUS, jobs=default_jobs())

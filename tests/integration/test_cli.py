@@ -12,16 +12,20 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pytest
 
-from tokenbudget import check_cmd
+from tokenbudget import check, check_cmd
 from tokenbudget.check import CheckReport, run_check
 from tokenbudget.cli import main
 from tokenbudget.model import builtin_policies
+from tokenbudget.proofs.obligations import Options
+from tokenbudget.proofs.verdicts import Outcome
 from tokenbudget.spec import INVARIANTS
 from tokenbudget.spec.corpus import corpus_paths
 
 CORPUS = {p.stem: p for p in corpus_paths()}
 SEED = str(CORPUS["seed-000-vllm-adaptive"])
 FD_OVERFLOW = CORPUS["fastdeploy-reserve-rows-overflow"]
+
+pytestmark = pytest.mark.xdist_group("builtin-proofs")  # shares the session's proofs of the built-ins
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -189,7 +193,7 @@ class CheckRun:
 
 
 @pytest.fixture(scope="module")
-def check_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CheckRun]:
+def check_run(tmp_path_factory: pytest.TempPathFactory, builtin_proofs: list[Outcome]) -> Iterator[CheckRun]:
     folder = tmp_path_factory.mktemp("user_policies")
     users = {}
     for kind, base in USER_BASES.items():
@@ -205,9 +209,16 @@ def check_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CheckRun]:
             reports.append(run_check(policies, progress))
         return reports[0]
 
+    def prove_builtins_once(policies: Sequence[str], options: Options, *args: Any, **kwargs: Any) -> list[Outcome]:
+        """The session's proofs of the built-ins (the same ``prove``, run once), the others proved here."""
+        rest = [p for p in policies if p not in builtin_policies()]
+        return [o for o in builtin_proofs if o.policy in policies] + real_prove(rest, options, *args, **kwargs)
+
+    real_prove = check.prove
     with pytest.MonkeyPatch.context() as mp:
         mp.syspath_prepend(str(folder))
         mp.setattr(check_cmd, "run_check", run_once)
+        mp.setattr(check, "prove", prove_builtins_once)
         with redirect_stdout(io.StringIO()) as out, redirect_stderr(io.StringIO()) as err:
             code = main(argv)
             text, errors = out.getvalue(), err.getvalue()

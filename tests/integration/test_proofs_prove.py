@@ -13,19 +13,17 @@ from tokenbudget.cli import main
 from tokenbudget.model import builtin_policies, get_policy
 from tokenbudget.proofs import manifest
 from tokenbudget.proofs.obligation_table import all_obligations
-from tokenbudget.proofs.obligations import Options
-from tokenbudget.proofs.prove import default_jobs, emit, judge, prove
+from tokenbudget.proofs.prove import emit, judge
 from tokenbudget.proofs.verdicts import REFUTED, UNKNOWN, Outcome
 from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.trace import ConfigRejectedExpectation, ViolationExpectation, load_trace
 
-pytestmark = pytest.mark.proofs
-GENEROUS = Options(timeout_s=600)  # per z3 query: a busy machine must not turn a verdict into unknown
+pytestmark = [pytest.mark.proofs, pytest.mark.xdist_group("builtin-proofs")]
 
 
 @pytest.fixture(scope="module")
-def proved() -> list[Outcome]:
-    return prove(list(builtin_policies()), GENEROUS, jobs=default_jobs())
+def proved(builtin_proofs: list[Outcome]) -> list[Outcome]:
+    return builtin_proofs
 
 
 def test_every_builtin_verdict_is_the_recorded_one(proved: list[Outcome]) -> None:
