@@ -5,10 +5,13 @@ the JSON output is the library's own ``to_json``.
 """
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Collection, Mapping, Sequence
 
 from .check import CheckReport
+from .fuzz.coverage import PATHS
+from .fuzz.parallel import Live
 from .fuzz.session import FuzzReport
 from .harness.conform import ConformReport
 from .harness.features import FEATURES
@@ -185,10 +188,26 @@ def fuzz(reports: Sequence[FuzzReport], known: Mapping[str, Collection[str]], co
                          f"shrunk to {len(c.trace.ops)} ops")
             lines.append(f"  {c.message}")
             lines += [f"  {path}" for path in c.paths]
+    coverage = sum((r.coverage for r in reports), Counter())
+    lines.append(f"rare paths (steps): {paths(coverage)}")
     found = sum(len(r.counterexamples) for r in reports)
     lines.append(f"verdict: {'ok: no violation' if not found else f'{found} violations'}  "
                  f"(target {reports[0].target if reports else '-'}, corpus {corpus})")
     return "\n".join(lines)
+
+
+def paths(coverage: Mapping[str, int]) -> str:
+    """``same-step-refund 3  padded-admission 0 ...``: every rare path, taken or not."""
+    return "  ".join(f"{name} {coverage.get(name, 0)}" for name in PATHS)
+
+
+def live(counts: Live) -> str:
+    """The one progress line of several workers: counts, speed, violations by invariant, rare paths."""
+    seconds = max(counts.seconds, 1e-9)
+    violated = " ".join(f"{kind}x{n}" for kind, n in counts.violations().items()) or "none"
+    taken = " ".join(f"{name}:{counts.coverage.get(name, 0)}" for name in PATHS)
+    return (f"{seconds:.0f}s {counts.workers} workers {counts.examples} ex {counts.steps / seconds:.0f} steps/s "
+            f"| violated {violated} | {taken}")
 
 
 # -- conform ----------------------------------------------------------------------------
