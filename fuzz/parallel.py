@@ -25,6 +25,7 @@ from .database import open_database
 from .session import PROGRESS_EVERY, FuzzReport, Tally, fuzz
 
 Event = tuple[Any, ...]
+CONTEXT = multiprocessing.get_context("spawn")
 
 
 def stream_seed(seed: int, worker: int, round: int = 0) -> int:
@@ -95,9 +96,8 @@ class Sender:
 
 def start_workers(target: Callable[..., None], args: Sequence[tuple[Any, ...]]) -> tuple[Any, list[Any]]:
     """One spawned process per argument tuple, running ``target(*args, events)``; the events queue and them."""
-    context = multiprocessing.get_context("spawn")
-    events = context.Queue()
-    processes = [context.Process(target=target, args=(*a, events), daemon=True) for a in args]
+    events = CONTEXT.Queue()
+    processes = [CONTEXT.Process(target=target, args=(*a, events), daemon=True) for a in args]
     for process in processes:
         process.start()
     return events, processes
@@ -123,6 +123,20 @@ def receive(events: Any, processes: list[Any], timeout: float = PROGRESS_EVERY) 
             raise event[2]
         else:
             yield event
+
+
+def drain(events: Any, most: int = 100_000) -> list[Event]:
+    """The events already queued (the workers still running: a worker stopped while writing
+    one could leave half an event), without waiting; ``done`` and ``error`` left out."""
+    out: list[Event] = []
+    for _ in range(most):
+        try:
+            event = events.get_nowait()
+        except queue.Empty:
+            break
+        if event[0] not in ("done", "error"):
+            out.append(event)
+    return out
 
 
 def stop_workers(processes: list[Any]) -> None:

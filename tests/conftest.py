@@ -1,15 +1,22 @@
 """Hypothesis profiles. Choose one with ``pytest --hypothesis-profile=NAME``.
 
 - ``ci``: deterministic (derandomized, no example database), no deadline; what CI runs.
-- ``dev``: the default; random, with the local example database, a few more examples.
+- ``dev``: the default; random, with the per-user example database (``fuzz.database``),
+  a few more examples.
 - ``nightly``: many examples for long unattended runs.
 - ``symbolic``: the same properties on the hypothesis-crosshair backend (SMT-driven
   inputs); it falls back to random generation where CrossHair cannot reason.
 """
 from __future__ import annotations
 
+import os
+from typing import Iterator
+
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
+
+from tokenbudget.fuzz.database import ENVIRONMENT, NONE, default_database
 
 settings.register_profile(
     "ci",
@@ -22,7 +29,7 @@ settings.register_profile(
 )
 settings.register_profile(
     "dev",
-    database=DirectoryBasedExampleDatabase(".hypothesis/examples"),
+    database=DirectoryBasedExampleDatabase(default_database()),
     deadline=None,
     max_examples=200,
 )
@@ -36,3 +43,18 @@ settings.register_profile(
     suppress_health_check=list(HealthCheck),
 )
 settings.load_profile("dev")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def command_database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The example database the commands run by a test default to (``--database``): none
+    under a profile without one (``ci``: runs stay deterministic), else a folder of this
+    session's; never the user's own."""
+    before = os.environ.get(ENVIRONMENT)
+    where = NONE if settings.default.database is None else str(tmp_path_factory.mktemp("examples"))
+    os.environ[ENVIRONMENT] = where
+    yield
+    if before is None:
+        del os.environ[ENVIRONMENT]
+    else:
+        os.environ[ENVIRONMENT] = before

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Mapping, Sequence
 
 from .check import CheckReport
 from .fuzz.coverage import PATHS
@@ -208,6 +208,22 @@ def live(counts: Live) -> str:
     taken = " ".join(f"{name}:{counts.coverage.get(name, 0)}" for name in PATHS)
     return (f"{seconds:.0f}s {counts.workers} workers {counts.examples} ex {counts.steps / seconds:.0f} steps/s "
             f"| violated {violated} | {taken}")
+
+
+def campaign(doc: Mapping[str, Any], interrupted: bool) -> str:
+    """A campaign's report (``fuzz.campaign.report_json``): counts, rare paths, violations, files."""
+    seconds = doc["seconds"]
+    lines = [f"campaign  {seconds / 3600:.3f} of {doc['hours']:g} hours{'  (interrupted)' if interrupted else ''}, "
+             f"{doc['workers']} workers, target {doc['target']}, {len(doc['policies'])} policies, "
+             f"database {doc['database']}",
+             f"{doc['examples']} examples, {doc['steps']} steps ({doc['steps_per_second']:.0f}/s)",
+             f"rare paths (steps): {paths(doc['coverage'])}"]
+    rows = [[v["policy"], v["kind"], f"{v['seconds']:.0f}", v["trace"]] for v in doc["violations"]]
+    if rows:
+        lines += table(["policy", "violated", "after s", "trace"], rows, right=(2,))
+    lines.append(f"verdict: {'ok: no violation' if not rows else f'{len(rows)} violations'}  "
+                 f"(report {Path(doc['plot']).with_suffix('.json')}, plot {doc['plot']}, corpus {doc['corpus']})")
+    return "\n".join(lines)
 
 
 # -- conform ----------------------------------------------------------------------------
