@@ -18,6 +18,7 @@ of a known kind no longer fails there) and copies only what it found into it.
 from __future__ import annotations
 
 import time
+import unittest
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -193,7 +194,8 @@ def run_machine(cls: type[FuzzMachine], size: int, seed: int, phases: Sequence[P
     Nothing is printed; an exception other than a FuzzFailure propagates. ``parent``
     supplies the other settings (a test passes its profile's, whose ``derandomize`` then
     decides the seed); by default the seed does. The example ``database`` is replayed
-    first (when ``phases`` reuse) and keeps the failure; None keeps nothing.
+    first (when ``phases`` reuse) and keeps the failure; None keeps nothing. Phases that
+    only replay, with nothing saved, run nothing: None.
     """
     s = settings(
         parent if parent is not None else settings(derandomize=False),
@@ -205,6 +207,8 @@ def run_machine(cls: type[FuzzMachine], size: int, seed: int, phases: Sequence[P
             run_state_machine_as_test(hypothesis_seed(seed)(cls), settings=s)
     except FuzzFailure as failure:
         return _with_program(failure)
+    except unittest.SkipTest:  # Hypothesis: "no examples to run"
+        return None
     return None
 
 
