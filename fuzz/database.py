@@ -50,7 +50,9 @@ def open_database(where: str) -> ExampleDatabase | None:
         return DirectoryBasedExampleDatabase(where)
     from hypothesis.extra.redis import RedisExampleDatabase
     from redis import Redis
+    from redis.backoff import NoBackoff
     from redis.exceptions import RedisError
+    from redis.retry import Retry
 
     url = urlsplit(where)
     try:
@@ -59,10 +61,10 @@ def open_database(where: str) -> ExampleDatabase | None:
         port, db = None, ""
     if not url.hostname or port is None or not db.isdigit():
         raise DatabaseError(f"--database {where}: expected redis://HOST:PORT/N")
-    client = Redis(host=url.hostname, port=port, db=int(db), password=url.password,
+    address = dict(host=url.hostname, port=port, db=int(db), password=url.password,
                    socket_connect_timeout=REDIS_TIMEOUT, socket_timeout=REDIS_TIMEOUT)
     try:
-        client.ping()
+        Redis(**address, retry=Retry(NoBackoff(), 0)).ping()  # asked once: the database's own client retries
     except RedisError as e:
         raise DatabaseError(f"--database {where}: cannot reach Redis: {e}") from None
-    return RedisExampleDatabase(client)
+    return RedisExampleDatabase(Redis(**address))
