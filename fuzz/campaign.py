@@ -146,7 +146,6 @@ def run_campaign(campaign: Campaign, live: Callable[[Live], None] = lambda _: No
     known = {p: state.known(p) for p in campaign.policies}
     events, processes = start_workers(_campaign_worker, [
         (campaign, w, state.rounds.get(str(w), 0), deadline, inboxes[w], known) for w in range(campaign.workers)])
-    write_report(campaign, state, running=True)
     reported, interrupted = time.perf_counter(), False
     round_started: dict[int, float] = {}  # worker -> when its round began, in campaign seconds
 
@@ -161,6 +160,7 @@ def run_campaign(campaign: Campaign, live: Callable[[Live], None] = lambda _: No
 
     try:
         try:
+            write_report(campaign, state, running=True)
             for event in receive(events, processes):
                 handle(event)
                 if time.time() >= deadline:
