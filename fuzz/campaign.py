@@ -4,7 +4,7 @@ A campaign lives in one folder: ``state.json`` (where each worker's seed stream 
 counts, the violations found and the counts over time), ``report.json`` and
 ``report.png`` (rewritten about every ``report_every`` seconds and at the end), and
 ``corpus/`` (one trace per policy and violated invariant). Each worker fuzzes in rounds
-of ROUND_SECONDS: worker w's round r fuzzes policy r mod P with seed
+of ROUND_SECONDS: worker w's round r fuzzes policy (r + w) mod P with seed
 ``stream_seed(seed, w, r)``, searching only for the kinds not yet found for that policy.
 It ends when the campaign's hours are spent (the time of every run added up: workers
 still busy then, shrinking a failure say, are stopped; what they found is in the example
@@ -113,7 +113,7 @@ def _campaign_worker(campaign: Campaign, worker: int, first_round: int, deadline
             while not inbox.empty():
                 policy, kind = inbox.get()
                 found.setdefault(policy, set()).add(kind)
-            policy = campaign.policies[round % len(campaign.policies)]
+            policy = campaign.policies[(round + worker) % len(campaign.policies)]
             events.put(("round", worker, round))
             report = fuzz(policy, target_factory=campaign.target_factory, target_name=campaign.target_name,
                           seconds=min(ROUND_SECONDS, left), seed=stream_seed(campaign.seed, worker, round),

@@ -50,7 +50,8 @@ Progress = Callable[[str], None]
 @dataclass(frozen=True)
 class Tally:
     """A session's counts so far (the batch running included), as ``fuzz`` reports them
-    to its ``tally`` callback while it runs."""
+    to its ``tally`` callback while it runs; ``violations`` are the kinds seen, shrunk or
+    not yet, but for those it was told are known."""
 
     examples: int
     steps: int
@@ -137,8 +138,9 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
     started = shown = time.perf_counter()
 
     def counts(stats: FuzzStats) -> Tally:
+        seen = [c.kind for c in report.counterexamples] + [k for k in stats.first_failure if k not in known]
         return Tally(report.examples + stats.examples, report.steps + stats.steps,
-                     dict(report.coverage + stats.coverage), tuple(c.kind for c in report.counterexamples))
+                     dict(report.coverage + stats.coverage), tuple(dict.fromkeys(seen)))
 
     def tick(stats: FuzzStats) -> None:
         nonlocal shown

@@ -81,7 +81,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     known = {r.policy: known_violations(r.policy) for r in reports}
     ok = all(r.ok for r in reports)
     if args.json:
-        console.json({"ok": ok, "target": args.target, "corpus": str(corpus),
+        console.json({"ok": ok, "target": args.target, "workers": args.workers, "database": args.database,
+                      "corpus": str(corpus),
                       "policies": [{**r.to_json(), "known": sorted(known[r.policy])} for r in reports]})
     else:
         console.text(render.fuzz(reports, known, corpus))
