@@ -14,9 +14,13 @@ from typing import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
+from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-from tokenbudget.fuzz.database import ENVIRONMENT, NONE, default_database
+from tokenbudget.fuzz.database import ENVIRONMENT, NONE, cache_folder, default_database
+
+if "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ:  # what Hypothesis keeps: not in the current directory
+    set_hypothesis_home_dir(cache_folder() / "hypothesis")
 
 settings.register_profile(
     "ci",

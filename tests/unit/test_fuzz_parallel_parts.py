@@ -10,9 +10,11 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 
 from tokenbudget.fuzz.coverage import PATHS, paths_taken
 from tokenbudget.fuzz.database import DatabaseError, default_database, open_database
-from tokenbudget.fuzz.parallel import merge, stream_seed
+from tokenbudget.fuzz.parallel import Live, merge, stream_seed
 from tokenbudget.fuzz.session import Counterexample, FuzzReport
+from tokenbudget.fuzz.session import Tally
 from tokenbudget.model import BudgetConfig
+from tokenbudget.render import live
 from tokenbudget.spec import LedgerEntry, StepLimits, StepRecord
 from tokenbudget.spec.trace import Trace
 
@@ -85,3 +87,13 @@ def test_a_database_that_cannot_be_used_is_one_error(where: str, words: str) -> 
     with pytest.raises(DatabaseError, match=words) as error:
         open_database(where)
     assert "\n" not in str(error.value)
+
+
+def test_the_live_line_merges_workers_and_counts_each_policy_once_per_kind() -> None:
+    counts = Live(2)
+    counts.add("fastdeploy-v0", Tally(3, 40, {"kv-pressure": 2}, ("input-rows-cap",)))
+    counts.add("fastdeploy-v0", Tally(2, 10, {"kv-pressure": 1}, ("input-rows-cap",)))
+    counts.add("vllm-static", Tally(1, 5, {}, ("input-rows-cap",)))
+    line = live(counts)
+    assert (counts.examples, counts.steps) == (6, 55) and "2 workers 6 ex" in line
+    assert "violated input-rows-capx2" in line and "kv-pressure:3" in line and "same-step-refund:0" in line
