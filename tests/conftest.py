@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-from tokenbudget.fuzz.database import ENVIRONMENT, NONE, cache_folder, default_database
+from tokenbudget.fuzz.database import ENVIRONMENT, NONE, cache_folder
 
 if "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ:  # what Hypothesis keeps: not in the current directory
     set_hypothesis_home_dir(cache_folder() / "hypothesis")
@@ -33,7 +33,7 @@ settings.register_profile(
 )
 settings.register_profile(
     "dev",
-    database=DirectoryBasedExampleDatabase(default_database()),
+    database=DirectoryBasedExampleDatabase(cache_folder() / "examples"),
     deadline=None,
     max_examples=200,
 )
