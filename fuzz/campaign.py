@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..model.target import TargetFactory
-from .campaign_plot import plot
 from .database import open_database
 from .parallel import CONTEXT, Event, Live, Sender, drain, receive, start_workers, stop_workers, stream_seed, worker_errors
 from .session import FuzzReport, fuzz, save
@@ -96,6 +95,8 @@ def report_json(campaign: Campaign, state: CampaignState, running: bool) -> dict
 
 def write_report(campaign: Campaign, state: CampaignState, running: bool) -> None:
     """state.json, report.json and report.png, each replaced whole."""
+    from .campaign_plot import plot  # matplotlib: loaded by run_campaign before anything can be interrupted
+
     campaign.folder.mkdir(parents=True, exist_ok=True)
     _write(campaign.folder / "state.json", json.dumps(asdict(state), indent=1))
     _write(campaign.folder / "report.json", json.dumps(report_json(campaign, state, running), indent=1))
@@ -131,6 +132,8 @@ def run_campaign(campaign: Campaign, live: Callable[[Live], None] = lambda _: No
     """Run (or continue) the campaign until its hours are spent; its state, and whether a
     KeyboardInterrupt ended it. Reports are written about every ``report_every`` seconds
     (a tenth of a short campaign, MIN_REPORT_EVERY at least) and at the end."""
+    from . import campaign_plot  # noqa: F401  (a KeyboardInterrupt inside numpy's first import breaks numpy)
+
     state = load_state(campaign.folder, campaign.seed)
     campaign = replace(campaign, seed=state.seed)
     left = campaign.hours * 3600 - state.seconds

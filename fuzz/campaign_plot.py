@@ -8,14 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
 from .coverage import PATHS
 
 
 def plot(history: Sequence[dict[str, Any]], path: Path) -> None:
     """Write ``path`` (PNG): steps/s above, the steps that took each rare path below."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     figure = Figure(figsize=(8, 6), layout="constrained")
     FigureCanvasAgg(figure)
     speed, paths = figure.subplots(2, 1, sharex=True)
