@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 from ..model.target import TargetFactory
 from .database import open_database
 from .parallel import CONTEXT, Event, Live, Sender, drain, receive, start_workers, stop_workers, stream_seed, worker_errors
-from .session import FuzzReport, fuzz, save
+from .session import Counterexample, fuzz, save
 
 ROUND_SECONDS = 60.0  # one worker's session on one policy, at most
 REPORT_EVERY = 60.0  # seconds between reports, at most (a short campaign reports more often)
@@ -116,11 +116,10 @@ def _campaign_worker(campaign: Campaign, worker: int, first_round: int, deadline
                 found.setdefault(policy, set()).add(kind)
             policy = campaign.policies[(round + worker) % len(campaign.policies)]
             events.put(("round", worker, round))
-            report = fuzz(policy, target_factory=campaign.target_factory, target_name=campaign.target_name,
+            fuzz(policy, target_factory=campaign.target_factory, target_name=campaign.target_name,
                           seconds=min(ROUND_SECONDS, left), seed=stream_seed(campaign.seed, worker, round),
                           database=database, known=frozenset(found.get(policy, ())),
                           tally=Sender(events, worker, policy))
-            events.put(("report", worker, report))
             round += 1
     except BaseException as e:
         worker_errors(events, worker)(e)
@@ -155,11 +154,10 @@ def run_campaign(campaign: Campaign, live: Callable[[Live], None] = lambda _: No
     def handle(event: Event | None) -> None:
         if event is not None and event[0] == "tally":
             counts.add(event[2], event[3])
+            _found(campaign, state, counts, event[2], event[3].counterexamples, round_started[event[1]], inboxes)
         elif event is not None and event[0] == "round":
             state.rounds[str(event[1])] = event[2] + 1
             round_started[event[1]] = counts.seconds
-        elif event is not None and event[0] == "report":
-            _found(campaign, state, counts, event[2], round_started[event[1]], inboxes)
 
     try:
         try:
@@ -184,19 +182,19 @@ def run_campaign(campaign: Campaign, live: Callable[[Live], None] = lambda _: No
     return state, interrupted
 
 
-def _found(campaign: Campaign, state: CampaignState, counts: Live, report: FuzzReport, started: float,
-           inboxes: Sequence[Any]) -> None:
+def _found(campaign: Campaign, state: CampaignState, counts: Live, policy: str, found: Sequence[Counterexample],
+           started: float, inboxes: Sequence[Any]) -> None:
     """Keep each counterexample of a kind new to its policy (its round ``started`` so many
     campaign seconds in): into the corpus, the state, every worker's inbox."""
-    for c in report.counterexamples:
-        if c.kind in state.known(report.policy):
+    for c in found:
+        if c.kind in state.known(policy):
             continue
         saved = save(c, campaign.corpus)
-        state.violations.append({"policy": report.policy, "kind": c.kind, "message": c.message,
+        state.violations.append({"policy": policy, "kind": c.kind, "message": c.message,
                                  "seconds": round(started + c.first_seen, 1), "trace": saved.paths[0]})
-        counts.found.setdefault((report.policy, c.kind), None)
+        counts.found.setdefault((policy, c.kind), None)
         for inbox in inboxes:
-            inbox.put((report.policy, c.kind))
+            inbox.put((policy, c.kind))
 
 
 def _point(state: CampaignState, counts: Live) -> None:

@@ -79,7 +79,8 @@ class Live:
 
 
 class Sender:
-    """A worker's side of the queue: turns a session's running Tally into deltas."""
+    """A worker's side of the queue: turns a session's running Tally into deltas (each
+    counterexample sent once, as soon as it is shrunk)."""
 
     def __init__(self, events: Any, worker: int, policy: str) -> None:
         self.events, self.worker, self.policy = events, worker, policy
@@ -89,7 +90,8 @@ class Sender:
         last = self.last
         delta = Tally(now.examples - last.examples, now.steps - last.steps,
                       dict(Counter(now.coverage) - Counter(last.coverage)),
-                      tuple(k for k in now.violations if k not in last.violations))
+                      tuple(k for k in now.violations if k not in last.violations),
+                      now.counterexamples[len(last.counterexamples):])
         self.last = now
         self.events.put(("tally", self.worker, self.policy, delta))
 

@@ -51,12 +51,13 @@ Progress = Callable[[str], None]
 class Tally:
     """A session's counts so far (the batch running included), as ``fuzz`` reports them
     to its ``tally`` callback while it runs; ``violations`` are the kinds seen, shrunk or
-    not yet, but for those it was told are known."""
+    not yet, but for those it was told are known; ``counterexamples`` those shrunk."""
 
     examples: int
     steps: int
     coverage: dict[str, int]
     violations: tuple[str, ...]
+    counterexamples: tuple["Counterexample", ...] = ()
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,8 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
     def counts(stats: FuzzStats) -> Tally:
         seen = [c.kind for c in report.counterexamples] + [k for k in stats.first_failure if k not in known]
         return Tally(report.examples + stats.examples, report.steps + stats.steps,
-                     dict(report.coverage + stats.coverage), tuple(dict.fromkeys(seen)))
+                     dict(report.coverage + stats.coverage), tuple(dict.fromkeys(seen)),
+                     tuple(report.counterexamples))
 
     def tick(stats: FuzzStats) -> None:
         nonlocal shown
