@@ -18,7 +18,9 @@ whose records lack a ledger (or carry an ``error``) runs in the same machine.
 """
 from __future__ import annotations
 
+import hashlib
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Mapping
 
@@ -31,6 +33,7 @@ from ..spec.invariants import Violation, check_step, drain_bound, no_request_los
 from ..spec.records import RequestState, StepRecord
 from ..spec.trace import AbortOp, Op, StepOp, Trace, ViolationExpectation
 from .config_strategies import configs
+from .coverage import paths_taken
 from ..spec.execution import Execution
 from .failures import TARGET_ERROR, failure
 from ..model.target import ModelTarget, TargetFactory
@@ -44,11 +47,13 @@ REQUESTS = st.lists(request_shapes(), min_size=1, max_size=3)
 class FuzzStats:
     """Counters shared by every run of one machine class. ``first_failure`` holds, per
     failure kind, the seconds from ``started`` to the step where it was first seen
-    (before any shrinking); ``tick`` is called as each example starts."""
+    (before any shrinking); ``coverage`` the steps that took each rare path
+    (``fuzz.coverage``); ``tick`` is called as each example starts."""
 
     started: float = field(default_factory=time.perf_counter)
     examples: int = 0
     steps: int = 0
+    coverage: Counter[str] = field(default_factory=Counter)
     first_failure: dict[str, float] = field(default_factory=dict)
     raised_at: int = 0  # examples run when a failure was first raised
     tick: Callable[["FuzzStats"], None] | None = None
@@ -143,6 +148,8 @@ class FuzzMachine(RuleBasedStateMachine):
         assert record is not None
         stats = type(self).stats
         stats.steps += 1
+        assert self.cfg is not None
+        stats.coverage.update(paths_taken(record, self.cfg))
         for rid, state in self.execution.run.outcomes[-1].requests.items():
             if rid in self.live:
                 if state.status in ("finished", "aborted"):
@@ -212,14 +219,30 @@ class FuzzMachine(RuleBasedStateMachine):
         )
 
 
+def database_key(policy_spec: str, target_name: str, config_name: str) -> bytes:
+    """What tells this machine's saved examples from every other's in an example database."""
+    return hashlib.sha256(f"tokenbudget fuzz|{policy_spec}|{target_name}|{config_name}".encode()).digest()
+
+
 def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: TargetFactory = ModelTarget,
                   config_strategy: st.SearchStrategy[BudgetConfig] | None = None,
-                  found_by: str = "Hypothesis (tokenbudget fuzz)") -> type[FuzzMachine]:
+                  found_by: str = "Hypothesis (tokenbudget fuzz)", target_name: str = "model",
+                  config_name: str | None = None) -> type[FuzzMachine]:
     """A state machine fuzzing ``policy`` (loaded from ``policy_spec``, the name a trace
-    records) on targets made by ``target_factory``, with configs from ``config_strategy``
-    (default: every scale ``fuzz.configs.configs`` knows). Raises ConfigError when no
-    config of the policy can be found."""
+    records) on targets made by ``target_factory`` (named ``target_name``), with configs
+    from ``config_strategy`` (default: every scale ``fuzz.configs.configs`` knows; a
+    strategy given is named by ``config_name``, else by its repr). Raises ConfigError when
+    no config of the policy can be found.
+
+    Hypothesis keys a state machine's examples by a digest of the class: its source (or,
+    for a class made here, where Python finds none, its name) plus the class attribute
+    ``_hypothesis_internal_add_digest``, set here to ``database_key`` of policy, target
+    and config strategy. So every process fuzzing the same three shares its examples, and
+    no other machine replays them.
+    """
     strategy = config_strategy if config_strategy is not None else configs(policy)
+    if config_name is None:
+        config_name = "configs" if config_strategy is None else repr(config_strategy)
 
     class Machine(FuzzMachine):
         @initialize(cfg=strategy, requests=REQUESTS)
@@ -233,4 +256,5 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
     Machine.target_factory = target_factory
     Machine.stats = FuzzStats()
     Machine.found_by = found_by
+    Machine._hypothesis_internal_add_digest = database_key(policy_spec, target_name, config_name)  # type: ignore[attr-defined]
     return Machine

@@ -8,16 +8,25 @@ to finding the others. ``examples=N`` runs batches until N examples were generat
 (deterministic for a seed); ``seconds=S`` until S seconds have passed (checked between
 batches, so shrinking can run past S; batch sizes do not depend on timing, so a seed
 always runs the same examples in the same order).
+
+With an example ``database`` every batch first replays the failing examples saved under
+the machine's key (``Phase.reuse``; ``machine.database_key``), whoever saved them, and
+saves what it finds there. A batch that knows some kinds reads the database through
+``ReadOnlyDatabase`` (Hypothesis deletes a replayed example that no longer fails, and one
+of a known kind no longer fails there) and copies only what it found into it.
 """
 from __future__ import annotations
 
 import time
+import unittest
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
+from hypothesis.database import ExampleDatabase, InMemoryExampleDatabase, MultiplexedDatabase, ReadOnlyDatabase
 from hypothesis import strategies as st
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
@@ -30,7 +39,7 @@ from .machine import FuzzMachine, FuzzStats, machine_class
 from ..spec.shrink import shrink
 from ..model.target import ModelTarget, TargetFactory
 
-PHASES = (Phase.explicit, Phase.generate, Phase.target, Phase.shrink)  # no explain phase: it is slow
+PHASES = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink)  # no explain phase: it is slow
 FIRST_BATCH = 25  # examples in the first batch of a timed session; each next one doubles, up to
 MAX_BATCH = 100
 PROGRESS_EVERY = 0.2  # seconds between progress lines
@@ -39,23 +48,42 @@ Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
+class Tally:
+    """A session's counts so far (the batch running included), as ``fuzz`` reports them
+    to its ``tally`` callback while it runs; ``violations`` are the kinds seen, shrunk or
+    not yet, but for those it was told are known; ``counterexamples`` those shrunk."""
+
+    examples: int
+    steps: int
+    coverage: dict[str, int]
+    violations: tuple[str, ...]
+    counterexamples: tuple["Counterexample", ...] = ()
+
+
+@dataclass(frozen=True)
 class Counterexample:
     """A shrunk failure: its kind, what was violated (in the reduced trace), the trace and
-    the program that found it, when it was first seen (seconds into the session, before
-    shrinking), and where trace and program were saved (empty when not saved)."""
+    the program that found it, the ops of the program before reduction, when it was first
+    seen (seconds into the session, before shrinking), the example of its batch that
+    raised it (1: the first, which is a saved one replayed when the database had one),
+    the seed of the session, and where trace and program were saved (empty when not
+    saved)."""
 
     kind: str
     message: str
     trace: Trace
     program: tuple[str, ...]
+    ops_found: int
     first_seen: float
+    example: int
+    seed: int
     paths: tuple[str, ...] = ()
 
 
 @dataclass
 class FuzzReport:
-    """What a session did: examples and steps run (shrinking included), and one
-    counterexample per failure kind found."""
+    """What a session did: examples and steps run (shrinking included), the steps that
+    took each rare path (``fuzz.coverage``), and one counterexample per failure kind found."""
 
     policy: str
     target: str
@@ -64,6 +92,7 @@ class FuzzReport:
     steps: int = 0
     seconds: float = 0.0
     counterexamples: list[Counterexample] = field(default_factory=list)
+    coverage: Counter[str] = field(default_factory=Counter)
 
     @property
     def steps_per_second(self) -> float:
@@ -77,10 +106,11 @@ class FuzzReport:
         return {
             "ok": self.ok, "policy": self.policy, "target": self.target, "seed": self.seed,
             "examples": self.examples, "steps": self.steps, "seconds": round(self.seconds, 3),
-            "steps_per_second": round(self.steps_per_second, 1),
+            "steps_per_second": round(self.steps_per_second, 1), "coverage": dict(self.coverage),
             "violations": {
-                c.kind: {"message": c.message, "first_seen_seconds": round(c.first_seen, 3), "ops": len(c.trace.ops),
-                         "trace": c.paths[0] if c.paths else None, "program": c.paths[1] if c.paths else None}
+                c.kind: {"message": c.message, "first_seen_seconds": round(c.first_seen, 3), "example": c.example,
+                         "ops": len(c.trace.ops), "trace": c.paths[0] if c.paths else None,
+                         "program": c.paths[1] if c.paths else None}
                 for c in self.counterexamples
             },
         }
@@ -90,12 +120,16 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
          examples: int | None = None, seconds: float | None = None, seed: int = 0,
          corpus: str | Path | None = None, progress: Progress = lambda _: None,
          config_strategy: st.SearchStrategy[BudgetConfig] | None = None,
-         phases: Sequence[Phase] = PHASES, stop_when_found: frozenset[str] = frozenset()) -> FuzzReport:
+         phases: Sequence[Phase] = PHASES, stop_when_found: frozenset[str] = frozenset(),
+         database: ExampleDatabase | None = None, known: frozenset[str] = frozenset(),
+         tally: Callable[[Tally], None] = lambda _: None) -> FuzzReport:
     """Fuzz one policy on one target; save counterexamples under ``corpus`` when given.
 
     Exactly one of ``examples`` and ``seconds`` is set; the session also ends once every
-    kind in ``stop_when_found`` has been found (when it is not empty). Raises ConfigError
-    for an unknown policy or one that accepts no config.
+    kind in ``stop_when_found`` has been found (when it is not empty). Kinds in ``known``
+    are not searched for (a run showing only those ends quietly). ``tally`` hears the
+    counts as ``progress`` does. Raises ConfigError for an unknown policy or one that
+    accepts no config.
     """
     if (examples is None) == (seconds is None):
         raise ValueError("give exactly one of examples and seconds")
@@ -103,6 +137,12 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
     report = FuzzReport(policy_spec, target_name, seed)
     found_by = f"Hypothesis: tokenbudget fuzz --policy {policy_spec} --seed {seed}"
     started = shown = time.perf_counter()
+
+    def counts(stats: FuzzStats) -> Tally:
+        seen = [c.kind for c in report.counterexamples] + [k for k in stats.first_failure if k not in known]
+        return Tally(report.examples + stats.examples, report.steps + stats.steps,
+                     dict(report.coverage + stats.coverage), tuple(dict.fromkeys(seen)),
+                     tuple(report.counterexamples))
 
     def tick(stats: FuzzStats) -> None:
         nonlocal shown
@@ -113,19 +153,29 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
             steps = report.steps + stats.steps
             progress(f"{policy_spec}: {elapsed:.0f}s  {report.examples + stats.examples} examples  {steps} steps "
                      f"({steps / max(elapsed, 1e-9):.0f}/s)  {len(report.counterexamples)} violated")
+            tally(counts(stats))
 
     batch, size, left = 0, examples or FIRST_BATCH, examples
     while True:
-        cls = machine_class(policy_spec, policy, target_factory, config_strategy, found_by)
+        cls = machine_class(policy_spec, policy, target_factory, config_strategy, found_by, target_name)
         cls.stats = FuzzStats(started=started, tick=tick)
-        cls.known = frozenset(c.kind for c in report.counterexamples)
-        found = run_machine(cls, size, seed * 100_003 + batch, phases)
+        cls.known = known | {c.kind for c in report.counterexamples}
+        scratch = InMemoryExampleDatabase() if database is not None and cls.known else None
+        batch_database = database if scratch is None else MultiplexedDatabase(ReadOnlyDatabase(database), scratch)
+        found = run_machine(cls, size, seed * 100_003 + batch, phases, database=batch_database)
         report.examples += cls.stats.examples
         report.steps += cls.stats.steps
+        report.coverage.update(cls.stats.coverage)
         if found is not None:
+            if scratch is not None:
+                for key, values in scratch.data.items():
+                    for value in values:
+                        database.save(key, value)
             first_seen = cls.stats.first_failure.get(found.kind, time.perf_counter() - started)
-            report.counterexamples.append(_save(found, first_seen, corpus, policy_spec, seed, target_factory))
+            counterexample = _counterexample(found, first_seen, cls.stats.raised_at, seed, target_factory)
+            report.counterexamples.append(counterexample if corpus is None else save(counterexample, corpus))
         report.seconds = time.perf_counter() - started
+        tally(counts(FuzzStats()))
         if stop_when_found and stop_when_found <= {c.kind for c in report.counterexamples}:
             return report
         batch += 1
@@ -142,16 +192,18 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
 
 
 def run_machine(cls: type[FuzzMachine], size: int, seed: int, phases: Sequence[Phase] = PHASES,
-                parent: settings | None = None) -> FuzzFailure | None:
+                parent: settings | None = None, database: ExampleDatabase | None = None) -> FuzzFailure | None:
     """One Hypothesis run of ``size`` examples of ``cls`` from ``seed``, stopping at the
     first failure: that failure (shrunk when ``phases`` shrink) with its program, or None.
     Nothing is printed; an exception other than a FuzzFailure propagates. ``parent``
     supplies the other settings (a test passes its profile's, whose ``derandomize`` then
-    decides the seed); by default the seed does.
+    decides the seed); by default the seed does. The example ``database`` is replayed
+    first (when ``phases`` reuse) and keeps the failure; None keeps nothing. Phases that
+    only replay, with nothing saved, run nothing: None.
     """
     s = settings(
         parent if parent is not None else settings(derandomize=False),
-        max_examples=size, database=None, deadline=None, print_blob=False,
+        max_examples=size, database=database, deadline=None, print_blob=False,
         suppress_health_check=list(HealthCheck), report_multiple_bugs=False, phases=tuple(phases),
     )
     try:
@@ -159,6 +211,8 @@ def run_machine(cls: type[FuzzMachine], size: int, seed: int, phases: Sequence[P
             run_state_machine_as_test(hypothesis_seed(seed)(cls), settings=s)
     except FuzzFailure as failure:
         return _with_program(failure)
+    except unittest.SkipTest:  # Hypothesis: "no examples to run"
+        return None
     return None
 
 
@@ -203,38 +257,40 @@ def reduce(trace: Trace, kind: str, target_factory: TargetFactory) -> Trace:
         e for e in trace.expect if not isinstance(e, ViolationExpectation) or e.violation in still))
 
 
-def _save(failure: FuzzFailure, first_seen: float, corpus: str | Path | None, policy_spec: str, seed: int,
-          target_factory: TargetFactory) -> Counterexample:
-    """The counterexample of a failure, its trace reduced (``reduce``); trace and program
-    written under ``corpus`` (when given) as ``<policy>-<kind>-seed<N>[-<n>].json`` and
-    ``.hypothesis.txt``, never overwriting a file."""
+def _counterexample(failure: FuzzFailure, first_seen: float, example: int, seed: int,
+                    target_factory: TargetFactory) -> Counterexample:
+    """The counterexample of a failure, its trace reduced (``reduce``)."""
     trace = reduce(failure.trace, failure.kind, target_factory)
-    found = Counterexample(failure.kind, trace.description or failure.kind, trace, tuple(failure.program), first_seen)
-    if corpus is None:
-        return found
+    return Counterexample(failure.kind, trace.description or failure.kind, trace, tuple(failure.program),
+                          len(failure.trace.ops), first_seen, example, seed)
+
+
+def save(found: Counterexample, corpus: str | Path) -> Counterexample:
+    """The counterexample with its trace and program written under ``corpus`` as
+    ``<policy>-<kind>-seed<N>[-<n>].json`` and ``.hypothesis.txt``, never overwriting a file."""
     folder = Path(corpus)
     folder.mkdir(parents=True, exist_ok=True)
-    stem = f"{''.join(c if c.isalnum() or c in '-_' else '_' for c in policy_spec)}-{failure.kind}-seed{seed}"
+    policy_spec = found.trace.policy
+    stem = f"{''.join(c if c.isalnum() or c in '-_' else '_' for c in policy_spec)}-{found.kind}-seed{found.seed}"
     for n in range(1, 10_000):
         name = stem if n == 1 else f"{stem}-{n}"
         trace_path, program_path = folder / f"{name}.json", folder / f"{name}.hypothesis.txt"
         if program_path.exists():
             continue
         try:
-            write_trace(trace, trace_path)
+            write_trace(found.trace, trace_path)
         except FileExistsError:
             continue
         with open(program_path, "x", encoding="utf-8") as f:
-            f.write(_program_text(failure, policy_spec, trace_path.name, len(trace.ops)))
-        return Counterexample(found.kind, found.message, found.trace, found.program, first_seen,
-                              (str(trace_path), str(program_path)))
+            f.write(_program_text(found, policy_spec, trace_path.name))
+        return replace(found, paths=(str(trace_path), str(program_path)))
     raise FileExistsError(f"{folder}: too many counterexamples named {stem}-*")
 
 
-def _program_text(failure: FuzzFailure, policy_spec: str, trace_name: str, num_ops: int) -> str:
+def _program_text(found: Counterexample, policy_spec: str, trace_name: str) -> str:
     header = [
-        f"# The Hypothesis program that found {failure.kind} for {policy_spec}. Its {len(failure.trace.ops)} ops, "
-        f"reduced to {num_ops}, are the trace {trace_name}:",
+        f"# The Hypothesis program that found {found.kind} for {policy_spec}. Its {found.ops_found} ops, "
+        f"reduced to {len(found.trace.ops)}, are the trace {trace_name}:",
         f"#   tokenbudget replay {trace_name}",
     ]
-    return "\n".join(header + list(failure.program)) + "\n"
+    return "\n".join(header + list(found.program)) + "\n"

@@ -1,7 +1,8 @@
 """Hypothesis profiles. Choose one with ``pytest --hypothesis-profile=NAME``.
 
 - ``ci``: deterministic (derandomized, no example database), no deadline; what CI runs.
-- ``dev``: the default; random, with the local example database, a few more examples.
+- ``dev``: the default; random, with the per-user example database (``fuzz.database``),
+  a few more examples.
 - ``nightly``: many examples for long unattended runs.
 - ``symbolic``: the same properties on the hypothesis-crosshair backend (SMT-driven
   inputs); it falls back to random generation where CrossHair cannot reason.
@@ -12,16 +13,24 @@ goes to one worker whole, so a module-scoped fixture runs once; the files marked
 """
 from __future__ import annotations
 
+import os
+from typing import Iterator
+
 import pytest
 from hypothesis import HealthCheck, settings
+from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis.database import DirectoryBasedExampleDatabase
 
+from tokenbudget.fuzz.database import ENVIRONMENT, NONE, cache_folder
 from tokenbudget.model import builtin_policies
 from tokenbudget.proofs.obligations import Options
 from tokenbudget.proofs.prove import default_jobs, prove
 from tokenbudget.proofs.verdicts import Outcome
 
 GENEROUS = Options(timeout_s=600)  # per z3 query: a busy machine must not turn a verdict into unknown
+
+if "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ:  # what Hypothesis keeps: not in the current directory
+    set_hypothesis_home_dir(cache_folder() / "hypothesis")
 
 settings.register_profile(
     "ci",
@@ -34,7 +43,7 @@ settings.register_profile(
 )
 settings.register_profile(
     "dev",
-    database=DirectoryBasedExampleDatabase(".hypothesis/examples"),
+    database=DirectoryBasedExampleDatabase(cache_folder() / "examples"),
     deadline=None,
     max_examples=200,
 )
@@ -61,3 +70,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def builtin_proofs() -> list[Outcome]:
     """Every obligation of every built-in policy, proved once per worker session."""
     return prove(list(builtin_policies()), GENEROUS, jobs=default_jobs())
+@pytest.fixture(autouse=True, scope="session")
+def command_database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The example database the commands run by a test default to (``--database``): none
+    under a profile without one (``ci``: runs stay deterministic), else a folder of this
+    session's; never the user's own."""
+    before = os.environ.get(ENVIRONMENT)
+    where = NONE if settings.default.database is None else str(tmp_path_factory.mktemp("examples"))
+    os.environ[ENVIRONMENT] = where
+    yield
+    if before is None:
+        del os.environ[ENVIRONMENT]
+    else:
+        os.environ[ENVIRONMENT] = before

@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import math
 
+from .fuzz.database import default_database
+
 
 class UsageError(Exception):
     """Bad command-line usage, said in one line: argparse's complaint or a command's."""
@@ -54,3 +56,11 @@ def add_policy(parser: argparse.ArgumentParser, help: str, repeatable: bool = Tr
 def add_json(parser: argparse.ArgumentParser) -> None:
     """``--json``: the result as one JSON document, the only thing on stdout."""
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+
+
+def add_database(parser: argparse.ArgumentParser) -> None:
+    """``--database PATH|redis://HOST:PORT/N|none``: the Hypothesis example database, by name
+    (``fuzz.database``); checked when the command opens it."""
+    parser.add_argument("--database", default=default_database(), metavar="PATH|URL",
+                        help="the example database that failing examples are replayed from and kept in: a folder, "
+                             "redis://HOST:PORT/N shared by many machines, or none (default: %(default)s)")

@@ -12,10 +12,11 @@ but the engine findings, with no expectations: any violation fails it; traces wh
 config it refuses are skipped.
 
 Then every policy is fuzzed briefly on the model (``fuzz_section``): FUZZ_EXAMPLES
-examples from seed 0, deterministic, not shrunk. A violation that is known (``is_known``:
-a finding about its engine's loop whose mechanism the counterexample shows, or for a
-built-in policy refuted in the proofs' verdict manifest or expected by a corpus trace of
-it) marks its cell VIOLATED; any other, and any exception inside the model, fails the row.
+examples from seed 0, deterministic, not shrunk, keeping what fails in the example
+database given (none by default). A violation that is known (``is_known``: a finding
+about its engine's loop whose mechanism the counterexample shows, or for a built-in policy
+refuted in the proofs' verdict manifest or expected by a corpus trace of it) marks its cell
+VIOLATED; any other, and any exception inside the model, fails the row.
 
 Last, every obligation of each policy is proved (``proofs_section``, ``tokenbudget prove``):
 a proved invariant marks its cell ok, a refuted one VIOLATED (a work gap "gap N"); a
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from hypothesis import Phase
+from hypothesis.database import ExampleDatabase
 
 from .spec.corpus import load_corpus
 from .fuzz.failures import TARGET_ERROR
@@ -96,12 +98,14 @@ class CheckReport:
         }
 
 
-Section = Callable[[CheckReport, Progress], None]
+Section = Callable[[CheckReport, Progress, "ExampleDatabase | None"], None]
 
 
-def run_check(policies: Sequence[str] = (), progress: Progress = lambda _: None) -> CheckReport:
-    """Check the given policies (default: every built-in). BadInput for a policy that is
-    neither registered nor loadable as ``pkg.module:Class``."""
+def run_check(policies: Sequence[str] = (), progress: Progress = lambda _: None,
+              database: ExampleDatabase | None = None) -> CheckReport:
+    """Check the given policies (default: every built-in); the fuzz section saves its
+    failing examples in ``database``. BadInput for a policy that is neither registered
+    nor loadable as ``pkg.module:Class``."""
     builtin = builtin_policies()
     names = list(dict.fromkeys(policies)) or list(builtin)
     for name in names:
@@ -112,11 +116,11 @@ def run_check(policies: Sequence[str] = (), progress: Progress = lambda _: None)
                 raise BadInput(str(e)) from None
     report = CheckReport([PolicyRow(n, n not in builtin, {i: UNTESTED for i in INVARIANTS}) for n in names])
     for section in SECTIONS:
-        section(report, progress)
+        section(report, progress, database)
     return report
 
 
-def corpus_section(report: CheckReport, progress: Progress) -> None:
+def corpus_section(report: CheckReport, progress: Progress, database: ExampleDatabase | None) -> None:
     """Replay the shipped corpus: each built-in policy's own traces, every trace for a user policy."""
     traces = load_corpus()
     policy_traces = load_corpus(findings=False)
@@ -175,13 +179,14 @@ def is_known(policy: str, kind: str, trace: Trace) -> bool:
     return kind in known_violations(policy) or explaining_finding(trace, kind, policy) is not None
 
 
-def fuzz_section(report: CheckReport, progress: Progress) -> None:
+def fuzz_section(report: CheckReport, progress: Progress, database: ExampleDatabase | None) -> None:
     """Fuzz each policy briefly (seed 0, no shrinking): a known violation marks the cell
     VIOLATED; another, or an exception in the model, fails the row."""
     for row in report.rows:
         progress(f"{row.policy}: fuzzing {FUZZ_EXAMPLES} examples")
         try:
-            result = fuzz(row.policy, examples=FUZZ_EXAMPLES, seed=0, phases=(Phase.explicit, Phase.generate))
+            result = fuzz(row.policy, examples=FUZZ_EXAMPLES, seed=0, phases=(Phase.explicit, Phase.generate),
+                          database=database)
         except ConfigError as e:
             report.skipped.append(f"fuzz {row.policy}: {e}")
             continue
@@ -195,7 +200,7 @@ def fuzz_section(report: CheckReport, progress: Progress) -> None:
                 row.failures.append(f"fuzz (seed 0, {FUZZ_EXAMPLES} examples): {found.message}")
 
 
-def proofs_section(report: CheckReport, progress: Progress) -> None:
+def proofs_section(report: CheckReport, progress: Progress, database: ExampleDatabase | None) -> None:
     """Prove every obligation of each policy and judge the verdicts (``proofs.prove.judge``)."""
     judgement = judge(prove([row.policy for row in report.rows], ProofOptions(), jobs=default_jobs(),
                             progress=progress))

@@ -7,10 +7,11 @@ from __future__ import annotations
 import argparse
 
 from . import render
-from .args import add_json, add_policy
+from .args import add_database, add_json, add_policy
 from .check import run_check
 from .console import Console
 from .exits import FAILED, OK
+from .fuzz.database import open_database
 
 HELP = "replay the built-in corpus; a policy x invariant matrix"
 DESCRIPTION = ("Replay the built-in corpus and print a policy x invariant matrix. A built-in policy is "
@@ -21,11 +22,12 @@ DESCRIPTION = ("Replay the built-in corpus and print a policy x invariant matrix
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_policy(parser, "check this policy (repeatable; default: every built-in)")
+    add_database(parser)
     add_json(parser)
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    report = run_check(args.policies, console.progress)
+    report = run_check(args.policies, console.progress, open_database(args.database))
     if args.json:
         console.json(report.to_json())
     else:

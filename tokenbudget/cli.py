@@ -14,18 +14,21 @@ import os
 import sys
 from typing import NoReturn
 
-from . import check_cmd, conform_cmd, fuzz_cmd, policies_cmd, prove_cmd, replay_cmd
+from hypothesis.configuration import set_hypothesis_home_dir
+
+from . import campaign_cmd, check_cmd, conform_cmd, fuzz_cmd, policies_cmd, prove_cmd, replay_cmd
 from .args import UsageError
 from .console import Console
 from .exits import BAD_INPUT, INTERRUPTED, OK
+from .fuzz.database import DatabaseError, cache_folder
 from .harness.vllm.engine import EngineUnavailable
 from .model import ConfigError
 from .model.replay import BadInput
 from .spec.trace import TraceError
 
 COMMANDS = {"policies": policies_cmd, "replay": replay_cmd, "check": check_cmd, "prove": prove_cmd,
-            "conform": conform_cmd, "fuzz": fuzz_cmd}
-BAD_INPUT_ERRORS = (UsageError, TraceError, BadInput, ConfigError, EngineUnavailable)
+            "conform": conform_cmd, "fuzz": fuzz_cmd, "campaign": campaign_cmd}
+BAD_INPUT_ERRORS = (UsageError, TraceError, BadInput, ConfigError, EngineUnavailable, DatabaseError)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -44,7 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
+    """Run the command line; returns the exit status. What Hypothesis keeps besides the
+    example database goes to the per-user cache folder, never the current directory."""
+    if "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ:
+        os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = str(cache_folder() / "hypothesis")
+        set_hypothesis_home_dir(os.environ["HYPOTHESIS_STORAGE_DIRECTORY"])
     console = Console()
     try:
         args = build_parser().parse_args(argv)

@@ -1,8 +1,11 @@
 """``tokenbudget fuzz``: Hypothesis stateful fuzzing of policies on a target (``fuzz.session``).
 
-Each policy gets the whole budget (``--examples`` or ``--seconds``) in turn. Every shrunk
-counterexample is written to the corpus folder (default: a new temp dir) as a trace,
-with the Hypothesis program beside it; files that exist are never overwritten. Exit
+Each policy gets the whole budget (``--examples`` or ``--seconds``) in turn, on each of
+``--workers`` processes (``fuzz.parallel``; one worker runs in this process, as a plain
+session), all replaying and keeping failing examples in one example database
+(``--database``, ``fuzz.database``). Every shrunk counterexample, once per policy and
+kind, is written to the corpus folder (default: a new temp dir) as a trace, with the
+Hypothesis program beside it; files that exist are never overwritten. Exit
 status 0 when no invariant was violated, 1 when some was (as ``replay`` exits 1 on a
 trace that shows a violation): the summary says for each whether it is known
 (``check.is_known``). vLLM missing is bad input (2).
@@ -10,16 +13,19 @@ trace that shows a violation): the summary says for each whether it is known
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 from pathlib import Path
 from typing import Sequence
 
 from . import render
-from .args import add_json, add_policy, positive_float, positive_int
+from .args import add_database, add_json, add_policy, positive_float, positive_int
 from .check import is_known
 from .console import Console
 from .exits import FAILED, OK
-from .fuzz.session import fuzz
+from .fuzz.database import open_database
+from .fuzz.parallel import Job, fuzz_workers
+from .fuzz.session import fuzz, save
 from .harness.vllm.target import VllmTarget
 from .model import BudgetConfig, builtin_policies, get_policy
 from .model.target import ModelTarget, TargetFactory
@@ -43,7 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     budget.add_argument("--examples", type=positive_int, metavar="N", help="Hypothesis examples per policy")
     budget.add_argument("--seconds", type=positive_float, metavar="S",
                         help=f"seconds per policy (default {DEFAULT_SECONDS:g}; shrinking a counterexample can run past it)")
-    parser.add_argument("--seed", type=int, default=0, help="the Hypothesis seed (default 0)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="the Hypothesis seed (default 0); worker 0 uses it, the others seeds derived from it")
+    parser.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1, metavar="N",
+                        help="worker processes, each with the whole budget on its own seed stream "
+                             "(default: the cores, %(default)s here); 1 fuzzes in this process")
+    add_database(parser)
     parser.add_argument("--corpus", type=Path, metavar="DIR",
                         help="where counterexample traces go (default: a new temp dir); existing files are kept")
     add_json(parser)
@@ -55,14 +66,23 @@ def run(args: argparse.Namespace, console: Console) -> int:
     factory = FACTORIES[args.target]
     for policy in policies:  # unknown policy, vLLM missing, a policy the target cannot run: bad input, now
         factory(BudgetConfig(), get_policy(policy))
+    database = open_database(args.database)
     corpus = args.corpus or Path(tempfile.mkdtemp(prefix="tokenbudget-fuzz-"))
     seconds = None if args.examples else args.seconds or DEFAULT_SECONDS
-    reports = [fuzz(p, target_factory=factory, target_name=args.target, examples=args.examples,
-                    seconds=seconds, seed=args.seed, corpus=corpus, progress=console.progress) for p in policies]
+    if args.workers == 1:
+        reports = [fuzz(p, target_factory=factory, target_name=args.target, examples=args.examples, seconds=seconds,
+                        seed=args.seed, corpus=corpus, progress=console.progress, database=database)
+                   for p in policies]
+    else:
+        job = Job(tuple(policies), factory, args.target, args.examples, seconds, args.seed, args.database)
+        reports = fuzz_workers(job, args.workers, lambda live: console.progress(render.live(live)))
+        for r in reports:
+            r.counterexamples[:] = [save(c, corpus) for c in r.counterexamples]
     known = {r.policy: {c.kind for c in r.counterexamples if is_known(r.policy, c.kind, c.trace)} for r in reports}
     ok = all(r.ok for r in reports)
     if args.json:
-        console.json({"ok": ok, "target": args.target, "corpus": str(corpus),
+        console.json({"ok": ok, "target": args.target, "workers": args.workers, "database": args.database,
+                      "corpus": str(corpus),
                       "policies": [{**r.to_json(), "known": sorted(known[r.policy])} for r in reports]})
     else:
         console.text(render.fuzz(reports, known, corpus))

@@ -5,10 +5,13 @@ the JSON output is the library's own ``to_json``.
 """
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Mapping, Sequence
 
 from .check import CheckReport
+from .fuzz.coverage import PATHS
+from .fuzz.parallel import Live
 from .fuzz.session import FuzzReport
 from .harness.conform import ConformReport
 from .harness.features import FEATURES
@@ -185,9 +188,41 @@ def fuzz(reports: Sequence[FuzzReport], known: Mapping[str, Collection[str]], co
                          f"shrunk to {len(c.trace.ops)} ops")
             lines.append(f"  {c.message}")
             lines += [f"  {path}" for path in c.paths]
+    coverage = sum((r.coverage for r in reports), Counter())
+    lines.append(f"rare paths (steps): {paths(coverage)}")
     found = sum(len(r.counterexamples) for r in reports)
     lines.append(f"verdict: {'ok: no violation' if not found else f'{found} violations'}  "
                  f"(target {reports[0].target if reports else '-'}, corpus {corpus})")
+    return "\n".join(lines)
+
+
+def paths(coverage: Mapping[str, int]) -> str:
+    """``same-step-refund 3  padded-admission 0 ...``: every rare path, taken or not."""
+    return "  ".join(f"{name} {coverage.get(name, 0)}" for name in PATHS)
+
+
+def live(counts: Live) -> str:
+    """The one progress line of several workers: counts, speed, violations by invariant, rare paths."""
+    seconds = max(counts.seconds, 1e-9)
+    violated = " ".join(f"{kind}x{n}" for kind, n in counts.violations().items()) or "none"
+    taken = " ".join(f"{name}:{counts.coverage.get(name, 0)}" for name in PATHS)
+    return (f"{seconds:.0f}s {counts.workers} workers {counts.examples} ex {counts.steps / seconds:.0f} steps/s "
+            f"| violated {violated} | {taken}")
+
+
+def campaign(doc: Mapping[str, Any], interrupted: bool) -> str:
+    """A campaign's report (``fuzz.campaign.report_json``): counts, rare paths, violations, files."""
+    seconds = doc["seconds"]
+    lines = [f"campaign  {seconds / 3600:.3f} of {doc['hours']:g} hours{'  (interrupted)' if interrupted else ''}, "
+             f"{doc['workers']} workers, target {doc['target']}, {len(doc['policies'])} policies, "
+             f"database {doc['database']}",
+             f"{doc['examples']} examples, {doc['steps']} steps ({doc['steps_per_second']:.0f}/s)",
+             f"rare paths (steps): {paths(doc['coverage'])}"]
+    rows = [[v["policy"], v["kind"], f"{v['seconds']:.0f}", v["trace"]] for v in doc["violations"]]
+    if rows:
+        lines += table(["policy", "violated", "after s", "trace"], rows, right=(2,))
+    lines.append(f"verdict: {'ok: no violation' if not rows else f'{len(rows)} violations'}  "
+                 f"(report {Path(doc['plot']).with_suffix('.json')}, plot {doc['plot']}, corpus {doc['corpus']})")
     return "\n".join(lines)
 
 

@@ -1,0 +1,70 @@
+"""Where Hypothesis keeps the examples that failed, so that every later run replays them
+first (``Phase.reuse``): a folder, a Redis server shared by many machines, or none.
+
+A database is named by one string, as ``--database`` takes it: ``none``, a folder path,
+or ``redis://HOST:PORT/N``. The default is the per-user cache folder
+(``$XDG_CACHE_HOME/tokenbudget/examples``, else ``~/.cache/tokenbudget/examples``), never
+the current directory; ``TOKENBUDGET_DATABASE`` overrides it. Only Hypothesis's own
+databases are used.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
+
+NONE = "none"
+ENVIRONMENT = "TOKENBUDGET_DATABASE"
+REDIS_TIMEOUT = 3.0  # seconds to connect to a Redis server before giving up
+
+
+class DatabaseError(ValueError):
+    """A database that cannot be used, said in one line."""
+
+
+def cache_folder() -> Path:
+    """tokenbudget's per-user cache folder: ``$XDG_CACHE_HOME/tokenbudget``, else
+    ``~/.cache/tokenbudget``."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tokenbudget"
+
+
+def default_database() -> str:
+    """``$TOKENBUDGET_DATABASE`` when set, else ``examples`` in the per-user cache folder."""
+    return os.environ.get(ENVIRONMENT) or str(cache_folder() / "examples")
+
+
+def is_redis(where: str) -> bool:
+    return where.startswith("redis://")
+
+
+def open_database(where: str) -> ExampleDatabase | None:
+    """The database ``where`` names (None for ``none``). A Redis server is asked for a
+    ping first; DatabaseError when it cannot be reached or the URL is malformed."""
+    if where == NONE:
+        return None
+    if "://" in where and not is_redis(where):
+        raise DatabaseError(f"--database {where}: expected a folder or redis://HOST:PORT/N")
+    if not is_redis(where):
+        return DirectoryBasedExampleDatabase(where)
+    from hypothesis.extra.redis import RedisExampleDatabase
+    from redis import Redis
+    from redis.backoff import NoBackoff
+    from redis.exceptions import RedisError
+    from redis.retry import Retry
+
+    url = urlsplit(where)
+    try:
+        port, db = url.port, url.path.strip("/") or "0"
+    except ValueError:
+        port, db = None, ""
+    if not url.hostname or port is None or not db.isdigit():
+        raise DatabaseError(f"--database {where}: expected redis://HOST:PORT/N")
+    address = dict(host=url.hostname, port=port, db=int(db), password=url.password,
+                   socket_connect_timeout=REDIS_TIMEOUT, socket_timeout=REDIS_TIMEOUT)
+    try:
+        Redis(**address, retry=Retry(NoBackoff(), 0)).ping()  # asked once: the database's own client retries
+    except RedisError as e:
+        raise DatabaseError(f"--database {where}: cannot reach Redis: {e}") from None
+    return RedisExampleDatabase(Redis(**address))

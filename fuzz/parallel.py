@@ -1,0 +1,211 @@
+"""Fuzzing on several processes: workers on their own seed streams, over the same policies
+and target, sharing one example database, merged into one report.
+
+Workers are plain ``multiprocessing`` processes (spawned, so nothing of the parent's state
+is shared but what is passed). Each opens the database by the name ``--database`` gave
+(``fuzz.database``), runs ``fuzz`` sessions, and sends on one queue what it counts as it
+runs and each session's report; the parent merges them: counts add up, and a failure
+kind that several workers found is kept once (the one first seen). Workers ignore
+SIGINT: the parent decides when they stop.
+"""
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import pickle
+import queue
+import signal
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+from ..model.target import TargetFactory
+from .database import open_database
+from .session import PROGRESS_EVERY, FuzzReport, Tally, fuzz
+
+Event = tuple[Any, ...]
+CONTEXT = multiprocessing.get_context("spawn")
+
+
+def stream_seed(seed: int, worker: int, round: int = 0) -> int:
+    """The seed of a worker's round of sessions: ``seed`` itself for worker 0's first
+    round (so one worker fuzzes as a plain session does), else one derived from all three."""
+    if worker == 0 and round == 0:
+        return seed
+    return int.from_bytes(hashlib.sha256(f"{seed}/{worker}/{round}".encode()).digest()[:4], "big")
+
+
+@dataclass(frozen=True)
+class Job:
+    """What every worker fuzzes: the policies in turn, each for ``examples`` or ``seconds``
+    (on each worker), on the target ``target_factory`` makes, with the example database
+    named ``database``."""
+
+    policies: tuple[str, ...]
+    target_factory: TargetFactory
+    target_name: str
+    examples: int | None
+    seconds: float | None
+    seed: int
+    database: str
+
+
+@dataclass
+class Live:
+    """The merged counts of every worker so far; ``found`` holds each (policy, kind) once."""
+
+    workers: int
+    started: float = field(default_factory=time.perf_counter)
+    examples: int = 0
+    steps: int = 0
+    coverage: Counter[str] = field(default_factory=Counter)
+    found: dict[tuple[str, str], None] = field(default_factory=dict)
+
+    @property
+    def seconds(self) -> float:
+        return time.perf_counter() - self.started
+
+    def violations(self) -> Counter[str]:
+        """Per violated invariant, the policies it was found in."""
+        return Counter(kind for _, kind in self.found)
+
+    def add(self, policy: str, delta: Tally) -> None:
+        self.examples += delta.examples
+        self.steps += delta.steps
+        self.coverage.update(delta.coverage)
+        for kind in delta.violations:
+            self.found.setdefault((policy, kind), None)
+
+
+class Sender:
+    """A worker's side of the queue: turns a session's running Tally into deltas (each
+    counterexample sent once, as soon as it is shrunk)."""
+
+    def __init__(self, events: Any, worker: int, policy: str) -> None:
+        self.events, self.worker, self.policy = events, worker, policy
+        self.last = Tally(0, 0, {}, ())
+
+    def __call__(self, now: Tally) -> None:
+        last = self.last
+        delta = Tally(now.examples - last.examples, now.steps - last.steps,
+                      dict(Counter(now.coverage) - Counter(last.coverage)),
+                      tuple(k for k in now.violations if k not in last.violations),
+                      now.counterexamples[len(last.counterexamples):])
+        self.last = now
+        self.events.put(("tally", self.worker, self.policy, delta))
+
+
+def start_workers(target: Callable[..., None], args: Sequence[tuple[Any, ...]]) -> tuple[Any, list[Any]]:
+    """One spawned process per argument tuple, running ``target(*args, events)``; the events queue and them."""
+    events = CONTEXT.Queue()
+    processes = [CONTEXT.Process(target=target, args=(*a, events), daemon=True) for a in args]
+    for process in processes:
+        process.start()
+    return events, processes
+
+
+def receive(events: Any, processes: list[Any], timeout: float = PROGRESS_EVERY) -> Iterator[Event | None]:
+    """The workers' events until each said ``done``; None when nothing came for ``timeout``
+    seconds. A worker's ``error`` is raised here; a worker that died without a word is a
+    RuntimeError."""
+    running = set(range(len(processes)))
+    while running:
+        try:
+            event = events.get(timeout=timeout)
+        except queue.Empty:
+            dead = [w for w in running if not processes[w].is_alive()]
+            if dead and events.empty():
+                raise RuntimeError(f"fuzz worker {dead[0]} died (exit status {processes[dead[0]].exitcode})") from None
+            yield None
+            continue
+        if event[0] == "done":
+            running.discard(event[1])
+        elif event[0] == "error":
+            raise event[2]
+        else:
+            yield event
+
+
+def drain(events: Any, most: int = 100_000) -> list[Event]:
+    """The events already queued (the workers still running: a worker stopped while writing
+    one could leave half an event), without waiting; ``done`` and ``error`` left out."""
+    out: list[Event] = []
+    for _ in range(most):
+        try:
+            event = events.get_nowait()
+        except queue.Empty:
+            break
+        if event[0] not in ("done", "error"):
+            out.append(event)
+    return out
+
+
+def stop_workers(processes: list[Any]) -> None:
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(timeout=10)
+
+
+def worker_errors(events: Any, worker: int) -> Callable[[BaseException], None]:
+    """How a worker hands an exception to the parent (as itself when it pickles)."""
+    def send(error: BaseException) -> None:
+        try:
+            pickle.dumps(error)
+        except Exception:
+            error = RuntimeError(f"{type(error).__name__}: {error}")
+        events.put(("error", worker, error))
+    return send
+
+
+def _fuzz_worker(job: Job, worker: int, events: Any) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        database = open_database(job.database)
+        seed = stream_seed(job.seed, worker)
+        for policy in job.policies:
+            report = fuzz(policy, target_factory=job.target_factory, target_name=job.target_name,
+                          examples=job.examples, seconds=job.seconds, seed=seed, database=database,
+                          tally=Sender(events, worker, policy))
+            events.put(("report", worker, report))
+    except BaseException as e:
+        worker_errors(events, worker)(e)
+    events.put(("done", worker))
+
+
+def fuzz_workers(job: Job, workers: int, live: Callable[[Live], None] = lambda _: None) -> list[FuzzReport]:
+    """Fuzz ``job`` on ``workers`` processes; one merged report per policy, in order, its
+    counterexamples not saved (``session.save`` them). ``live`` hears the merged counts
+    about every PROGRESS_EVERY seconds."""
+    assert workers >= 1
+    counts = Live(workers)
+    reports: dict[str, list[FuzzReport]] = {p: [] for p in job.policies}
+    events, processes = start_workers(_fuzz_worker, [(job, w) for w in range(workers)])
+    try:
+        for event in receive(events, processes):
+            if event is not None and event[0] == "tally":
+                counts.add(event[2], event[3])
+            elif event is not None and event[0] == "report":
+                reports[event[2].policy].append(event[2])
+            live(counts)
+    finally:
+        stop_workers(processes)
+    return [merge(reports[p]) for p in job.policies]
+
+
+def merge(reports: Sequence[FuzzReport]) -> FuzzReport:
+    """Several workers' reports on one policy as one: counts added, seconds the longest,
+    each failure kind once (the earliest seen)."""
+    first = reports[0]
+    merged = FuzzReport(first.policy, first.target, first.seed)
+    for r in reports:
+        merged.examples += r.examples
+        merged.steps += r.steps
+        merged.seconds = max(merged.seconds, r.seconds)
+        merged.coverage.update(r.coverage)
+    found = sorted((c for r in reports for c in r.counterexamples), key=lambda c: c.first_seen)
+    merged.counterexamples = list({c.kind: c for c in reversed(found)}.values())
+    merged.counterexamples.sort(key=lambda c: c.first_seen)
+    return merged

@@ -1,0 +1,94 @@
+"""``tokenbudget fuzz --workers`` and ``tokenbudget campaign``: worker processes, one merged
+report, a database that cannot be used, a campaign stopped and continued."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tokenbudget.cli import main
+from tokenbudget.fuzz.coverage import PATHS
+
+QUIET = "fastdeploy-decode-count"  # a policy the fuzzer finds nothing wrong with, fast
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_two_workers_merge_into_one_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "fuzz", "--policy", QUIET, "--examples", "10", "--workers", "2",
+                         "--corpus", str(tmp_path), "--json")
+    doc = json.loads(out)
+    assert code == 0 and err == "" and doc["ok"] is True
+    report = doc["policies"][0]
+    assert report["examples"] > 10 and report["steps"] > 0  # each worker ran the ten
+    assert set(report["coverage"]) <= set(PATHS) and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["fuzz", "check", "campaign"])
+@pytest.mark.parametrize("where, words", [
+    ("redis://127.0.0.1:1/0", "cannot reach Redis"),
+    ("redis://127.0.0.1/0", "expected redis://HOST:PORT/N"),
+    ("ftp://127.0.0.1/", "expected a folder or redis://HOST:PORT/N"),
+])
+def test_a_database_that_cannot_be_used_exits_2_with_one_line(command: str, where: str, words: str,
+                                                              tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    extra = ["--hours", "1", "--out", str(tmp_path)] if command == "campaign" else []
+    code, out, err = run(capsys, command, "--policy", QUIET, "--database", where, *extra)
+    assert code == 2 and out == "" and list(tmp_path.iterdir()) == []
+    assert err.count("\n") == 1 and err.startswith("tokenbudget: error: ") and words in err, err
+
+
+def _state(folder: Path) -> dict[str, object]:
+    return dict(json.loads((folder / "state.json").read_text()))
+
+
+def test_a_campaign_reports_and_continues_where_it_stopped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_dir = tmp_path / "campaign"
+    argv = ["campaign", "--policy", QUIET, "--policy", "vllm-adaptive", "--workers", "1", "--out", str(out_dir),
+            "--database", str(tmp_path / "examples"), "--json"]
+    code, out, err = run(capsys, *argv, "--hours", "0.003")
+    first = json.loads(out)
+    assert code in (0, 1) and err == "" and first["running"] is False and first["interrupted"] is False
+    assert (out_dir / "report.png").stat().st_size > 0 and json.loads((out_dir / "report.json").read_text())["seconds"]
+    before = _state(out_dir)
+    assert before["seconds"] >= 0.003 * 3600 and len(first["history"]) >= 2
+    code, out, _ = run(capsys, *argv, "--hours", "0.003")  # spent already: a report, nothing run
+    assert json.loads(out)["examples"] == first["examples"] and _state(out_dir)["rounds"] == before["rounds"]
+    code, out, _ = run(capsys, *argv, "--hours", "0.006")
+    second = json.loads(out)
+    after = _state(out_dir)
+    assert second["seconds"] >= 0.006 * 3600 and second["examples"] >= first["examples"]
+    assert after["rounds"]["0"] >= before["rounds"].get("0", 0)  # type: ignore[union-attr]
+    assert len(second["history"]) > len(first["history"]) and second["history"][:len(first["history"])] == first["history"]
+
+
+def test_ctrl_c_ends_a_campaign_with_its_report_and_it_resumes(tmp_path: Path) -> None:
+    out_dir = tmp_path / "campaign"
+    argv = [sys.executable, "-m", "tokenbudget.cli", "campaign", "--policy", QUIET, "--workers", "1",
+            "--out", str(out_dir), "--database", "none", "--hours", "1", "--json"]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for _ in range(600):  # the first report is written about 5 s in
+        if (out_dir / "state.json").exists() or process.poll() is not None:
+            break
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    doc = json.loads(out)
+    assert process.returncode == 130 and doc["interrupted"] is True and doc["running"] is False, err
+    stopped = _state(out_dir)
+    assert 0 < float(stopped["seconds"]) < 3600  # type: ignore[arg-type]
+    resumed = subprocess.run([*argv[:-3], "--hours", str((float(stopped["seconds"]) + 2) / 3600), "--json"],  # type: ignore[arg-type]
+                             capture_output=True, text=True, timeout=300, env=os.environ)
+    doc = json.loads(resumed.stdout)
+    assert resumed.returncode == 0 and doc["seconds"] > float(stopped["seconds"])  # type: ignore[arg-type]
+    assert doc["history"][:len(stopped["history"])] == stopped["history"]  # type: ignore[arg-type]
