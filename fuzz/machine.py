@@ -26,13 +26,13 @@ from hypothesis import strategies as st
 from hypothesis import reject, target
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from ..model import BudgetConfig, BudgetPolicy, ConfigError
+from ..model import POLICY_ERROR, BudgetConfig, BudgetPolicy, ConfigError, PolicyError
 from ..spec.invariants import Violation, check_step, drain_bound, no_request_lost, progress
 from ..spec.records import RequestState, StepRecord
 from ..spec.trace import AbortOp, Op, StepOp, Trace, ViolationExpectation
 from .config_strategies import configs
 from ..spec.execution import Execution
-from .failures import TARGET_ERROR, failure
+from .failures import TARGET_ERROR, error_kind, failure
 from ..model.target import ModelTarget, TargetFactory
 from .request_shapes import PATTERNS, RequestShape, accepted_drafts, request_shapes, resolve
 
@@ -40,18 +40,34 @@ DEFAULTS = BudgetConfig().to_dict()
 REQUESTS = st.lists(request_shapes(), min_size=1, max_size=3)
 
 
+class BudgetSpent(BaseException):
+    """The session's budget (examples or seconds) is spent: raised as an example would
+    start, a BaseException so that Hypothesis stops at once, shrinking included."""
+
+
 @dataclass
 class FuzzStats:
     """Counters shared by every run of one machine class. ``first_failure`` holds, per
     failure kind, the seconds from ``started`` to the step where it was first seen
-    (before any shrinking); ``tick`` is called as each example starts."""
+    (before any shrinking); ``tick`` is called as each example starts. An example that
+    would start with ``max_examples`` run or past ``deadline`` (perf_counter) raises
+    BudgetSpent; ``smallest`` keeps, per kind, the failure with fewest ops raised so far
+    (what shrinking had reached when it was stopped)."""
 
     started: float = field(default_factory=time.perf_counter)
     examples: int = 0
     steps: int = 0
     first_failure: dict[str, float] = field(default_factory=dict)
     raised_at: int = 0  # examples run when a failure was first raised
+    raised_kind: str | None = None  # the kind of the first failure raised: the one Hypothesis shrinks
     tick: Callable[["FuzzStats"], None] | None = None
+    max_examples: int | None = None
+    deadline: float | None = None
+    smallest: dict[str, Any] = field(default_factory=dict)
+
+    def spent(self) -> bool:
+        return (self.max_examples is not None and self.examples >= self.max_examples) or \
+            (self.deadline is not None and time.perf_counter() >= self.deadline)
 
 
 def compact_config(cfg: BudgetConfig) -> dict[str, Any]:
@@ -85,10 +101,20 @@ class FuzzMachine(RuleBasedStateMachine):
     def deploy(self, cfg: BudgetConfig) -> None:
         """Start the target; the initialize rule of each concrete class calls this."""
         self.cfg = cfg
+        if type(self).stats.spent():
+            raise BudgetSpent
         try:
             made = type(self).target_factory(cfg, type(self).policy)
         except ConfigError:  # the target (a real engine) refuses a config the policy accepts
             reject()
+        except PolicyError as e:  # the user policy failed while the target was built
+            self.broken = True
+            stats = type(self).stats
+            stats.examples += 1
+            stats.raised_kind = stats.raised_kind or POLICY_ERROR
+            raise _kept(stats, failure(POLICY_ERROR, (), str(e), Trace(
+                policy=type(self).policy_spec, config=compact_config(cfg), ops=(), description=str(e),
+                found_by=type(self).found_by))) from None
         self.execution = Execution(made)
         stats = type(self).stats
         stats.examples += 1
@@ -188,14 +214,15 @@ class FuzzMachine(RuleBasedStateMachine):
         if not violations and error is None:
             return
         self.broken = True
-        kinds = tuple(dict.fromkeys(v.invariant for v in violations)) + ((TARGET_ERROR,) if error else ())
+        kinds = tuple(dict.fromkeys(v.invariant for v in violations)) + ((error_kind(error),) if error else ())
         stats = type(self).stats
         for kind in kinds:
             stats.first_failure.setdefault(kind, time.perf_counter() - stats.started)
         new = [kind for kind in kinds if kind not in type(self).known]
         if new:
             stats.raised_at = stats.raised_at or stats.examples
-            raise failure(new[0], violations, error, self._trace(kinds, violations, error))
+            stats.raised_kind = stats.raised_kind or new[0]
+            raise _kept(stats, failure(new[0], violations, error, self._trace(kinds, violations, error)))
 
     def _trace(self, kinds: tuple[str, ...], violations: tuple[Violation, ...], error: str | None) -> Trace:
         assert self.cfg is not None and self.execution is not None
@@ -206,10 +233,18 @@ class FuzzMachine(RuleBasedStateMachine):
             policy=type(self).policy_spec,
             config=compact_config(self.cfg),
             ops=tuple(self.ops),
-            expect=tuple(ViolationExpectation(kind) for kind in kinds if kind != TARGET_ERROR),
+            expect=tuple(ViolationExpectation(kind) for kind in kinds if kind not in (TARGET_ERROR, POLICY_ERROR)),
             description="; ".join(parts),
             found_by=type(self).found_by,
         )
+
+
+def _kept(stats: FuzzStats, found: Any) -> Any:
+    """``found``, kept in ``stats.smallest`` when it has fewer ops than the one kept for its kind."""
+    kept = stats.smallest.get(found.kind)
+    if kept is None or len(found.trace.ops) < len(kept.trace.ops):
+        stats.smallest[found.kind] = found
+    return found
 
 
 def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: TargetFactory = ModelTarget,

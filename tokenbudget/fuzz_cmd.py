@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Sequence
 
 from . import render
-from .args import add_json, add_policy, positive_float, positive_int
+from .args import UsageError, add_json, add_policy, positive_float, positive_int
 from .check import is_known
 from .console import Console
-from .exits import FAILED, OK
+from .exits import FAILED, INTERRUPTED, OK
 from .fuzz.session import fuzz
 from .harness.vllm.target import VllmTarget
-from .model import BudgetConfig, builtin_policies, get_policy
+from .model import POLICY_ERROR, BudgetConfig, PolicyError, builtin_policies, get_policy
 from .model.target import ModelTarget, TargetFactory
 from .targets import MODEL, VLLM
 
@@ -40,9 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", choices=tuple(FACTORIES), default=MODEL,
                         help="what executes the ops: the reference model, or vLLM 0.32's real scheduler")
     budget = parser.add_mutually_exclusive_group()
-    budget.add_argument("--examples", type=positive_int, metavar="N", help="Hypothesis examples per policy")
+    budget.add_argument("--examples", type=positive_int, metavar="N",
+                        help="Hypothesis examples per policy, shrinking included")
     budget.add_argument("--seconds", type=positive_float, metavar="S",
-                        help=f"seconds per policy (default {DEFAULT_SECONDS:g}; shrinking a counterexample can run past it)")
+                        help=f"seconds per policy, shrinking included (default {DEFAULT_SECONDS:g})")
     parser.add_argument("--seed", type=int, default=0, help="the Hypothesis seed (default 0)")
     parser.add_argument("--corpus", type=Path, metavar="DIR",
                         help="where counterexample traces go (default: a new temp dir); existing files are kept")
@@ -53,17 +54,28 @@ def run(args: argparse.Namespace, console: Console) -> int:
     default = ["vllm-adaptive"] if args.target == VLLM else list(builtin_policies())
     policies: Sequence[str] = list(dict.fromkeys(args.policies)) or default
     factory = FACTORIES[args.target]
+    if args.corpus is not None and args.corpus.exists() and not args.corpus.is_dir():
+        raise UsageError(f"--corpus {args.corpus} is a file; give a folder (new or existing) for the traces")
     for policy in policies:  # unknown policy, vLLM missing, a policy the target cannot run: bad input, now
-        factory(BudgetConfig(), get_policy(policy))
+        try:
+            factory(BudgetConfig(), get_policy(policy))
+        except PolicyError:  # the user policy itself fails: the session finds and reports that
+            pass
     corpus = args.corpus or Path(tempfile.mkdtemp(prefix="tokenbudget-fuzz-"))
     seconds = None if args.examples else args.seconds or DEFAULT_SECONDS
-    reports = [fuzz(p, target_factory=factory, target_name=args.target, examples=args.examples,
-                    seconds=seconds, seed=args.seed, corpus=corpus, progress=console.progress) for p in policies]
-    known = {r.policy: {c.kind for c in r.counterexamples if is_known(r.policy, c.kind, c.trace)} for r in reports}
+    reports = []
+    for policy in policies:
+        reports.append(fuzz(policy, target_factory=factory, target_name=args.target, examples=args.examples,
+                            seconds=seconds, seed=args.seed, corpus=corpus, progress=console.progress))
+        if reports[-1].interrupted:
+            break
+    interrupted = reports[-1].policy if reports[-1].interrupted else None
+    known = {r.policy: {c.kind for c in r.counterexamples
+                        if c.kind != POLICY_ERROR and is_known(r.policy, c.kind, c.trace)} for r in reports}
     ok = all(r.ok for r in reports)
     if args.json:
-        console.json({"ok": ok, "target": args.target, "corpus": str(corpus),
+        console.json({"ok": ok, "target": args.target, "corpus": str(corpus), "interrupted": interrupted,
                       "policies": [{**r.to_json(), "known": sorted(known[r.policy])} for r in reports]})
     else:
-        console.text(render.fuzz(reports, known, corpus))
-    return OK if ok else FAILED
+        console.text(render.fuzz(reports, known, corpus, interrupted))
+    return INTERRUPTED if interrupted else OK if ok else FAILED
