@@ -18,12 +18,16 @@ whose records lack a ledger (or carry an ``error``) runs in the same machine.
 """
 from __future__ import annotations
 
+import math
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Mapping
 
 from hypothesis import strategies as st
 from hypothesis import reject, target
+from hypothesis.control import current_build_context
+from hypothesis.internal.conjecture.engine import ConjectureRunner
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from ..model import POLICY_ERROR, BudgetConfig, BudgetPolicy, ConfigError, PolicyError
@@ -41,18 +45,18 @@ REQUESTS = st.lists(request_shapes(), min_size=1, max_size=3)
 
 
 class BudgetSpent(BaseException):
-    """The session's budget (examples or seconds) is spent: raised as an example would
-    start, a BaseException so that Hypothesis stops at once, shrinking included."""
+    """The session's budget (examples or seconds) ran out before any failure: raised as an
+    example would start, a BaseException so that Hypothesis stops at once (it may then
+    complain of the example cut short; ``stats.stopped`` says why)."""
 
 
 @dataclass
 class FuzzStats:
     """Counters shared by every run of one machine class. ``first_failure`` holds, per
     failure kind, the seconds from ``started`` to the step where it was first seen
-    (before any shrinking); ``tick`` is called as each example starts. An example that
-    would start with ``max_examples`` run or past ``deadline`` (perf_counter) raises
-    BudgetSpent; ``smallest`` keeps, per kind, the failure with fewest ops raised so far
-    (what shrinking had reached when it was stopped)."""
+    (before any shrinking); ``tick`` is called as each example starts. ``max_examples``
+    and ``deadline`` (perf_counter) bound the examples run, shrinking included: see
+    ``FuzzMachine.deploy``."""
 
     started: float = field(default_factory=time.perf_counter)
     examples: int = 0
@@ -63,10 +67,11 @@ class FuzzStats:
     tick: Callable[["FuzzStats"], None] | None = None
     max_examples: int | None = None
     deadline: float | None = None
-    smallest: dict[str, Any] = field(default_factory=dict)
+    stopped: bool = False  # the budget ran out (BudgetSpent raised, or shrinking ended)
 
-    def spent(self) -> bool:
-        return (self.max_examples is not None and self.examples >= self.max_examples) or \
+    def spent(self, reserve: int = 0) -> bool:
+        """Whether the budget is spent, keeping ``reserve`` examples of it."""
+        return (self.max_examples is not None and self.examples + reserve >= self.max_examples) or \
             (self.deadline is not None and time.perf_counter() >= self.deadline)
 
 
@@ -101,23 +106,26 @@ class FuzzMachine(RuleBasedStateMachine):
     def deploy(self, cfg: BudgetConfig) -> None:
         """Start the target; the initialize rule of each concrete class calls this."""
         self.cfg = cfg
-        if type(self).stats.spent():
-            raise BudgetSpent
+        stats = type(self).stats
+        final = current_build_context().is_final  # Hypothesis's replay of the failure it reports: not counted
+        if not final and stats.spent(reserve=1 if stats.raised_kind else 0):
+            stats.stopped = True
+            if stats.raised_kind is None:
+                raise BudgetSpent
+            _end_shrinking()  # this example is the last one
         try:
             made = type(self).target_factory(cfg, type(self).policy)
         except ConfigError:  # the target (a real engine) refuses a config the policy accepts
             reject()
         except PolicyError as e:  # the user policy failed while the target was built
             self.broken = True
-            stats = type(self).stats
-            stats.examples += 1
+            stats.examples += not final
             stats.raised_kind = stats.raised_kind or POLICY_ERROR
-            raise _kept(stats, failure(POLICY_ERROR, (), str(e), Trace(
+            raise failure(POLICY_ERROR, (), str(e), Trace(
                 policy=type(self).policy_spec, config=compact_config(cfg), ops=(), description=str(e),
-                found_by=type(self).found_by))) from None
+                found_by=type(self).found_by)) from None
         self.execution = Execution(made)
-        stats = type(self).stats
-        stats.examples += 1
+        stats.examples += not final
         if stats.tick is not None:
             stats.tick(stats)
 
@@ -222,7 +230,7 @@ class FuzzMachine(RuleBasedStateMachine):
         if new:
             stats.raised_at = stats.raised_at or stats.examples
             stats.raised_kind = stats.raised_kind or new[0]
-            raise _kept(stats, failure(new[0], violations, error, self._trace(kinds, violations, error)))
+            raise failure(new[0], violations, error, self._trace(kinds, violations, error))
 
     def _trace(self, kinds: tuple[str, ...], violations: tuple[Violation, ...], error: str | None) -> Trace:
         assert self.cfg is not None and self.execution is not None
@@ -239,12 +247,19 @@ class FuzzMachine(RuleBasedStateMachine):
         )
 
 
-def _kept(stats: FuzzStats, found: Any) -> Any:
-    """``found``, kept in ``stats.smallest`` when it has fewer ops than the one kept for its kind."""
-    kept = stats.smallest.get(found.kind)
-    if kept is None or len(found.trace.ops) < len(kept.trace.ops):
-        stats.smallest[found.kind] = found
-    return found
+def _end_shrinking() -> None:
+    """Make Hypothesis end its shrinking after the example now starting, as it does past its
+    own shrinking time limit: it then replays the smallest failure, with its program.
+    Hypothesis has no public way to do this: the runner running this example is found on
+    the stack and its shrinking deadline moved to now."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        runner = frame.f_locals.get("self")
+        if isinstance(runner, ConjectureRunner):
+            runner.finish_shrinking_deadline = -math.inf
+            return
+        frame = frame.f_back
+    raise BudgetSpent
 
 
 def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: TargetFactory = ModelTarget,

@@ -5,10 +5,10 @@ A session runs Hypothesis in batches, each with its own seed derived from the se
 A batch stops at its first failure and shrinks it; the next batch goes on with that
 failure's kind known: a run that shows only known kinds just ends, so the examples go
 to finding the others. ``examples=N`` runs at most N examples, shrinking included
-(deterministic for a seed); ``seconds=S`` stops the example that would start past S
+(deterministic for a seed); ``seconds=S`` runs no example that would start past S
 seconds, shrinking included, and reduces a counterexample only while time is left (batch
 sizes do not depend on timing, so a seed always runs the same examples in the same
-order). A budget spent while shrinking keeps the smallest failure reached so far.
+order). A budget spent while shrinking leaves the failure as far as it was shrunk.
 """
 from __future__ import annotations
 
@@ -176,9 +176,10 @@ def run_machine(cls: type[FuzzMachine], size: int, seed: int, phases: Sequence[P
             run_state_machine_as_test(hypothesis_seed(seed)(cls), settings=s)
     except FuzzFailure as found:
         return _with_program(found)
-    except BudgetSpent:  # stopped between examples: the smallest failure shrinking had reached, if any
-        kind = cls.stats.raised_kind
-        return None if kind is None else cls.stats.smallest.get(kind)
+    except (BudgetSpent, Exception):
+        if not cls.stats.stopped:
+            raise
+        return None  # the budget ran out before any failure (Hypothesis may complain of the example cut short)
     return None
 
 

@@ -8,8 +8,14 @@
 """
 from __future__ import annotations
 
+import math
+
+import pytest
+
 from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
+
+from tokenbudget import console
 
 settings.register_profile(
     "ci",
@@ -36,3 +42,11 @@ settings.register_profile(
     suppress_health_check=list(HealthCheck),
 )
 settings.load_profile("dev")
+
+
+@pytest.fixture(autouse=True)
+def no_timed_progress(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commands print a progress line every few seconds when stderr is not a terminal; how
+    many depends on the machine's speed, so the suite's commands print none
+    (tests/unit/test_console.py checks the lines themselves)."""
+    monkeypatch.setattr(console, "EVERY", math.inf)

@@ -12,6 +12,8 @@ import sys
 import time
 from typing import Any
 
+from .render import clean
+
 EVERY = 5.0  # seconds between progress lines when stderr is not a terminal
 
 
@@ -33,7 +35,7 @@ class Console:
     def progress(self, message: str) -> None:
         if self.quiet:
             return
-        message = message.encode("utf-8", "backslashreplace").decode("utf-8")
+        message = clean(message, 200)  # it may quote the input: a path, an id
         if self.live:
             sys.stderr.write(f"\r\033[K{message[:100]}")
             sys.stderr.flush()
@@ -42,7 +44,7 @@ class Console:
         now = time.monotonic()
         if now - self.last >= EVERY:
             self.last = now
-            sys.stderr.write(f"tokenbudget: {message[:200]}\n")
+            sys.stderr.write(f"tokenbudget: {message}\n")
             sys.stderr.flush()
 
     def clear(self) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 from . import render
-from .args import UsageError, add_json, add_policy, positive_float, positive_int
+from .args import UsageError, add_json, add_policy, at_most, positive_float, positive_int, seed
 from .check import is_known
 from .console import Console
 from .exits import FAILED, INTERRUPTED, OK
@@ -33,6 +33,8 @@ DESCRIPTION = ("Drive a target step by step with Hypothesis-generated requests, 
 
 FACTORIES: dict[str, TargetFactory] = {MODEL: ModelTarget, VLLM: VllmTarget}
 DEFAULT_SECONDS = 10.0
+MAX_EXAMPLES = 10**7  # per policy
+MAX_SECONDS = 7 * 86400.0  # a week per policy
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,11 +42,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", choices=tuple(FACTORIES), default=MODEL,
                         help="what executes the ops: the reference model, or vLLM 0.32's real scheduler")
     budget = parser.add_mutually_exclusive_group()
-    budget.add_argument("--examples", type=positive_int, metavar="N",
+    budget.add_argument("--examples", type=at_most(positive_int, MAX_EXAMPLES), metavar="N",
                         help="Hypothesis examples per policy, shrinking included")
-    budget.add_argument("--seconds", type=positive_float, metavar="S",
+    budget.add_argument("--seconds", type=at_most(positive_float, MAX_SECONDS), metavar="S",
                         help=f"seconds per policy, shrinking included (default {DEFAULT_SECONDS:g})")
-    parser.add_argument("--seed", type=int, default=0, help="the Hypothesis seed (default 0)")
+    parser.add_argument("--seed", type=seed, default=0, help="the Hypothesis seed (default 0)")
     parser.add_argument("--corpus", type=Path, metavar="DIR",
                         help="where counterexample traces go (default: a new temp dir); existing files are kept")
     add_json(parser)
@@ -54,8 +56,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
     default = ["vllm-adaptive"] if args.target == VLLM else list(builtin_policies())
     policies: Sequence[str] = list(dict.fromkeys(args.policies)) or default
     factory = FACTORIES[args.target]
-    if args.corpus is not None and args.corpus.exists() and not args.corpus.is_dir():
-        raise UsageError(f"--corpus {args.corpus} is a file; give a folder (new or existing) for the traces")
+    if args.corpus is not None:  # before any work: a corpus that cannot be a folder is bad usage now
+        try:
+            args.corpus.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"--corpus {args.corpus}: cannot make it a folder ({e.strerror}); give a folder, new "
+                             f"or existing, for the traces") from None
     for policy in policies:  # unknown policy, vLLM missing, a policy the target cannot run: bad input, now
         try:
             factory(BudgetConfig(), get_policy(policy))
