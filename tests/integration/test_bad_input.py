@@ -11,6 +11,7 @@ only on user policies that fail fast). Then one explicit case per known root cau
 """
 from __future__ import annotations
 
+import copy
 import io
 import json
 import resource
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tokenbudget import check as check_module
@@ -101,7 +102,7 @@ def deep(depth: int) -> Any:
 odd_values = st.one_of(
     st.sampled_from(ODD_INTS), st.integers(), st.sampled_from(ODD_STRINGS), st.text(max_size=20),
     st.floats(allow_nan=False, allow_infinity=False), st.booleans(), st.none(),
-    st.builds(deep, st.sampled_from([5, 20, 100, 600])),
+    st.builds(deep, st.sampled_from([5, 20, 300])),
     st.just({}), st.just([]), st.just({"op": "add"}), st.just({"op": "teleport"}), st.just({"violation": "nope"}),
     st.just({"step": 10**6}), st.just({"no_violation": False}), st.just({"config_rejected": ""}),
 )
@@ -109,7 +110,10 @@ RAW_VALUES = ["NaN", "Infinity", "-Infinity", HUGE, "-" + HUGE, "1e999", "1.5", 
 
 
 def paths_of(doc: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """Every key path into doc, down to 8 levels (a trace nests 5)."""
     yield path
+    if len(path) >= 8:
+        return
     if isinstance(doc, dict):
         for key, value in doc.items():
             yield from paths_of(value, (*path, key))
@@ -136,7 +140,7 @@ def mutated_traces(draw: st.DrawFn) -> bytes:
         if kind == "add" and not isinstance(_get(doc, path), (dict, list)):
             kind = "replace"
         if kind == "replace":
-            value = draw(odd_values)
+            value = copy.deepcopy(draw(odd_values))  # st.just gives one object: never mutate it
             if path:
                 parent, key = parent_and_key(doc, path)
                 parent[key] = value
@@ -147,7 +151,7 @@ def mutated_traces(draw: st.DrawFn) -> bytes:
             del parent[key]
         elif kind == "add":
             target = _get(doc, path)
-            value = draw(odd_values)
+            value = copy.deepcopy(draw(odd_values))
             if isinstance(target, dict):
                 target[draw(st.sampled_from(["extra", "id", "op", "", "\x1b", "accepted", *ODD_STRINGS[:4]]))] = value
             else:
@@ -178,13 +182,14 @@ TRACE_FLAGS = st.sampled_from([(), ("--json",), ("--policy", "vllm-static"), ("-
                                ("--target", "vllm"), ("--quiet",)])
 
 
-@settings(max_examples=120, **SETTINGS)
+@settings(max_examples=300, **SETTINGS)
 @given(data=mutated_traces(), flags=TRACE_FLAGS)
 def test_a_mutated_trace_gets_a_verdict_or_one_error_line(tmp_path_factory: pytest.TempPathFactory, data: bytes,
                                                           flags: tuple[str, ...]) -> None:
     path = tmp_path_factory.mktemp("trace") / "mutated.json"
     path.write_bytes(data)
     code, out, _ = run_clean("replay", path, *flags)
+    event(f"exit {code}")
     if "--json" in flags and code != BAD_INPUT:
         json.loads(out)
 
@@ -257,7 +262,8 @@ def resolve(args: tuple[str, ...], tmp: Path) -> list[str]:
 @given(args=COMMANDS)
 def test_any_command_line_gets_a_verdict_or_one_error_line(tmp_path_factory: pytest.TempPathFactory,
                                                            args: tuple[str, ...]) -> None:
-    run_clean(*resolve(args, tmp_path_factory.mktemp("flags")))
+    code, _, _ = run_clean(*resolve(args, tmp_path_factory.mktemp("flags")))
+    event(f"{args[0]} exit {code}")
 
 
 # -- one case per root cause ---------------------------------------------------------------
