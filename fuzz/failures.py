@@ -11,7 +11,14 @@ from typing import ClassVar
 from ..spec.invariants import INVARIANTS, Violation
 from ..spec.trace import Trace
 
+from ..model import POLICY_ERROR
+
 TARGET_ERROR = "target-error"  # the target raised inside a step (its record's ``error``)
+
+
+def error_kind(error: str) -> str:
+    """The failure kind of a step's ``error``: ``policy-error`` when the user policy failed."""
+    return POLICY_ERROR if POLICY_ERROR + ":" in error else TARGET_ERROR
 
 
 class FuzzFailure(AssertionError):
@@ -40,10 +47,10 @@ def _class_name(kind: str) -> str:
 
 FAILURE_CLASSES: dict[str, type[FuzzFailure]] = {
     kind: type(_class_name(kind), (FuzzFailure,), {"kind": kind, "__module__": __name__})
-    for kind in (*INVARIANTS, TARGET_ERROR)
+    for kind in (*INVARIANTS, TARGET_ERROR, POLICY_ERROR)
 }
 
 
 def failure(kind: str, violations: tuple[Violation, ...], error: str | None, trace: Trace) -> FuzzFailure:
-    """The failure of ``kind``: an invariant some violation names, or ``target-error``."""
+    """The failure of ``kind``: an invariant some violation names, ``target-error`` or ``policy-error``."""
     return FAILURE_CLASSES[kind](violations, error, trace)

@@ -19,6 +19,8 @@ whose records lack a ledger (or carry an ``error``) runs in the same machine.
 from __future__ import annotations
 
 import hashlib
+import math
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -26,16 +28,18 @@ from typing import Any, Callable, ClassVar, Mapping
 
 from hypothesis import strategies as st
 from hypothesis import reject, target
+from hypothesis.control import current_build_context
+from hypothesis.internal.conjecture.engine import ConjectureRunner
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from ..model import BudgetConfig, BudgetPolicy, ConfigError
+from ..model import POLICY_ERROR, BudgetConfig, BudgetPolicy, ConfigError, PolicyError
 from ..spec.invariants import Violation, check_step, drain_bound, no_request_lost, progress
 from ..spec.records import RequestState, StepRecord
 from ..spec.trace import AbortOp, Op, StepOp, Trace, ViolationExpectation
 from .config_strategies import configs
 from .coverage import paths_taken
 from ..spec.execution import Execution
-from .failures import TARGET_ERROR, failure
+from .failures import TARGET_ERROR, error_kind, failure
 from ..model.target import ModelTarget, TargetFactory
 from .request_shapes import PATTERNS, RequestShape, accepted_drafts, request_shapes, resolve
 
@@ -43,12 +47,20 @@ DEFAULTS = BudgetConfig().to_dict()
 REQUESTS = st.lists(request_shapes(), min_size=1, max_size=3)
 
 
+class BudgetSpent(BaseException):
+    """The session's budget (examples or seconds) ran out before any failure: raised as an
+    example would start, a BaseException so that Hypothesis stops at once (it may then
+    complain of the example cut short; ``stats.stopped`` says why)."""
+
+
 @dataclass
 class FuzzStats:
     """Counters shared by every run of one machine class. ``first_failure`` holds, per
     failure kind, the seconds from ``started`` to the step where it was first seen
     (before any shrinking); ``coverage`` the steps that took each rare path
-    (``fuzz.coverage``); ``tick`` is called as each example starts."""
+    (``fuzz.coverage``); ``tick`` is called as each example starts. ``max_examples``
+    and ``deadline`` (perf_counter) bound the examples run, shrinking included: see
+    ``FuzzMachine.deploy``."""
 
     started: float = field(default_factory=time.perf_counter)
     examples: int = 0
@@ -56,7 +68,16 @@ class FuzzStats:
     coverage: Counter[str] = field(default_factory=Counter)
     first_failure: dict[str, float] = field(default_factory=dict)
     raised_at: int = 0  # examples run when a failure was first raised
+    raised_kind: str | None = None  # the kind of the first failure raised: the one Hypothesis shrinks
     tick: Callable[["FuzzStats"], None] | None = None
+    max_examples: int | None = None
+    deadline: float | None = None
+    stopped: bool = False  # the budget ran out (BudgetSpent raised, or shrinking ended)
+
+    def spent(self, reserve: int = 0) -> bool:
+        """Whether the budget is spent, keeping ``reserve`` examples of it."""
+        return (self.max_examples is not None and self.examples + reserve >= self.max_examples) or \
+            (self.deadline is not None and time.perf_counter() >= self.deadline)
 
 
 def compact_config(cfg: BudgetConfig) -> dict[str, Any]:
@@ -90,13 +111,26 @@ class FuzzMachine(RuleBasedStateMachine):
     def deploy(self, cfg: BudgetConfig) -> None:
         """Start the target; the initialize rule of each concrete class calls this."""
         self.cfg = cfg
+        stats = type(self).stats
+        final = current_build_context().is_final  # Hypothesis's replay of the failure it reports: not counted
+        if not final and stats.spent(reserve=1 if stats.raised_kind else 0):
+            stats.stopped = True
+            if stats.raised_kind is None:
+                raise BudgetSpent
+            _end_shrinking()  # this example is the last one
         try:
             made = type(self).target_factory(cfg, type(self).policy)
         except ConfigError:  # the target (a real engine) refuses a config the policy accepts
             reject()
+        except PolicyError as e:  # the user policy failed while the target was built
+            self.broken = True
+            stats.examples += not final
+            stats.raised_kind = stats.raised_kind or POLICY_ERROR
+            raise failure(POLICY_ERROR, (), str(e), Trace(
+                policy=type(self).policy_spec, config=compact_config(cfg), ops=(), description=str(e),
+                found_by=type(self).found_by)) from None
         self.execution = Execution(made)
-        stats = type(self).stats
-        stats.examples += 1
+        stats.examples += not final
         if stats.tick is not None:
             stats.tick(stats)
 
@@ -195,13 +229,14 @@ class FuzzMachine(RuleBasedStateMachine):
         if not violations and error is None:
             return
         self.broken = True
-        kinds = tuple(dict.fromkeys(v.invariant for v in violations)) + ((TARGET_ERROR,) if error else ())
+        kinds = tuple(dict.fromkeys(v.invariant for v in violations)) + ((error_kind(error),) if error else ())
         stats = type(self).stats
         for kind in kinds:
             stats.first_failure.setdefault(kind, time.perf_counter() - stats.started)
         new = [kind for kind in kinds if kind not in type(self).known]
         if new:
             stats.raised_at = stats.raised_at or stats.examples
+            stats.raised_kind = stats.raised_kind or new[0]
             raise failure(new[0], violations, error, self._trace(kinds, violations, error))
 
     def _trace(self, kinds: tuple[str, ...], violations: tuple[Violation, ...], error: str | None) -> Trace:
@@ -213,7 +248,7 @@ class FuzzMachine(RuleBasedStateMachine):
             policy=type(self).policy_spec,
             config=compact_config(self.cfg),
             ops=tuple(self.ops),
-            expect=tuple(ViolationExpectation(kind) for kind in kinds if kind != TARGET_ERROR),
+            expect=tuple(ViolationExpectation(kind) for kind in kinds if kind not in (TARGET_ERROR, POLICY_ERROR)),
             description="; ".join(parts),
             found_by=type(self).found_by,
         )
@@ -222,6 +257,21 @@ class FuzzMachine(RuleBasedStateMachine):
 def database_key(policy_spec: str, target_name: str, config_name: str) -> bytes:
     """What tells this machine's saved examples from every other's in an example database."""
     return hashlib.sha256(f"tokenbudget fuzz|{policy_spec}|{target_name}|{config_name}".encode()).digest()
+
+
+def _end_shrinking() -> None:
+    """Make Hypothesis end its shrinking after the example now starting, as it does past its
+    own shrinking time limit: it then replays the smallest failure, with its program.
+    Hypothesis has no public way to do this: the runner running this example is found on
+    the stack and its shrinking deadline moved to now."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        runner = frame.f_locals.get("self")
+        if isinstance(runner, ConjectureRunner):
+            runner.finish_shrinking_deadline = -math.inf
+            return
+        frame = frame.f_back
+    raise BudgetSpent
 
 
 def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: TargetFactory = ModelTarget,

@@ -4,10 +4,11 @@ the shrunk counterexamples and save each as a trace with its Hypothesis program.
 A session runs Hypothesis in batches, each with its own seed derived from the session's.
 A batch stops at its first failure and shrinks it; the next batch goes on with that
 failure's kind known: a run that shows only known kinds just ends, so the examples go
-to finding the others. ``examples=N`` runs batches until N examples were generated
-(deterministic for a seed); ``seconds=S`` until S seconds have passed (checked between
-batches, so shrinking can run past S; batch sizes do not depend on timing, so a seed
-always runs the same examples in the same order).
+to finding the others. ``examples=N`` runs at most N examples, shrinking included
+(deterministic for a seed); ``seconds=S`` runs no example that would start past S
+seconds, shrinking included, and reduces a counterexample only while time is left (batch
+sizes do not depend on timing, so a seed always runs the same examples in the same
+order). A budget spent while shrinking leaves the failure as far as it was shrunk.
 
 With an example ``database`` every batch first replays the failing examples saved under
 the machine's key (``Phase.reuse``; ``machine.database_key``), whoever saved them, and
@@ -31,11 +32,11 @@ from hypothesis import strategies as st
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
-from ..model import BudgetConfig, get_policy
+from ..model import POLICY_ERROR, BudgetConfig, PolicyError, get_policy
 from ..model.replay import BadInput, ReplayResult, replay_on_model
 from ..spec.trace import Trace, ViolationExpectation, write_trace
-from .failures import TARGET_ERROR, FuzzFailure
-from .machine import FuzzMachine, FuzzStats, machine_class
+from .failures import TARGET_ERROR, FuzzFailure, failure
+from .machine import BudgetSpent, FuzzMachine, FuzzStats, machine_class
 from ..spec.shrink import shrink
 from ..model.target import ModelTarget, TargetFactory
 
@@ -93,6 +94,7 @@ class FuzzReport:
     seconds: float = 0.0
     counterexamples: list[Counterexample] = field(default_factory=list)
     coverage: Counter[str] = field(default_factory=Counter)
+    interrupted: bool = False  # Ctrl-C ended the session early
 
     @property
     def steps_per_second(self) -> float:
@@ -137,6 +139,7 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
     report = FuzzReport(policy_spec, target_name, seed)
     found_by = f"Hypothesis: tokenbudget fuzz --policy {policy_spec} --seed {seed}"
     started = shown = time.perf_counter()
+    deadline = None if seconds is None else started + seconds
 
     def counts(stats: FuzzStats) -> Tally:
         seen = [c.kind for c in report.counterexamples] + [k for k in stats.first_failure if k not in known]
@@ -155,38 +158,53 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
                      f"({steps / max(elapsed, 1e-9):.0f}/s)  {len(report.counterexamples)} violated")
             tally(counts(stats))
 
-    batch, size, left = 0, examples or FIRST_BATCH, examples
+    batch, size = 0, examples or FIRST_BATCH
     while True:
-        cls = machine_class(policy_spec, policy, target_factory, config_strategy, found_by, target_name)
-        cls.stats = FuzzStats(started=started, tick=tick)
-        cls.known = known | {c.kind for c in report.counterexamples}
-        scratch = InMemoryExampleDatabase() if database is not None and cls.known else None
-        batch_database = database if scratch is None else MultiplexedDatabase(ReadOnlyDatabase(database), scratch)
-        found = run_machine(cls, size, seed * 100_003 + batch, phases, database=batch_database)
-        report.examples += cls.stats.examples
-        report.steps += cls.stats.steps
-        report.coverage.update(cls.stats.coverage)
+        stats = FuzzStats(started=started, tick=tick, deadline=deadline,
+                          max_examples=None if examples is None else examples - report.examples)
+        scratch = None
+        try:
+            cls = machine_class(policy_spec, policy, target_factory, config_strategy, found_by, target_name)
+            cls.stats = stats
+            cls.known = known | {c.kind for c in report.counterexamples}
+            scratch = InMemoryExampleDatabase() if database is not None and cls.known else None
+            batch_database = database if scratch is None else MultiplexedDatabase(ReadOnlyDatabase(database), scratch)
+            found = run_machine(cls, size, seed * 100_003 + batch, phases, database=batch_database)
+        except KeyboardInterrupt:  # Ctrl-C: the report so far, marked
+            report.examples += stats.examples
+            report.steps += stats.steps
+            report.coverage.update(stats.coverage)
+            report.seconds = time.perf_counter() - started
+            report.interrupted = True
+            return report
+        except PolicyError as e:  # the user policy failed outside a target's step: a failure of its own
+            found = failure(POLICY_ERROR, (), str(e), Trace(policy_spec, {}, (), description=str(e),
+                                                             found_by=found_by))
+        report.examples += stats.examples
+        report.steps += stats.steps
+        report.coverage.update(stats.coverage)
         if found is not None:
             if scratch is not None:
                 for key, values in scratch.data.items():
                     for value in values:
                         database.save(key, value)
-            first_seen = cls.stats.first_failure.get(found.kind, time.perf_counter() - started)
-            counterexample = _counterexample(found, first_seen, cls.stats.raised_at, seed, target_factory)
+            first_seen = stats.first_failure.get(found.kind, time.perf_counter() - started)
+            counterexample = _counterexample(found, first_seen, stats.raised_at, seed, target_factory, deadline)
             report.counterexamples.append(counterexample if corpus is None else save(counterexample, corpus))
         report.seconds = time.perf_counter() - started
         tally(counts(FuzzStats()))
+        if found is not None and found.kind == POLICY_ERROR:
+            return report  # every later example would fail the same way
         if stop_when_found and stop_when_found <= {c.kind for c in report.counterexamples}:
             return report
         batch += 1
-        if left is not None:
-            left -= cls.stats.raised_at if found is not None else size
-            if left <= 0:
+        if examples is not None:
+            if found is None or report.examples >= examples:
                 return report
-            size = left
+            size = examples - report.examples
         else:
-            assert seconds is not None
-            if report.seconds >= seconds:
+            assert deadline is not None
+            if time.perf_counter() >= deadline:
                 return report
             size = min(2 * size, MAX_BATCH)
 
@@ -209,10 +227,14 @@ def run_machine(cls: type[FuzzMachine], size: int, seed: int, phases: Sequence[P
     try:
         with with_reporter(lambda _: None):
             run_state_machine_as_test(hypothesis_seed(seed)(cls), settings=s)
-    except FuzzFailure as failure:
-        return _with_program(failure)
+    except FuzzFailure as found:
+        return _with_program(found)
     except unittest.SkipTest:  # Hypothesis: "no examples to run"
         return None
+    except (BudgetSpent, Exception):
+        if not cls.stats.stopped:
+            raise
+        return None  # the budget ran out before any failure (Hypothesis may complain of the example cut short)
     return None
 
 
@@ -230,12 +252,13 @@ def _with_program(failure: FuzzFailure) -> FuzzFailure:
     return failure
 
 
-def reduce(trace: Trace, kind: str, target_factory: TargetFactory) -> Trace:
+def reduce(trace: Trace, kind: str, target_factory: TargetFactory, deadline: float | None = None) -> Trace:
     """The trace with every request, step, abort and accepted entry left out that the
     failure does not need (``fuzz.shrink``: Hypothesis's shrinking leaves some, such as a
     request added and aborted), judged by replaying on the same target. Expectations keep
     the violated invariants the reduced trace still shows; the description is its first
-    violation of ``kind`` (or the error the target raised)."""
+    violation of ``kind`` (or the error the target raised). Past ``deadline`` (perf_counter)
+    it stops reducing."""
 
     def replayed(candidate: Trace) -> ReplayResult | None:
         try:
@@ -246,21 +269,27 @@ def reduce(trace: Trace, kind: str, target_factory: TargetFactory) -> Trace:
     def shown(result: ReplayResult | None) -> list[str]:
         if result is None:
             return []
+        if kind == POLICY_ERROR:
+            return [result.policy_error] if result.policy_error else []
         return [str(v) for v in result.violations if v.invariant == kind] if kind != TARGET_ERROR else \
             [f"the target raised in {e}" for e in result.errors]
 
-    reduced = shrink(trace, lambda candidate: bool(shown(replayed(candidate))))
+    def in_time() -> bool:
+        return deadline is None or time.perf_counter() < deadline
+
+    reduced = shrink(trace, lambda candidate: in_time() and bool(shown(replayed(candidate))))
     result = replayed(reduced)
-    assert result is not None
+    if result is None or not shown(result):  # a user policy that fails only now and then: keep the trace as found
+        return trace
     still = {v.invariant for v in result.violations}
     return replace(reduced, description=shown(result)[0], expect=tuple(
         e for e in trace.expect if not isinstance(e, ViolationExpectation) or e.violation in still))
 
 
 def _counterexample(failure: FuzzFailure, first_seen: float, example: int, seed: int,
-                    target_factory: TargetFactory) -> Counterexample:
-    """The counterexample of a failure, its trace reduced (``reduce``)."""
-    trace = reduce(failure.trace, failure.kind, target_factory)
+                    target_factory: TargetFactory, deadline: float | None = None) -> Counterexample:
+    """The counterexample of a failure, its trace reduced (``reduce``, until ``deadline``)."""
+    trace = reduce(failure.trace, failure.kind, target_factory, deadline)
     return Counterexample(failure.kind, trace.description or failure.kind, trace, tuple(failure.program),
                           len(failure.trace.ops), first_seen, example, seed)
 

@@ -7,6 +7,7 @@ must use so that the prover can run it on z3 terms.
 from .config import BudgetConfig, ConfigError, Requirement
 from .methods import ALL_METHODS, TABLES
 from .policy import BudgetParams, BudgetPolicy, Budgets
+from .policy_guard import POLICY_ERROR, PolicyError
 from .registry import builtin_policies, get_policy
 from .fastdeploy_loop import FastDeployLoop
 from .loop import SchedulerLoop, scheduler_for
@@ -15,6 +16,6 @@ from ..spec.intlike import BoolLike, IntLike, and_, cdiv, ite, max_, min_, not_,
 
 __all__ = [
     "BudgetConfig", "ConfigError", "Requirement", "ALL_METHODS", "TABLES", "BudgetParams", "BudgetPolicy", "Budgets",
-    "builtin_policies", "get_policy", "SchedulerLoop", "scheduler_for", "VllmLoop", "FastDeployLoop",
+    "POLICY_ERROR", "PolicyError", "builtin_policies", "get_policy", "SchedulerLoop", "scheduler_for", "VllmLoop", "FastDeployLoop",
     "BoolLike", "IntLike", "and_", "cdiv", "ite", "max_", "min_", "not_", "or_",
 ]

@@ -14,6 +14,19 @@ class ConfigError(ValueError):
 
 SCHEDULING_POLICIES = ("fcfs", "priority")
 
+# The most each knob may be: beyond what any real deployment uses, so that a typo (an extra
+# zero run, 10^30) is refused up front, naming the knob, instead of sizing a pool or a buffer.
+LIMITS: dict[str, int] = {
+    "max_num_batched_tokens": 2**24,
+    "max_num_scheduled_tokens": 2**24,
+    "max_num_seqs": 2**16,
+    "num_speculative_tokens": 128,
+    "block_size": 2**16,
+    "num_kv_blocks": 2**31,
+    "max_model_len": 2**26,
+    "long_prefill_token_threshold": 2**26,
+}
+
 
 @dataclass(frozen=True)
 class Requirement:
@@ -94,7 +107,8 @@ class BudgetConfig:
     ``num_speculative_tokens == 0`` means speculative decoding is off; then ``method``
     must be None. ``max_num_scheduled_tokens`` None lets the policy derive it.
     Engine-specific limits (for example vLLM's ``B >= S``) live in each policy's
-    ``validate``; this class checks only what every engine agrees on.
+    ``validate``; this class checks only what every engine agrees on, and that no knob
+    exceeds its ``LIMITS`` entry.
     """
 
     max_num_batched_tokens: int = 8192
@@ -119,6 +133,11 @@ class BudgetConfig:
                     raise ConfigError(f"{f.name} must be an integer, got {value!r}")
             if f.type == "bool" and not isinstance(value, bool):
                 raise ConfigError(f"{f.name} must be true or false, got {value!r}")
+            if f.name in LIMITS and value is not None and value > LIMITS[f.name]:
+                raise ConfigError(f"{f.name} must be at most {LIMITS[f.name]:,} (more than any deployment uses), "
+                                  f"got {value:,}; lower {f.name}")
+            if f.type in ("str", "str | None") and value is not None and not isinstance(value, str):
+                raise ConfigError(f"{f.name} must be a string, got {value!r}")
         for r in config_requirements(self):
             if not r.holds:
                 raise ConfigError(r.message())

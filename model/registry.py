@@ -13,6 +13,7 @@ from .fastdeploy_policies import (
 )
 from .loop import SchedulerLoop
 from .policy import BudgetPolicy
+from .policy_guard import guard
 from .vllm_policies import VllmAdaptive, VllmStatic
 
 BUILTIN: tuple[type[BudgetPolicy], ...] = (
@@ -31,7 +32,8 @@ def get_policy(spec: str) -> BudgetPolicy:
     """A policy instance by built-in name or ``pkg.module:ClassName``.
 
     Raises ConfigError with one line naming the problem and the fix, whatever went wrong
-    while importing the module or instantiating the class.
+    while importing the module or instantiating the class. A user policy comes guarded
+    (``policy_guard``): a failure inside its methods is a PolicyError.
     """
     registry = builtin_policies()
     if spec in registry:
@@ -57,6 +59,10 @@ def get_policy(spec: str) -> BudgetPolicy:
         raise ConfigError(f"{spec!r} names no scheduling loop; set its loop (e.g. tokenbudget.model.VllmLoop) "
                           f"or subclass a built-in policy")
     try:
-        return cls()
+        policy = cls()
     except Exception as e:
         raise ConfigError(f"creating policy {spec!r} raised {type(e).__name__}: {e}; fix its __init__") from None
+    for attr in ("name", "description", "engine", "version"):  # a base class with nothing set still reports
+        if not isinstance(getattr(policy, attr, None), str):
+            setattr(policy, attr, spec if attr == "name" else "")
+    return guard(policy)

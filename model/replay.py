@@ -10,12 +10,13 @@ the ReplayResult.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+import re
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 from ..spec.execution import Execution
 from .target import ModelTarget, TargetFactory
-from . import BudgetConfig, BudgetPolicy, ConfigError, get_policy
+from . import POLICY_ERROR, BudgetConfig, BudgetPolicy, ConfigError, PolicyError, get_policy
 from ..spec import RunRecord, StepLimits, StepRecord, Violation, check_run, work_gap
 from ..spec.trace import (
     ConfigRejectedExpectation, Expectation, NoViolationExpectation, StepExpectation, Trace,
@@ -89,13 +90,22 @@ class ReplayResult:
                          if isinstance(r.expectation, ViolationExpectation))
 
     @property
+    def policy_error(self) -> str | None:
+        """The ``policy-error: ...`` line when the user policy failed (raised or returned the
+        wrong type), else None."""
+        found = next((e[e.index(POLICY_ERROR):] for e in self.errors if POLICY_ERROR + ":" in e), None)
+        return None if found is None else re.sub(r" \(policy_guard\.py:\d+\)$", "", found)  # where the guard raised
+
+    @property
     def problems(self) -> tuple[str, ...]:
-        """Why the verdict fails: unmet expectations and, unless some violation is expected,
-        every violation and target error. Empty when the verdict is ok."""
+        """Why the verdict fails: a policy error, unmet expectations and, unless some
+        violation is expected, every violation and target error. Empty when the verdict is ok."""
+        failed = (self.policy_error,) if self.policy_error else ()
         unmet = tuple(r.message for r in self.expectations if not r.met)
         if self.expected_violations:
-            return unmet
-        return unmet + tuple(map(str, self.violations)) + tuple(f"the target raised in {e}" for e in self.errors)
+            return failed + unmet
+        return failed + unmet + tuple(map(str, self.violations)) + tuple(
+            f"the target raised in {e}" for e in self.errors if POLICY_ERROR + ":" not in e)
 
     @property
     def ok(self) -> bool:
@@ -109,6 +119,7 @@ class ReplayResult:
             "violations": [{"invariant": v.invariant, "step": v.step, "message": v.message} for v in self.violations],
             "expectations": [r.to_json() for r in self.expectations],
             "max_work_gap": self.max_work_gap, "errors": list(self.errors),
+            "policy_error": self.policy_error,
         }
 
 
@@ -127,6 +138,8 @@ def replay_on_model(trace: Trace, policy: str | BudgetPolicy | None = None,
         target = target_factory(cfg, pol)
     except ConfigError as e:
         return _refused(trace, name, str(e), f"{name} refuses the config")
+    except PolicyError as e:  # the user's policy failed while the target was built: the verdict, not a crash
+        return replace(_judge(trace, name, None, None), errors=(f"config: {e}",))
     return _judge(trace, name, None, _run(trace, Execution(target)))
 
 

@@ -171,8 +171,24 @@ def _check_references(trace: Trace) -> None:
 
 
 # -- reading ------------------------------------------------------------------------
+MAX_TRACE_BYTES = 100_000_000  # a trace file is read whole; 100 MB is some 2 million ops
+MAX_DEPTH = 16  # the schema nests 5 levels (trace, ops, op, accepted, count); more is not a trace
+MAX_INT = 2**63 - 1  # no count, length or knob of a real deployment comes near it
+
+
 class _DuplicateKey(Exception):
     pass
+
+
+class _NotJson(Exception):
+    pass
+
+
+class _HugeInt:
+    """An integer literal of ``digits`` digits, too long to be a count; reported with its key path."""
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -184,27 +200,44 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _int(text: str) -> int | _HugeInt:
+    return int(text) if len(text) <= 20 else _HugeInt(len(text.lstrip("-")))
+
+
+def _constant(name: str) -> None:
+    raise _NotJson(name)
+
+
 def load_trace(path: str | os.PathLike[str]) -> Trace:
     """Read and validate a trace file. OSError when it cannot be read; TraceError when it
-    is not a valid trace (bad UTF-8, bad JSON with line and column, duplicate keys, ...)."""
+    is not a valid trace (bad UTF-8, bad JSON with line and column, duplicate keys, more
+    than MAX_TRACE_BYTES, nesting deeper than MAX_DEPTH, an integer past MAX_INT, ...)."""
     source = os.fspath(path)
     with open(source, "rb") as f:
-        raw = f.read()
+        raw = f.read(MAX_TRACE_BYTES + 1)
+    if len(raw) > MAX_TRACE_BYTES:
+        raise TraceError(source, [], f"larger than {MAX_TRACE_BYTES // 1_000_000} MB, the most a trace file may be; "
+                                     f"split it or shrink it")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise TraceError(source, [], f"not UTF-8 (byte {e.start})") from None
     try:
-        obj = json.loads(text, object_pairs_hook=_no_duplicates)
+        obj = json.loads(text, object_pairs_hook=_no_duplicates, parse_int=_int, parse_constant=_constant)
     except json.JSONDecodeError as e:
         raise TraceError(source, [], f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
     except _DuplicateKey as e:
         raise TraceError(source, [], f"duplicate key {e.args[0]!r} in an object") from None
+    except _NotJson as e:
+        raise TraceError(source, [], f"{e.args[0]} is not a JSON number; write a number") from None
+    except RecursionError:
+        raise TraceError(source, [], f"nested too deep to read; a trace nests at most {MAX_DEPTH} levels") from None
     return parse_trace(obj, source)
 
 
 def parse_trace(obj: Any, source: str = "<trace>") -> Trace:
     """A Trace from a decoded JSON value; TraceError names the first problem."""
+    _check_values(obj, source)
     try:
         SCHEMA.validate(obj)
     except SchemaViolation as e:
@@ -218,6 +251,43 @@ def parse_trace(obj: Any, source: str = "<trace>") -> Trace:
         found_by=obj.get("found_by"),
         source=source,
     )
+
+
+def _check_values(obj: Any, source: str) -> None:
+    """What the schema cannot say, checked before it looks: nesting at most MAX_DEPTH
+    levels, integers within MAX_INT, strings (keys too) that are Unicode text (no lone
+    surrogate). Control characters are valid text; every output escapes them."""
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), obj)]
+    while stack:
+        path, value = stack.pop()
+        if len(path) > MAX_DEPTH:
+            raise TraceError(source, path[:MAX_DEPTH], f"nested deeper than {MAX_DEPTH} levels; a trace nests at "
+                                                       f"most 5 (trace, ops, op, accepted, count)")
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise TraceError(source, path, f"key {key!r} is not a string")
+                _check_text(key, path, source)
+                stack.append(((*path, key), item))
+        elif isinstance(value, (list, tuple)):
+            stack.extend(((*path, i), item) for i, item in enumerate(value))
+        elif isinstance(value, str):
+            _check_text(value, path, source)
+        elif isinstance(value, _HugeInt):
+            raise TraceError(source, path, f"an integer of {value.digits} digits is out of range (at most "
+                                           f"{MAX_INT}); write a smaller number")
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
+            raise TraceError(source, path, f"integer out of range (at most {MAX_INT} in size); write a smaller "
+                                           f"number")
+
+
+def _check_text(text: str, path: KeyPath, source: str) -> None:
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise TraceError(source, path, f"a string holds a lone surrogate (\\u{ord(text[e.start]):04x} at "
+                                           f"character {e.start}), which is not Unicode text; remove it") from None
 
 
 def _build(union: Mapping[str, Any], item: Mapping[str, Any]) -> Any:

@@ -13,6 +13,7 @@ goes to one worker whole, so a module-scoped fixture runs once; the files marked
 """
 from __future__ import annotations
 
+import math
 import os
 from typing import Iterator
 
@@ -21,6 +22,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis.database import DirectoryBasedExampleDatabase
 
+from tokenbudget import console
 from tokenbudget.fuzz.database import ENVIRONMENT, NONE, cache_folder
 from tokenbudget.model import builtin_policies
 from tokenbudget.proofs.obligations import Options
@@ -70,6 +72,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def builtin_proofs() -> list[Outcome]:
     """Every obligation of every built-in policy, proved once per worker session."""
     return prove(list(builtin_policies()), GENEROUS, jobs=default_jobs())
+
+
 @pytest.fixture(autouse=True, scope="session")
 def command_database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The example database the commands run by a test default to (``--database``): none
@@ -83,3 +87,11 @@ def command_database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
         del os.environ[ENVIRONMENT]
     else:
         os.environ[ENVIRONMENT] = before
+
+
+@pytest.fixture(autouse=True)
+def no_timed_progress(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commands print a progress line every few seconds when stderr is not a terminal; how
+    many depends on the machine's speed, so the suite's commands print none
+    (tests/unit/test_console.py checks the lines themselves)."""
+    monkeypatch.setattr(console, "EVERY", math.inf)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import Any, Callable
 
 from .fuzz.database import default_database
 
@@ -17,8 +18,8 @@ class UsageError(Exception):
 
 def whole(text: str) -> int:
     """An integer >= 0."""
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text[:40]!r}")
     return int(text)
 
 
@@ -29,7 +30,7 @@ def positive_int(text: str) -> int:
     except ValueError:
         value = 0
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text[:40]!r}")
     return value
 
 
@@ -40,8 +41,31 @@ def positive_float(text: str) -> float:
     except ValueError:
         value = 0.0
     if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text[:40]!r}")
     return value
+
+
+def at_most(parse: Callable[[str], Any], limit: float) -> Callable[[str], Any]:
+    """``parse``, refusing a value above ``limit`` (a bound no sensible run needs: a typo,
+    not a request)."""
+
+    def bounded(text: str) -> Any:
+        value = parse(text)
+        if value > limit:
+            shown = f"{limit:,}" if isinstance(limit, int) else f"{limit:g}"
+            raise argparse.ArgumentTypeError(f"expected at most {shown}, got {text[:40]!r}")
+        return value
+
+    bounded.__name__ = parse.__name__
+    return bounded
+
+
+MAX_SEED = 2**63 - 1
+
+
+def seed(text: str) -> int:
+    """A seed: a whole number below 2**63."""
+    return at_most(whole, MAX_SEED)(text)
 
 
 def add_policy(parser: argparse.ArgumentParser, help: str, repeatable: bool = True) -> None:

@@ -34,7 +34,7 @@ from hypothesis.database import ExampleDatabase
 from .spec.corpus import load_corpus
 from .fuzz.failures import TARGET_ERROR
 from .fuzz.session import fuzz
-from .model import ConfigError, builtin_policies, get_policy
+from .model import POLICY_ERROR, ConfigError, PolicyError, builtin_policies, get_policy
 from .proofs.manifest import load as load_manifest
 from .proofs.obligations import Options as ProofOptions
 from .proofs.prove import default_jobs, judge, prove
@@ -67,6 +67,11 @@ class PolicyRow:
     cells: dict[str, str]
     traces: int = 0
     failures: list[str] = field(default_factory=list)
+    policy_error: str | None = None  # the user policy failed (raised, a wrong type): later sections skip it
+
+    def failed_policy(self, where: str, error: str) -> None:
+        self.policy_error = error
+        self.failures.append(f"{where}: {error}")
 
     def mark(self, invariant: str, cell: str) -> None:
         if _rank(cell) > _rank(self.cells.get(invariant, UNTESTED)):
@@ -82,6 +87,7 @@ class CheckReport:
     rows: list[PolicyRow]
     replays: list[ReplayResult] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # one line each: what was not run and why
+    interrupted: str | None = None  # the section Ctrl-C stopped; the sections before it are complete
 
     @property
     def ok(self) -> bool:
@@ -93,7 +99,7 @@ class CheckReport:
             "invariants": [{"id": inv.id, "kind": inv.kind} for inv in INVARIANTS.values()],
             "policies": [{"policy": r.policy, "user": r.user, "cells": r.cells, "traces": r.traces,
                           "ok": r.ok, "failures": r.failures} for r in self.rows],
-            "skipped": self.skipped,
+            "skipped": self.skipped, "interrupted": self.interrupted,
             "replays": [r.to_json() for r in self.replays],
         }
 
@@ -116,7 +122,11 @@ def run_check(policies: Sequence[str] = (), progress: Progress = lambda _: None,
                 raise BadInput(str(e)) from None
     report = CheckReport([PolicyRow(n, n not in builtin, {i: UNTESTED for i in INVARIANTS}) for n in names])
     for section in SECTIONS:
-        section(report, progress, database)
+        try:
+            section(report, progress, database)
+        except KeyboardInterrupt:  # Ctrl-C: report what the finished sections showed
+            report.interrupted = section.__name__.removesuffix("_section")
+            break
     return report
 
 
@@ -127,7 +137,7 @@ def corpus_section(report: CheckReport, progress: Progress, database: ExampleDat
     for row in report.rows:
         # A user policy is not answerable for the findings about an engine's own loop.
         for trace in policy_traces if row.user else traces:
-            if not row.user and trace.policy != row.policy:
+            if (not row.user and trace.policy != row.policy) or row.policy_error:
                 continue
             progress(f"{row.policy}: {trace.source}")
             if row.user:
@@ -139,6 +149,9 @@ def corpus_section(report: CheckReport, progress: Progress, database: ExampleDat
             else:
                 result = replay_on_model(trace)
             report.replays.append(result)
+            if result.policy_error:
+                row.failed_policy(result.source, result.policy_error)
+                continue
             _mark(row, result)
 
 
@@ -183,6 +196,8 @@ def fuzz_section(report: CheckReport, progress: Progress, database: ExampleDatab
     """Fuzz each policy briefly (seed 0, no shrinking): a known violation marks the cell
     VIOLATED; another, or an exception in the model, fails the row."""
     for row in report.rows:
+        if row.policy_error:
+            continue
         progress(f"{row.policy}: fuzzing {FUZZ_EXAMPLES} examples")
         try:
             result = fuzz(row.policy, examples=FUZZ_EXAMPLES, seed=0, phases=(Phase.explicit, Phase.generate),
@@ -193,6 +208,9 @@ def fuzz_section(report: CheckReport, progress: Progress, database: ExampleDatab
         for invariant in JUDGED:
             row.mark(invariant, OK)
         for found in result.counterexamples:
+            if found.kind == POLICY_ERROR:
+                row.failed_policy(f"fuzz (seed 0, {FUZZ_EXAMPLES} examples)", found.message)
+                continue
             known = is_known(row.policy, found.kind, found.trace)
             if found.kind != TARGET_ERROR:
                 row.mark(found.kind, VIOLATED if known else UNEXPECTED)
@@ -202,9 +220,15 @@ def fuzz_section(report: CheckReport, progress: Progress, database: ExampleDatab
 
 def proofs_section(report: CheckReport, progress: Progress, database: ExampleDatabase | None) -> None:
     """Prove every obligation of each policy and judge the verdicts (``proofs.prove.judge``)."""
-    judgement = judge(prove([row.policy for row in report.rows], ProofOptions(), jobs=default_jobs(),
-                            progress=progress))
-    rows = {row.policy: row for row in report.rows}
+    rows = {row.policy: row for row in report.rows if not row.policy_error}
+    outcomes = prove([name for name, row in rows.items() if not row.user], ProofOptions(), jobs=default_jobs(),
+                     progress=progress)
+    for name in [name for name, row in rows.items() if row.user]:  # one at a time: a failing one fails its row
+        try:
+            outcomes += prove([name], ProofOptions(), progress=progress)
+        except PolicyError as e:
+            rows[name].failed_policy("prove", str(e))
+    judgement = judge(outcomes)
     for outcome in judgement.outcomes:
         row = rows[outcome.policy]
         complaint = judgement.complaints.get((outcome.policy, outcome.obligation))

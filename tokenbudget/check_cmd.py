@@ -10,7 +10,7 @@ from . import render
 from .args import add_database, add_json, add_policy
 from .check import run_check
 from .console import Console
-from .exits import FAILED, OK
+from .exits import FAILED, INTERRUPTED, OK
 from .fuzz.database import open_database
 
 HELP = "replay the built-in corpus; a policy x invariant matrix"
@@ -32,4 +32,4 @@ def run(args: argparse.Namespace, console: Console) -> int:
         console.json(report.to_json())
     else:
         console.text(render.check(report))
-    return OK if report.ok else FAILED
+    return INTERRUPTED if report.interrupted else OK if report.ok else FAILED

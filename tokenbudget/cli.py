@@ -5,7 +5,9 @@ Each command is a module ``<name>_cmd`` with ``HELP``, ``DESCRIPTION``,
 verdict is as expected (for replay: and nothing was violated); 1 a violation or an
 unexpected verdict; 2 bad usage or bad input, with one line ``tokenbudget: error: ...`` on
 stderr and never a traceback. ``--json`` prints exactly one JSON document on stdout and
-nothing else there. Progress goes to stderr, and only when stderr is a terminal.
+nothing else there. Progress goes to stderr: a live line on a terminal, elsewhere a line
+every few seconds of a long run; ``--quiet`` turns it off. Ctrl-C ends a command with
+what it finished and exit status 130.
 """
 from __future__ import annotations
 
@@ -21,14 +23,17 @@ from .args import UsageError
 from .console import Console
 from .exits import BAD_INPUT, INTERRUPTED, OK
 from .fuzz.database import DatabaseError, cache_folder
+from .render import clean
 from .harness.vllm.engine import EngineUnavailable
-from .model import ConfigError
+from .model import ConfigError, PolicyError
 from .model.replay import BadInput
 from .spec.trace import TraceError
 
 COMMANDS = {"policies": policies_cmd, "replay": replay_cmd, "check": check_cmd, "prove": prove_cmd,
             "conform": conform_cmd, "fuzz": fuzz_cmd, "campaign": campaign_cmd}
-BAD_INPUT_ERRORS = (UsageError, TraceError, BadInput, ConfigError, EngineUnavailable, DatabaseError)
+# PolicyError reaches here only from prove, whose policy calls run on z3 terms: the policy cannot be used
+BAD_INPUT_ERRORS = (UsageError, TraceError, BadInput, ConfigError, EngineUnavailable, DatabaseError, PolicyError)
+MAX_ERROR = 1000  # characters of an error line
 
 
 class _Parser(argparse.ArgumentParser):
@@ -42,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, command in COMMANDS.items():
         p = sub.add_parser(name, help=command.HELP, description=command.DESCRIPTION)
         command.add_arguments(p)
+        p.add_argument("--quiet", action="store_true", help="no progress on stderr")
         p.set_defaults(run=command.run)
     return parser
 
@@ -55,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console()
     try:
         args = build_parser().parse_args(argv)
+        console.quiet = args.quiet
         return args.run(args, console)
     except BAD_INPUT_ERRORS as e:
         return _error(console, str(e))
@@ -63,8 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         return OK
     except OSError as e:
         return _error(console, f"cannot read {e.filename}: {e.strerror}" if e.filename else str(e))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # a command that has a partial result prints it and returns 130 itself
         console.clear()
+        print("tokenbudget: interrupted", file=sys.stderr)
         return INTERRUPTED
     except SystemExit as e:  # --help
         return e.code if isinstance(e.code, int) else OK
@@ -72,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _error(console: Console, message: str) -> int:
     console.clear()
-    print(f"tokenbudget: error: {' '.join(message.split())}", file=sys.stderr)
+    print(f"tokenbudget: error: {clean(' '.join(message.split()), MAX_ERROR)}", file=sys.stderr)
     return BAD_INPUT
 
 

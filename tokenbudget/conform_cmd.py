@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 
 from . import render
-from .args import add_json, whole
+from .args import add_json, at_most, seed, whole
 from .console import Console
 from .exits import FAILED, OK
 from .harness.conform import run_conformance
@@ -23,8 +23,8 @@ DESCRIPTION = ("Run seeded workloads on the reference model (vllm-adaptive) and 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=(VLLM,), default=VLLM, help="the real engine (only vllm)")
-    parser.add_argument("--workloads", type=whole, default=100, metavar="N", help="workloads to run (default 100)")
-    parser.add_argument("--seed", type=int, default=0, help="workload stream (default 0)")
+    parser.add_argument("--workloads", type=at_most(whole, 10**6), default=100, metavar="N", help="workloads to run (default 100)")
+    parser.add_argument("--seed", type=seed, default=0, help="workload stream (default 0)")
     parser.add_argument("--corpus", type=Path, metavar="DIR",
                         help="where divergence traces go (default: a new temp dir)")
     add_json(parser)

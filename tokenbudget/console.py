@@ -1,19 +1,28 @@
 """Where a command's output goes: its result on stdout, progress on stderr.
 
-The result is plain text or exactly one JSON document. Progress is one line rewritten in
-place, shown only when stderr is a terminal, and cleared before the result is printed.
+The result is plain text or exactly one JSON document. On a terminal, progress is one
+line rewritten in place and cleared before the result is printed. Elsewhere (a log, a
+pipe) a long run prints its progress as a plain line every ``EVERY`` seconds, the first
+after ``EVERY`` seconds, so a short run prints none. ``quiet`` turns progress off.
 """
 from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import Any
+
+from .render import clean
+
+EVERY = 5.0  # seconds between progress lines when stderr is not a terminal
 
 
 class Console:
-    def __init__(self) -> None:
+    def __init__(self, quiet: bool = False) -> None:
         self.live = sys.stderr.isatty()
+        self.quiet = quiet
         self.showing = False
+        self.last = time.monotonic()
 
     def text(self, text: str) -> None:
         self.clear()
@@ -24,10 +33,19 @@ class Console:
         print(json.dumps(doc, indent=2))
 
     def progress(self, message: str) -> None:
+        if self.quiet:
+            return
+        message = clean(message, 200)  # it may quote the input: a path, an id
         if self.live:
             sys.stderr.write(f"\r\033[K{message[:100]}")
             sys.stderr.flush()
             self.showing = True
+            return
+        now = time.monotonic()
+        if now - self.last >= EVERY:
+            self.last = now
+            sys.stderr.write(f"tokenbudget: {message}\n")
+            sys.stderr.flush()
 
     def clear(self) -> None:
         if self.showing:

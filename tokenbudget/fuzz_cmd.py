@@ -19,15 +19,15 @@ from pathlib import Path
 from typing import Sequence
 
 from . import render
-from .args import add_database, add_json, add_policy, positive_float, positive_int
+from .args import UsageError, add_database, add_json, add_policy, at_most, positive_float, positive_int, seed
 from .check import is_known
 from .console import Console
-from .exits import FAILED, OK
+from .exits import FAILED, INTERRUPTED, OK
 from .fuzz.database import open_database
 from .fuzz.parallel import Job, fuzz_workers
 from .fuzz.session import fuzz, save
 from .harness.vllm.target import VllmTarget
-from .model import BudgetConfig, builtin_policies, get_policy
+from .model import POLICY_ERROR, BudgetConfig, PolicyError, builtin_policies, get_policy
 from .model.target import ModelTarget, TargetFactory
 from .targets import MODEL, VLLM
 
@@ -39,6 +39,8 @@ DESCRIPTION = ("Drive a target step by step with Hypothesis-generated requests, 
 
 FACTORIES: dict[str, TargetFactory] = {MODEL: ModelTarget, VLLM: VllmTarget}
 DEFAULT_SECONDS = 10.0
+MAX_EXAMPLES = 10**7  # per policy
+MAX_SECONDS = 7 * 86400.0  # a week per policy
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,10 +48,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", choices=tuple(FACTORIES), default=MODEL,
                         help="what executes the ops: the reference model, or vLLM 0.32's real scheduler")
     budget = parser.add_mutually_exclusive_group()
-    budget.add_argument("--examples", type=positive_int, metavar="N", help="Hypothesis examples per policy")
-    budget.add_argument("--seconds", type=positive_float, metavar="S",
-                        help=f"seconds per policy (default {DEFAULT_SECONDS:g}; shrinking a counterexample can run past it)")
-    parser.add_argument("--seed", type=int, default=0,
+    budget.add_argument("--examples", type=at_most(positive_int, MAX_EXAMPLES), metavar="N",
+                        help="Hypothesis examples per policy, shrinking included")
+    budget.add_argument("--seconds", type=at_most(positive_float, MAX_SECONDS), metavar="S",
+                        help=f"seconds per policy, shrinking included (default {DEFAULT_SECONDS:g})")
+    parser.add_argument("--seed", type=seed, default=0,
                         help="the Hypothesis seed (default 0); worker 0 uses it, the others seeds derived from it")
     parser.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1, metavar="N",
                         help="worker processes, each with the whole budget on its own seed stream "
@@ -64,26 +67,41 @@ def run(args: argparse.Namespace, console: Console) -> int:
     default = ["vllm-adaptive"] if args.target == VLLM else list(builtin_policies())
     policies: Sequence[str] = list(dict.fromkeys(args.policies)) or default
     factory = FACTORIES[args.target]
+    if args.corpus is not None:  # before any work: a corpus that cannot be a folder is bad usage now
+        try:
+            args.corpus.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"--corpus {args.corpus}: cannot make it a folder ({e.strerror}); give a folder, new "
+                             f"or existing, for the traces") from None
     for policy in policies:  # unknown policy, vLLM missing, a policy the target cannot run: bad input, now
-        factory(BudgetConfig(), get_policy(policy))
+        try:
+            factory(BudgetConfig(), get_policy(policy))
+        except PolicyError:  # the user policy itself fails: the session finds and reports that
+            pass
     database = open_database(args.database)
     corpus = args.corpus or Path(tempfile.mkdtemp(prefix="tokenbudget-fuzz-"))
     seconds = None if args.examples else args.seconds or DEFAULT_SECONDS
     if args.workers == 1:
-        reports = [fuzz(p, target_factory=factory, target_name=args.target, examples=args.examples, seconds=seconds,
-                        seed=args.seed, corpus=corpus, progress=console.progress, database=database)
-                   for p in policies]
+        reports = []
+        for policy in policies:
+            reports.append(fuzz(policy, target_factory=factory, target_name=args.target, examples=args.examples,
+                                seconds=seconds, seed=args.seed, corpus=corpus, progress=console.progress,
+                                database=database))
+            if reports[-1].interrupted:
+                break
     else:
         job = Job(tuple(policies), factory, args.target, args.examples, seconds, args.seed, args.database)
         reports = fuzz_workers(job, args.workers, lambda live: console.progress(render.live(live)))
         for r in reports:
             r.counterexamples[:] = [save(c, corpus) for c in r.counterexamples]
-    known = {r.policy: {c.kind for c in r.counterexamples if is_known(r.policy, c.kind, c.trace)} for r in reports}
+    interrupted = reports[-1].policy if reports and reports[-1].interrupted else None
+    known = {r.policy: {c.kind for c in r.counterexamples
+                        if c.kind != POLICY_ERROR and is_known(r.policy, c.kind, c.trace)} for r in reports}
     ok = all(r.ok for r in reports)
     if args.json:
         console.json({"ok": ok, "target": args.target, "workers": args.workers, "database": args.database,
-                      "corpus": str(corpus),
+                      "corpus": str(corpus), "interrupted": interrupted,
                       "policies": [{**r.to_json(), "known": sorted(known[r.policy])} for r in reports]})
     else:
-        console.text(render.fuzz(reports, known, corpus))
-    return OK if ok else FAILED
+        console.text(render.fuzz(reports, known, corpus, interrupted))
+    return INTERRUPTED if interrupted else OK if ok else FAILED

@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from . import render
-from .args import UsageError, add_json, add_policy, positive_float, positive_int
+from .args import UsageError, add_json, add_policy, at_most, positive_float, positive_int
 from .console import Console
 from .exits import FAILED, OK
 from .model import builtin_policies
@@ -20,6 +20,8 @@ from .proofs.obligations import Options
 from .proofs.prove import default_jobs, emit, judge, obligation_ids, prove
 from .proofs.solving import Z3_VERSION
 from .proofs.verdicts import UNKNOWN
+
+MAX_REQUESTS = 64  # symbolic requests of the bounded proofs: past some 32, z3 takes hours
 
 HELP = "prove each policy's obligations with z3, or refute them with replaying traces"
 DESCRIPTION = ("Decide every obligation of every policy (the safety invariants, config-sound and "
@@ -33,10 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_policy(parser, "prove this policy (repeatable; a name or pkg.module:Class; default: every built-in)")
     parser.add_argument("--invariant", action="append", dest="obligations", default=[], metavar="I",
                         help=f"only this obligation (repeatable): {', '.join(obligation_ids())}")
-    parser.add_argument("--max-requests", type=positive_int, default=Options.max_requests, metavar="N",
+    parser.add_argument("--max-requests", type=at_most(positive_int, MAX_REQUESTS), default=Options.max_requests, metavar="N",
                         help=f"bound of the bounded proofs and the counterexample search (default "
                              f"{Options.max_requests})")
-    parser.add_argument("--timeout", type=positive_float, default=Options.timeout_s, metavar="S",
+    parser.add_argument("--timeout", type=at_most(positive_float, 86400.0), default=Options.timeout_s, metavar="S",
                         help=f"seconds z3 may spend on one query; a timeout is an unknown verdict, a failure "
                              f"(default {Options.timeout_s:g})")
     parser.add_argument("--emit-traces", type=Path, metavar="DIR",
@@ -54,6 +56,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     unknown = [name for name in args.obligations if name not in obligation_ids()]
     if unknown:
         raise UsageError(f"unknown obligation {unknown[0]!r}; known: {', '.join(obligation_ids())}")
+    if args.emit_traces is not None and args.emit_traces.exists() and not args.emit_traces.is_dir():
+        raise UsageError(f"--emit-traces {args.emit_traces} is not a folder; give a folder, new or existing")
     policies = list(dict.fromkeys(args.policies)) or list(builtin_policies())
     outcomes = prove(policies, options, list(dict.fromkeys(args.obligations)) or None, default_jobs(),
                      console.progress)

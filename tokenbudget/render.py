@@ -5,6 +5,7 @@ the JSON output is the library's own ``to_json``.
 """
 from __future__ import annotations
 
+import unicodedata
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Mapping, Sequence
@@ -15,6 +16,7 @@ from .fuzz.parallel import Live
 from .fuzz.session import FuzzReport
 from .harness.conform import ConformReport
 from .harness.features import FEATURES
+from .model import POLICY_ERROR
 from .model.replay import ReplayResult
 from .proofs.prove import Judgement
 from .proofs.solving import Z3_VERSION
@@ -25,6 +27,30 @@ if TYPE_CHECKING:
     from .kernels.report import RunnerReport
 
 MAX_LISTED = 10  # violations listed per trace before "... and N more"
+MAX_TEXT = 300  # characters of one piece of input text (a description, an id, a message) shown
+_ESCAPED_CATEGORIES = frozenset({"Cc", "Cs", "Zl", "Zp"})  # controls, lone surrogates, line separators
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def clean(text: object, limit: int = MAX_TEXT) -> str:
+    """Text from the input (ids, descriptions, paths, messages quoting them) made safe to
+    print on one line: control characters (newlines, ANSI escapes), lone surrogates, line
+    separators and bidi overrides escaped as ``\\n``, ``\\x1b``, ``\\ud800``; past ``limit``
+    characters cut with a note saying how many were left out."""
+    text = str(text)
+    cut = len(text) - limit if len(text) > limit else 0
+    if cut:
+        text = text[:limit]
+    if not text.isprintable():
+        text = "".join(_escape(c) for c in text)
+    return f"{text}... ({cut} more characters)" if cut else text
+
+
+def _escape(c: str) -> str:
+    if c == " " or not (c in _BIDI or unicodedata.category(c) in _ESCAPED_CATEGORIES):
+        return c
+    return c.encode("unicode_escape", "backslashreplace").decode("ascii") if ord(c) < 0xD800 or ord(c) > 0xDFFF \
+        else f"\\u{ord(c):04x}"
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> list[str]:
@@ -41,7 +67,7 @@ def counts(values: Mapping[str, int], limit: int = 6) -> str:
     """``0:10 1:4``; past ``limit`` entries the first few and ``+N more``."""
     if not values:
         return "-"
-    items = [f"{rid}:{n}" for rid, n in values.items()]
+    items = [f"{clean(rid, 40)}:{n}" for rid, n in values.items()]
     if len(items) > limit:
         items = items[: limit - 2] + [f"+{len(items) - limit + 2} more"]
     return " ".join(items)
@@ -55,32 +81,34 @@ def policies(rows: Sequence[Mapping[str, str]]) -> str:
 
 # -- replay -----------------------------------------------------------------------------
 def replay(result: ReplayResult, description: str | None) -> str:
-    lines = [f"trace   {result.source}"]
+    lines = [f"trace   {clean(result.source)}"]
     if description:
-        lines.append(f"        {description}")
+        lines.append(f"        {clean(description)}")
     lim = result.limits
     if lim is None:
-        lines.append(f"policy  {result.policy}")
-        lines.append(f"config refused: {result.refusal}")
+        lines.append(f"policy  {clean(result.policy)}")
+        lines.append(f"config refused: {clean(result.refusal)}")
     else:
-        lines.append(f"policy  {result.policy}  B={lim.max_num_batched_tokens} T={lim.max_num_scheduled_tokens} "
+        lines.append(f"policy  {clean(result.policy)}  B={lim.max_num_batched_tokens} T={lim.max_num_scheduled_tokens} "
                      f"S={lim.max_num_seqs} k={lim.num_speculative_tokens} d={lim.draft_slots} L={lim.lookahead}")
         rows = [[str(s.step), counts(s.num_scheduled_tokens), counts(s.scheduled_draft_tokens),
-                 f"{s.tokens}/{s.token_cap}", f"{s.rows}/{s.row_cap}", ",".join(s.preempted) or "-",
+                 f"{s.tokens}/{s.token_cap}", f"{s.rows}/{s.row_cap}", clean(",".join(s.preempted)) or "-",
                  ",".join(dict.fromkeys(v.invariant for v in s.violations)) or "-"]
                 for s in result.steps]
         header = ["step", "grants", "drafts", "tokens/T", "rows/B", "preempted", "violations"]
         lines += ["  " + line for line in table(header, rows, right=(0, 3, 4))]
         lines.append(f"violations: {len(result.violations) or 'none'}")
-        lines += [f"  {v}" for v in result.violations[:MAX_LISTED]]
+        lines += [f"  {clean(v)}" for v in result.violations[:MAX_LISTED]]
         if len(result.violations) > MAX_LISTED:
             lines.append(f"  ... and {len(result.violations) - MAX_LISTED} more")
-        lines += [f"target error in {e} (later ops not applied)" for e in result.errors]
+        lines += [f"target error in {clean(e)} (later ops not applied)" for e in result.errors]
     if result.expectations:
         lines.append("expectations:")
-        lines += [f"  {'met  ' if r.met else 'UNMET'}  {r.message}" for r in result.expectations]
+        lines += [f"  {'met  ' if r.met else 'UNMET'}  {clean(r.message)}" for r in result.expectations]
+    if result.policy_error:
+        lines.append(clean(result.policy_error))
     if not result.ok:
-        verdict = "FAIL"
+        verdict = POLICY_ERROR if result.policy_error else "FAIL"
     elif result.violations:
         verdict = f"violated, as expected ({', '.join(sorted({v.invariant for v in result.violations}))})"
     else:
@@ -118,7 +146,7 @@ def runner(report: RunnerReport) -> str:
 def check(report: CheckReport) -> str:
     ids = list(INVARIANTS)
     header = ["policy", *[str(n) for n in range(1, len(ids) + 1)], "traces", "verdict"]
-    rows = [[row.policy, *[row.cells[i] for i in ids], str(row.traces), "ok" if row.ok else "FAIL"]
+    rows = [[clean(row.policy, 60), *[row.cells[i] for i in ids], str(row.traces), "ok" if row.ok else "FAIL"]
             for row in report.rows]
     lines = table(header, rows)
     lines.append("")
@@ -129,8 +157,12 @@ def check(report: CheckReport) -> str:
     for label, entries in (("skipped", report.skipped), ("failures", [f"{r.policy}: {f}" for r in report.rows for f in r.failures])):
         if entries:
             lines.append(f"{label}:")
-            lines += [f"  {e}" for e in entries]
-    lines.append(f"verdict: {'ok' if report.ok else 'FAIL'}  ({len(report.replays)} replays)")
+            lines += [f"  {clean(e)}" for e in entries]
+    if report.interrupted:
+        lines.append(f"interrupted (Ctrl-C) in the {report.interrupted} section; the matrix shows the sections "
+                     f"before it")
+    lines.append(f"verdict: {'ok' if report.ok and not report.interrupted else 'FAIL'}  "
+                 f"({len(report.replays)} replays)")
     return "\n".join(lines)
 
 
@@ -140,6 +172,7 @@ def prove(j: Judgement, written: Sequence[Path]) -> str:
     recorded seconds, the traces written and the problems."""
     obligations = list(dict.fromkeys(o.obligation for o in j.outcomes))
     policies = list(dict.fromkeys(o.policy for o in j.outcomes))
+    names = {policy: clean(policy, 60) for policy in policies}
     by = {(o.policy, o.obligation): o for o in j.outcomes}
     rows = []
     for name in obligations:
@@ -148,17 +181,18 @@ def prove(j: Judgement, written: Sequence[Path]) -> str:
             o = by.get((policy, name))
             cells.append("-" if o is None else f"{_short(o)} {o.seconds:.1f}s")
         rows.append([name, *cells])
-    lines = table(["obligation", *policies], rows)
+    lines = table(["obligation", *(names[p] for p in policies)], rows)
     lines += ["", f"z3 {Z3_VERSION}; proved: for every accepted config and any number of requests; "
                   f"proved<=N: for every state of at most N requests; refuted: with a replaying trace", ""]
     for o in j.outcomes:
         expected = j.expected.get((o.policy, o.obligation))
         recorded = "" if expected is None else f", recorded {expected.seconds:.2f}s"
-        lines.append(f"{o.policy} / {o.obligation}: {o.label} ({o.method}, {o.seconds:.2f}s{recorded}): {o.detail}")
+        lines.append(f"{names[o.policy]} / {o.obligation}: {o.label} ({o.method}, {o.seconds:.2f}s{recorded}): "
+                     f"{clean(o.detail, 1000)}")
     if written:
         lines += ["", f"{len(written)} counterexample trace(s) written:", *(f"  {p}" for p in written)]
     lines += ["", "every verdict is as expected" if j.ok else f"{len(j.problems)} unexpected:"]
-    lines += [f"  {p}" for p in j.problems]
+    lines += [f"  {clean(p, 1000)}" for p in j.problems]
     return "\n".join(lines)
 
 
@@ -175,24 +209,28 @@ def manifest_update(recorded: int, path: str, unknown: Sequence[Outcome]) -> str
 
 
 # -- fuzz -------------------------------------------------------------------------------
-def fuzz(reports: Sequence[FuzzReport], known: Mapping[str, Collection[str]], corpus: Path) -> str:
+def fuzz(reports: Sequence[FuzzReport], known: Mapping[str, Collection[str]], corpus: Path,
+         interrupted: str | None = None) -> str:
     """One row per policy, then each counterexample with its trace; ``known`` maps a policy
-    to the violations found that are known (``check.is_known``)."""
-    rows = [[r.policy, str(r.examples), str(r.steps), f"{r.steps_per_second:.0f}", f"{r.seconds:.1f}",
+    to the violations found that are known (``check.is_known``); ``interrupted`` the policy
+    Ctrl-C stopped."""
+    rows = [[clean(r.policy, 60), str(r.examples), str(r.steps), f"{r.steps_per_second:.0f}", f"{r.seconds:.1f}",
              ", ".join(c.kind for c in r.counterexamples) or "-"] for r in reports]
     lines = table(["policy", "examples", "steps", "steps/s", "seconds", "violated"], rows, right=(1, 2, 3, 4))
     for r in reports:
         for c in r.counterexamples:
             status = "known" if c.kind in known[r.policy] else "NEW"
-            lines.append(f"{r.policy}: {c.kind} ({status}), first seen after {c.first_seen:.1f} s, "
+            lines.append(f"{clean(r.policy, 60)}: {c.kind} ({status}), first seen after {c.first_seen:.1f} s, "
                          f"shrunk to {len(c.trace.ops)} ops")
-            lines.append(f"  {c.message}")
-            lines += [f"  {path}" for path in c.paths]
+            lines.append(f"  {clean(c.message)}")
+            lines += [f"  {clean(path)}" for path in c.paths]
     coverage = sum((r.coverage for r in reports), Counter())
     lines.append(f"rare paths (steps): {paths(coverage)}")
     found = sum(len(r.counterexamples) for r in reports)
+    if interrupted:
+        lines.append(f"interrupted (Ctrl-C) while fuzzing {clean(interrupted, 60)}; the rows show what ran")
     lines.append(f"verdict: {'ok: no violation' if not found else f'{found} violations'}  "
-                 f"(target {reports[0].target if reports else '-'}, corpus {corpus})")
+                 f"(target {reports[0].target if reports else '-'}, corpus {clean(corpus)})")
     return "\n".join(lines)
 
 

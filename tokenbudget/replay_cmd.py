@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Sequence
 
 from . import render
-from .args import UsageError, add_json, add_policy, whole
+from .args import UsageError, add_json, add_policy, seed, whole
 from .console import Console
 from .exits import FAILED, OK
 from .harness.vllm.target import VllmTarget
@@ -52,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="runner: model sizes; tiny = vocab 256, hidden 64, 4 layers (2 in the early-exit "
                              "drafter), 4 heads, mlp 256; wide = vocab 8192, hidden 1024, 8 heads, mlp 4096, "
                              "for the CUDA memory cap (default tiny)")
-    parser.add_argument("--seed", type=whole, default=0, metavar="N",
+    parser.add_argument("--seed", type=seed, default=0, metavar="N",
                         help="runner: seed of the model weights, of sampling and of the --steps arrivals (default 0)")
     parser.add_argument("--steps", type=whole, default=0, metavar="N",
                         help="runner: after the trace's ops run N more steps; before each, a request arrives with "
@@ -99,12 +99,18 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
     if args.target == VLLM and (args.device or args.mode == "live"):
         return "the vllm target runs vLLM's scheduler on the CPU with the trace's accepted drafts; " \
                "--device and --mode live apply to --target runner"
+    if args.target == MODEL and (args.device or args.mode):
+        given = ", ".join(flag for flag, value in (("--device", args.device), ("--mode", args.mode)) if value)
+        return f"{given}: for --target runner only (--mode forced also for --target vllm); the model target " \
+               f"takes no device or mode: drop {given} or add --target runner"
     if args.target != RUNNER:
         given = [flag for dest, (flag, default) in RUNNER_ONLY.items() if getattr(args, dest) != default]
         return f"{', '.join(given)} only apply to --target runner" if given else None
     if args.memory_cap and args.device != "cuda":
         return "--memory-cap caps the CUDA allocator; add --device cuda"
     if args.plot is not None:
+        if Path(args.plot).suffix.lower() != ".png":
+            return f"--plot {args.plot}: the plot is a PNG image; name the file with the suffix .png"
         if len(args.traces) != 1:
             return f"--plot draws one trace, got {len(args.traces)}; give one TRACE"
         if os.path.lexists(args.plot):

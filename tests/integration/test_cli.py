@@ -164,8 +164,8 @@ def test_bad_usage_exits_2_with_one_line(capsys: pytest.CaptureFixture[str], arg
     assert_usage_error(*run(capsys, *argv), words)
 
 
-def test_device_and_mode_are_accepted(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(capsys, "replay", SEED, "--device", "cuda", "--mode", "live")[0] == 0
+def test_device_and_mode_are_refused_on_the_model_target(capsys: pytest.CaptureFixture[str]) -> None:
+    assert_usage_error(*run(capsys, "replay", SEED, "--device", "cuda", "--mode", "live"), "--target runner")
 
 
 def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:

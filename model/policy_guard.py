@@ -1,0 +1,146 @@
+"""The guard around a user policy: any failure inside its methods becomes one PolicyError.
+
+``guard(policy)`` is applied once, when ``get_policy`` loads a ``pkg.module:Class``
+policy. Each method of the policy interface is replaced, on the instance, by a wrapper:
+an exception (ConfigError from ``validate`` aside: refusing a config is its job) or a
+return value of the wrong type becomes a PolicyError whose one-line message names the
+method, the user's file:line and the problem. Calls between the policy's own methods go
+through the wrappers too, so the innermost failing method is the one named. Every
+command turns a PolicyError into a clean verdict ``policy-error``; the prover, whose
+arguments are z3 terms, into bad input naming the IntLike helper to use instead.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import traceback
+from typing import Any, Callable
+
+from .config import ConfigError
+from .policy import BudgetParams, BudgetPolicy, Budgets
+
+POLICY_ERROR = "policy-error"  # the verdict every command gives a failing user policy
+
+INT, BOOL = "an int", "a bool"
+# method -> what it returns on concrete arguments (None: not checked)
+RETURNS: dict[str, Any] = {
+    "validate": None, "requirements": list, "accepts": BOOL, "in_scope": BOOL, "params": BudgetParams,
+    "lookahead": INT, "token_cap": INT, "initial_budgets": Budgets, "may_schedule": BOOL, "grant": INT,
+    "charge": Budgets, "refund": Budgets, "runner_rows": INT, "spend": Budgets,
+}
+HELPERS = "ite, min_, max_, and_, or_, not_ from tokenbudget.model"
+
+
+class PolicyError(Exception):
+    """A user policy's method raised or returned the wrong type; ``str()`` is one line.
+    ``symbolic`` is True when it was called on z3 terms (by the prover)."""
+
+    def __init__(self, message: str, symbolic: bool = False) -> None:
+        super().__init__(message)
+        self.symbolic = symbolic
+
+    def __reduce__(self) -> Any:  # crosses the prover's process pool intact
+        return type(self), (str(self), self.symbolic)
+
+
+def guard(policy: BudgetPolicy) -> BudgetPolicy:
+    """The policy with every method of ``RETURNS`` guarded (on the instance, in place)."""
+    cls = type(policy)
+    for name in RETURNS:
+        method = getattr(policy, name, None)
+        if callable(method):
+            setattr(policy, name, _guarded(cls, name, method))
+    return policy
+
+
+def _guarded(cls: type, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        symbolic = _symbolic(args) or _symbolic(kwargs.values())
+        try:
+            result = method(*args, **kwargs)
+        except (PolicyError, ConfigError) as e:
+            if isinstance(e, ConfigError) and name != "validate":
+                raise _error(cls, name, method, e, symbolic) from None
+            raise
+        except Exception as e:
+            raise _error(cls, name, method, e, symbolic) from None
+        problem = _wrong_type(name, result)
+        if problem:
+            raise PolicyError(f"{POLICY_ERROR}: {cls.__name__}.{name} ({_where(cls, method)}) {problem}", symbolic)
+        return result
+
+    return call
+
+
+def _error(cls: type, name: str, method: Callable[..., Any], e: BaseException, symbolic: bool) -> PolicyError:
+    text = " ".join(str(e).split())
+    text = text if len(text) <= 200 else text[:200] + "..."
+    message = f"{POLICY_ERROR}: {cls.__name__}.{name} ({_where(cls, method, e)}) raised {type(e).__name__}: {text}"
+    if symbolic:
+        message += (f"; the prover calls it with z3 terms, so Python if/and/or/not/min/max on them fail: "
+                    f"use {HELPERS}")
+    return PolicyError(message, symbolic)
+
+
+def _where(cls: type, method: Callable[..., Any], e: BaseException | None = None) -> str:
+    """file:line of the innermost frame of the user's code in the traceback, else of the
+    method's definition, else (a method the policy inherits from tokenbudget) of the class."""
+    frames = [f for f in traceback.extract_tb(e.__traceback__)] if e is not None else []
+    frames = [f for f in frames if _users(f.filename)]
+    if frames:
+        return f"{frames[-1].filename}:{frames[-1].lineno}"
+    for obj in (inspect.unwrap(getattr(method, "__func__", method)), cls):
+        try:
+            file, line = inspect.getsourcefile(obj), inspect.getsourcelines(obj)[1]
+        except (TypeError, OSError):
+            continue
+        if file and _users(file):
+            return f"{file}:{line}"
+    return "?"
+
+
+def _users(filename: str) -> bool:
+    path = os.path.abspath(filename)
+    return not (path.startswith(_OURS) or "site-packages" in path or filename.startswith("<"))
+
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_OURS = tuple(os.path.join(_ROOT, folder) + os.sep
+              for folder in ("spec", "model", "fuzz", "proofs", "harness", "kernels", "tokenbudget"))
+
+
+def _symbolic(values: Any, depth: int = 0) -> bool:
+    """Whether a z3 term is among the values or their attributes (a symbolic config or params)."""
+    for v in values:
+        if _is_z3(v):
+            return True
+        if depth == 0 and hasattr(v, "__dict__") and not isinstance(v, (type, BudgetPolicy)) \
+                and _symbolic(vars(v).values(), 1):
+            return True
+    return False
+
+
+def _is_z3(value: Any) -> bool:
+    return type(value).__module__.startswith("z3")
+
+
+def _wrong_type(name: str, result: Any) -> str | None:
+    want = RETURNS[name]
+    if want is None:
+        return None
+    if want in (INT, BOOL):  # Python mixes bools and ints freely; so does the guard
+        ok = isinstance(result, int) or _is_z3(result)
+    else:
+        ok = isinstance(result, want)
+    return None if ok else f"returned {type(result).__name__} {_short(result)}, expected {_name(want)}"
+
+
+def _name(want: Any) -> str:
+    return want if isinstance(want, str) else f"a {want.__name__}"
+
+
+def _short(value: Any) -> str:
+    text = " ".join(repr(value).split())
+    return text if len(text) <= 60 else text[:57] + "..."
