@@ -382,7 +382,8 @@ def test_fuzz_corpus_that_is_a_file_is_refused_before_any_work(monkeypatch: pyte
 
 
 def test_fuzz_examples_bounds_every_example_shrinking_included(tmp_path: Path) -> None:
-    code, out, _ = run_clean("fuzz", "--policy", "fastdeploy-v0", "--examples", "30", "--corpus", tmp_path, "--json")
+    code, out, _ = run_clean("fuzz", "--policy", "fastdeploy-v0", "--examples", "30", "--workers", "1",
+                             "--corpus", tmp_path, "--json")
     report = json.loads(out)["policies"][0]
     assert report["examples"] == 30 and "input-rows-cap" in report["violations"]
     assert Path(report["violations"]["input-rows-cap"]["program"]).read_text().count("state.") >= 2
@@ -403,7 +404,7 @@ def test_ids_and_descriptions_are_printed_escaped_and_cut(tmp_path: Path) -> Non
 
 
 def test_ctrl_c_in_check_prints_the_finished_sections_and_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
-    def interrupted(report: Any, progress: Any) -> None:
+    def interrupted(report: Any, progress: Any, database: Any) -> None:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(check_module, "SECTIONS", (check_module.corpus_section, interrupted))
@@ -418,6 +419,7 @@ def test_ctrl_c_in_fuzz_prints_the_partial_summary_and_exits_130(monkeypatch: py
         raise KeyboardInterrupt
 
     monkeypatch.setattr(session, "run_machine", interrupted)
-    code, out, err = run_cli("fuzz", "--policy", "vllm-adaptive", "--examples", "2", "--corpus", tmp_path)
+    code, out, err = run_cli("fuzz", "--policy", "vllm-adaptive", "--examples", "2", "--workers", "1",
+                             "--corpus", tmp_path)
     assert code == INTERRUPTED and "Traceback" not in err
     assert "interrupted (Ctrl-C) while fuzzing vllm-adaptive" in out
