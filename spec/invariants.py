@@ -16,6 +16,7 @@ the rules a user policy is judged by derive from it.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any, Callable, Mapping, Optional
@@ -171,12 +172,17 @@ def kv_capacity(rec: StepRecord) -> list[Breach]:
         if held < need:
             out.append((rec.step,
                         f"{rid} holds {held} KV slots but needs {need} (computed + granted + lookahead)"))
-    tables = rec.block_tables.values()
-    if sum(map(len, tables)) == len(set(chain.from_iterable(tables))):
-        return out  # no block is held twice
+    holders = Counter(chain.from_iterable(rec.block_tables.values()))
+    twice = {block for block, count in holders.items() if count > 1}
+    if not twice:
+        return out
     owner: dict[int, tuple[str, int]] = {}
     for rid, table in rec.block_tables.items():
+        if twice.isdisjoint(table):
+            continue
         for index, block in enumerate(table):
+            if block not in twice:
+                continue  # held once: nothing to judge
             first = owner.setdefault(block, (rid, index))
             if first[0] == rid and first[1] == index:
                 continue
