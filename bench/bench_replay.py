@@ -27,7 +27,7 @@ from long_trace import long_trace  # noqa: E402
 
 from tokenbudget.spec.trace import write_trace  # noqa: E402
 
-MB_PER_ACCEPTED = 11e-6  # about the bytes one accepted entry adds, per request, in MB
+MB_PER_ACCEPTED = 11e-6  # MB that one more accepted entry per step op adds, per request of the trace
 
 
 def replay_once(path: str) -> dict[str, float]:
