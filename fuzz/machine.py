@@ -6,7 +6,7 @@ them to the target; the spec's predicates judge what it observed. A failing run
 therefore becomes a Trace of exactly the ops applied, and replays.
 
 Every step is judged as it happens (``check_step``, and the target's ``error``); the
-``@invariant`` judges the run so far (``no_request_lost``). At teardown the machine
+``@invariant`` judges the events since its last call (``no_request_lost``, incrementally). At teardown the machine
 stops adding and drains: it steps until every live request has finished, and once the
 drain is longer than the spec's bound ``progress_bound`` judges it. ``target()`` steers
 generation toward high input-row use and preemption. The first violation raises a
@@ -33,7 +33,7 @@ from hypothesis.internal.conjecture.engine import ConjectureRunner
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from ..model import POLICY_ERROR, BudgetConfig, BudgetPolicy, ConfigError, PolicyError
-from ..spec.invariants import Violation, check_step, drain_bound, no_request_lost, progress
+from ..spec.invariants import RequestAccounting, Violation, check_step, drain_bound, no_request_lost, progress
 from ..spec.records import RequestState, StepRecord
 from ..spec.trace import AbortOp, Op, StepOp, Trace, ViolationExpectation
 from .config_strategies import configs
@@ -100,6 +100,7 @@ class FuzzMachine(RuleBasedStateMachine):
         super().__init__()
         self.cfg: BudgetConfig | None = None
         self.execution: Execution | None = None
+        self.accounting = RequestAccounting()  # no-request-lost over the events not yet judged
         self.ops: list[Op] = []
         self.num_added = 0
         self.live: dict[str, RequestState] = {}  # added, not yet seen finished or aborted
@@ -198,7 +199,7 @@ class FuzzMachine(RuleBasedStateMachine):
     @invariant()
     def no_request_is_lost(self) -> None:
         if self.execution is not None and not self.broken:
-            self._judge(tuple(no_request_lost(self.execution.run)))
+            self._judge(self._requests_lost())
 
     def teardown(self) -> None:
         """Stop adding and drain; a drain past the spec's bound is a ``progress`` violation.
@@ -219,9 +220,16 @@ class FuzzMachine(RuleBasedStateMachine):
                     break
                 ask_at *= 2
         if not self.broken:
-            self._judge(tuple(no_request_lost(run)) + tuple(progress.over_run(run)))
+            self._judge(self._requests_lost() + tuple(progress.over_run(run)))
             target(self.max_row_use, label="input rows / B, most in a step")
             target(float(self.max_preempted), label="preemptions, most in a step")
+
+    def _requests_lost(self) -> tuple[Violation, ...]:
+        """``no-request-lost`` over the events since the last call: earlier ones held, or the
+        run would be broken."""
+        assert self.execution is not None
+        return tuple(Violation(no_request_lost.id, step, message)
+                     for step, message in self.accounting.feed(self.execution.run))
 
     def _judge(self, violations: tuple[Violation, ...], error: str | None = None) -> None:
         """Raise the failure of the first violated invariant (or target error) not yet known;

@@ -18,10 +18,14 @@ from ..spec.trace import AddOp, StepOp, Trace
 ARRIVAL_PROBABILITY = 0.5
 MAX_PROMPT = 256
 MAX_OUTPUT = 32
+MAX_STEPS = 100_000  # the ops are built before the run: more would cost memory and hours of runner time
 
 
 def extend(trace: Trace, steps: int, seed: int) -> Trace:
-    """The trace with ``steps`` more step ops and seeded arrivals; ConfigError for a bad config."""
+    """The trace with ``steps`` more step ops and seeded arrivals; ConfigError for a bad
+    config, ValueError for more than MAX_STEPS steps."""
+    if steps > MAX_STEPS:
+        raise ValueError(f"--steps {steps} is more than the runner target runs ({MAX_STEPS}); lower --steps")
     cfg = BudgetConfig.from_dict(trace.config)
     taken = {op.id for op in trace.ops if isinstance(op, AddOp)}
     prefix = "gen-"

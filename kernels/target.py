@@ -28,6 +28,7 @@ from ..spec.records import StepOutcome, StepRecord
 from ..spec.trace import AddOp
 from .acceptance import Rule
 from .errors import DeviceOutOfMemory
+from .footprint import check_fits
 from .memory import cap_allocator
 from .models import MODEL_SPECS
 from .prompts import prompt_tokens
@@ -49,8 +50,9 @@ class RunnerOptions:
 
 
 class RunnerTarget:
-    """Raises ConfigError on construction when the policy refuses cfg, ValueError for a
-    memory cap off CUDA."""
+    """Raises ConfigError on construction when the policy refuses cfg or the device has not
+    the memory its buffers need (``footprint.check_fits``), ValueError for a memory cap
+    off CUDA."""
 
     def __init__(self, cfg: BudgetConfig, policy: BudgetPolicy, options: RunnerOptions) -> None:
         if options.memory_cap and options.device != "cuda":
@@ -60,6 +62,7 @@ class RunnerTarget:
         self.limits = self.model.limits
         self.options = options
         spec = replace(MODEL_SPECS[options.model], seed=options.seed)
+        check_fits(self.limits, spec, torch.device(options.device), whole_pool=options.memory_cap)
         self.runner = ModelRunner(self.limits, methods.drafter(policy.table, cfg.method), spec, options.device, options.rule, options.seed,
                                   growable_inputs=options.memory_cap)
         self.report = RunnerReport(options.device, options.mode, options.rule, spec)

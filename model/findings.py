@@ -47,12 +47,13 @@ class Finding:
 
 
 def _states(run: RunRecord) -> Iterator[tuple[StepRecord, Mapping[str, RequestState]]]:
-    """Each step with every request's state before it (as added, then as last reported)."""
+    """Each step with every request's state before it (as added, then as last reported).
+    The map is one dict updated in place: read it before asking for the next step."""
     states = dict(run.added)
     for index, rec in enumerate(run.steps):
         yield rec, states
         if index < len(run.outcomes):
-            states = {**states, **run.outcomes[index].requests}
+            states.update(run.outcomes[index].requests)
 
 
 def _admission_room(rec: StepRecord) -> int:

@@ -6,8 +6,9 @@ that carry no content key (or all of them, with prefix caching off) are put at t
 of the queue, to be reused first; keyed blocks go to its tail, so cached content is
 evicted least recently freed first and can be taken back by a later request with the
 same prefix until then. Never-used blocks sit between the two parts in id order; here
-they are a counter (``next_fresh``), so a large pool costs nothing to build. As in
-vLLM, identical content computed twice is cached twice; a lookup takes the oldest copy.
+they are a counter (``next_fresh``), and reference counts and content keys are kept only
+for blocks that have them, so a pool costs what the run touches, not its nominal size. As
+in vLLM, identical content computed twice is cached twice; a lookup takes the oldest copy.
 """
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ class KVBlockPool:
         self.next_fresh = 0  # blocks >= next_fresh were never handed out
         self.reuse_first: deque[int] = deque()  # freed blocks without content, the head first
         self.free_queue: OrderedDict[int, None] = OrderedDict()  # freed keyed blocks, least recently freed first
-        self.ref_count = [0] * num_blocks
-        self.key_of: list[Hashable | None] = [None] * num_blocks
+        self.ref_count: dict[int, int] = {}  # blocks some request holds -> how many hold them
+        self.key_of: dict[int, Hashable] = {}  # blocks that carry a content key
         self.blocks_of_key: dict[Hashable, dict[int, None]] = {}  # every copy, the oldest first
 
     @property
@@ -60,7 +61,7 @@ class KVBlockPool:
     def blocks_needed(self, req: Request, num_tokens: int, hits: list[int]) -> int:
         """Free blocks req must take so that it holds ``num_tokens`` slots after adopting hits."""
         new = max(cdiv(num_tokens, self.block_size) - len(req.block_ids) - len(hits), 0)
-        return new + sum(1 for b in hits if self.ref_count[b] == 0)
+        return new + sum(1 for b in hits if b not in self.ref_count)
 
     def allocate(self, req: Request, num_tokens: int, hits: list[int]) -> bool:
         """Give req the hit blocks and enough new blocks for ``num_tokens`` slots, or nothing."""
@@ -70,9 +71,9 @@ class KVBlockPool:
             assert not req.block_ids, "prefix hits are only adopted by a request holding no blocks"
             req.num_cached_blocks = len(hits)
         for block in hits:
-            if self.ref_count[block] == 0:
+            if block not in self.ref_count:
                 del self.free_queue[block]
-            self.ref_count[block] += 1
+            self.ref_count[block] = self.ref_count.get(block, 0) + 1
             req.block_ids.append(block)
         for _ in range(cdiv(num_tokens, self.block_size) - len(req.block_ids)):
             block = self._pop_free()
@@ -88,13 +89,12 @@ class KVBlockPool:
             self.next_fresh += 1
             return self.next_fresh - 1
         block, _ = self.free_queue.popitem(last=False)
-        key = self.key_of[block]
+        key = self.key_of.pop(block, None)
         if key is not None:
             copies = self.blocks_of_key[key]
             del copies[block]
             if not copies:
                 del self.blocks_of_key[key]
-            self.key_of[block] = None
         return block
 
     def cache_full_blocks(self, req: Request, num_tokens: int) -> None:
@@ -104,7 +104,7 @@ class KVBlockPool:
         full = min(num_tokens // self.block_size, len(req.block_ids))
         for index in range(req.num_cached_blocks, full):
             block = req.block_ids[index]
-            if self.key_of[block] is None:
+            if block not in self.key_of:
                 key = req.block_key(index, self.block_size)
                 self.key_of[block] = key
                 self.blocks_of_key.setdefault(key, {})[block] = None
@@ -115,11 +115,13 @@ class KVBlockPool:
         head of the free queue (the tail block first), keyed ones to its end."""
         without_content: list[int] = []
         for block in reversed(req.block_ids):
-            self.ref_count[block] -= 1
-            assert self.ref_count[block] >= 0, f"block {block} freed twice"
-            if self.ref_count[block] > 0:
+            count = self.ref_count.get(block, 0) - 1
+            assert count >= 0, f"block {block} freed twice"
+            if count > 0:
+                self.ref_count[block] = count
                 continue
-            if self.key_of[block] is None:
+            del self.ref_count[block]
+            if block not in self.key_of:
                 without_content.append(block)
             else:
                 self.free_queue[block] = None

@@ -273,7 +273,7 @@ class SchedulerLoop:
     def _shared_block_keys(self) -> dict[int, object]:
         """Content keys of the blocks more than one live request holds (prefix sharing)."""
         ref, keys = self.pool.ref_count, self.pool.key_of
-        return {b: keys[b] for r in self.running for b in r.block_ids if ref[b] > 1}
+        return {b: keys.get(b) for r in self.running for b in r.block_ids if ref[b] > 1}
 
     def _unserved_demand(self) -> int:
         queued = self.running + self.waiting

@@ -175,7 +175,10 @@ def _run(trace: Trace, execution: Execution) -> RunRecord:
 def _judge(trace: Trace, name: str, refusal: str | None, run: RunRecord | None) -> ReplayResult:
     records = run.steps if run else []
     violations = tuple(check_run(run)) if run else ()
-    steps = tuple(_summary(rec, violations) for rec in records)
+    by_step: dict[int | None, list[Violation]] = {}
+    for v in violations:
+        by_step.setdefault(v.step, []).append(v)
+    steps = tuple(_summary(rec, by_step.get(rec.step, ())) for rec in records)
     results = tuple(_expectation(e, records, violations, refusal) for e in trace.expect)
     return ReplayResult(
         source=trace.source, policy=name, refusal=refusal, limits=run.limits if run else None, steps=steps,
@@ -185,6 +188,7 @@ def _judge(trace: Trace, name: str, refusal: str | None, run: RunRecord | None) 
 
 
 def _summary(rec: StepRecord, violations: Sequence[Violation]) -> StepSummary:
+    """The step's summary; ``violations`` are those found in it."""
     return StepSummary(
         step=rec.step,
         num_scheduled_tokens=dict(rec.num_scheduled_tokens),
@@ -194,7 +198,7 @@ def _summary(rec: StepRecord, violations: Sequence[Violation]) -> StepSummary:
         rows=rec.total_runner_rows,
         row_cap=rec.limits.max_num_batched_tokens,
         preempted=tuple(rec.preempted),
-        violations=tuple(v for v in violations if v.step == rec.step),
+        violations=tuple(violations),
         work_gap=work_gap(rec),
     )
 

@@ -16,12 +16,13 @@ the rules a user policy is judged by derive from it.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any, Callable, Mapping, Optional
 
 from . import grant_rules
-from .records import RequestState, RunRecord, StepRecord
+from .records import RequestState, RunRecord, StepOutcome, StepRecord
 
 LEDGER, STEP, RUN, CONFIG, EFFICIENCY = "ledger", "step", "run", "config", "efficiency"
 KINDS = (LEDGER, STEP, RUN, CONFIG, EFFICIENCY)
@@ -171,12 +172,17 @@ def kv_capacity(rec: StepRecord) -> list[Breach]:
         if held < need:
             out.append((rec.step,
                         f"{rid} holds {held} KV slots but needs {need} (computed + granted + lookahead)"))
-    tables = rec.block_tables.values()
-    if sum(map(len, tables)) == len(set(chain.from_iterable(tables))):
-        return out  # no block is held twice
+    holders = Counter(chain.from_iterable(rec.block_tables.values()))
+    twice = {block for block, count in holders.items() if count > 1}
+    if not twice:
+        return out
     owner: dict[int, tuple[str, int]] = {}
     for rid, table in rec.block_tables.items():
+        if twice.isdisjoint(table):
+            continue
         for index, block in enumerate(table):
+            if block not in twice:
+                continue  # held once: nothing to judge
             first = owner.setdefault(block, (rid, index))
             if first[0] == rid and first[1] == index:
                 continue
@@ -215,51 +221,85 @@ def spec_shape(rec: StepRecord) -> list[Breach]:
 
 
 # -- run invariants -------------------------------------------------------------------
+class RequestAccounting:
+    """``no-request-lost`` judged as the run goes: ``feed`` takes the events of a RunRecord
+    not yet seen, in order, and returns what broke in them. A step costs what its queues
+    and its outcome hold and the live requests, not every request ever added. Every id
+    added or reported keeps its status and computed tokens (a few ints), no record."""
+
+    def __init__(self) -> None:
+        self.status: dict[str, str] = {}  # id -> live | finished | aborted
+        self.place: dict[str, int] = {}  # id -> when it was first seen: "in no queue" is reported in this order
+        self.live: dict[str, int] = {}  # the live ids -> their place
+        self.computed: dict[str, int] = {}
+        self.seen_events = 0
+
+    def feed(self, run: RunRecord) -> list[Breach]:
+        out: list[Breach] = []
+        events = run.events
+        while self.seen_events < len(events):
+            event, arg = events[self.seen_events]
+            self.seen_events += 1
+            if event == "add":
+                self.add(str(arg))
+            elif event == "abort":
+                self.abort(str(arg))
+            else:
+                index = int(arg)  # type: ignore[call-overload]
+                out += self.step(run.steps[index], run.outcomes[index] if index < len(run.outcomes) else None)
+        return out
+
+    def add(self, rid: str) -> None:
+        self._set(rid, "live")
+
+    def abort(self, rid: str) -> None:
+        if self.status.get(rid) == "live":
+            self._set(rid, "aborted")
+
+    def _set(self, rid: str, status: str) -> None:
+        self.place.setdefault(rid, len(self.place))
+        self.status[rid] = status
+        if status == "live":
+            self.live[rid] = self.place[rid]
+        else:
+            self.live.pop(rid, None)
+
+    def step(self, rec: StepRecord, outcome: Optional[StepOutcome]) -> list[Breach]:
+        """One step's record and outcome (None when the target gave none)."""
+        out: list[Breach] = []
+        status = self.status
+        seen: set[str] = set()
+        for rid in rec.running + rec.waiting:
+            if rid in seen:
+                out.append((rec.step, f"{rid} is queued twice"))
+            seen.add(rid)
+            if status.get(rid) != "live":
+                out.append((rec.step, f"{rid} is queued but {status.get(rid, 'was never added')}"))
+        if len(seen) < len(self.live) or not seen.issuperset(self.live):
+            missing = sorted((rid for rid in self.live if rid not in seen), key=self.live.__getitem__)
+            out += [(rec.step, f"{rid} is in no queue") for rid in missing]
+        if outcome is None:
+            return out
+        computed = self.computed
+        for rid, state in outcome.requests.items():
+            if state.num_output_tokens > state.max_tokens:
+                out.append((rec.step, f"{rid} has {state.num_output_tokens} outputs, max_tokens {state.max_tokens}"))
+            expected = status.get(rid)
+            if expected in ("finished", "aborted") and state.status != expected:
+                out.append((rec.step, f"{rid} was {expected}, now {state.status}"))
+            if state.status in ("finished", "aborted"):
+                self._set(rid, state.status)
+            elif rid in computed and state.num_computed_tokens < computed[rid] and rid not in outcome.preempted:
+                out.append((rec.step, f"{rid}'s computed tokens went back from {computed[rid]} to "
+                                      f"{state.num_computed_tokens} without preemption"))
+            computed[rid] = state.num_computed_tokens
+        return out
+
+
 @invariant("no-request-lost", RUN, "every added request is in exactly one of waiting, running, finished, aborted; "
            "outputs <= max_tokens; computed tokens only go back by preemption")
 def no_request_lost(run: RunRecord) -> list[Breach]:
-    out = []
-    status: dict[str, str] = {}  # id -> live | finished | aborted
-    computed: dict[str, int] = {}
-    for event, arg in run.events:
-        if event == "add":
-            status[str(arg)] = "live"
-        elif event == "abort":
-            if status.get(str(arg)) == "live":
-                status[str(arg)] = "aborted"
-        else:
-            index = int(arg)  # type: ignore[arg-type]
-            rec = run.steps[index]
-            queued = rec.running + rec.waiting
-            seen: set[str] = set()
-            for rid in queued:
-                if rid in seen:
-                    out.append((rec.step, f"{rid} is queued twice"))
-                seen.add(rid)
-                if status.get(rid) != "live":
-                    out.append((rec.step,
-                                f"{rid} is queued but {status.get(rid, 'was never added')}"))
-            for rid, s in status.items():
-                if s == "live" and rid not in seen:
-                    out.append((rec.step, f"{rid} is in no queue"))
-            if index >= len(run.outcomes):
-                continue
-            outcome = run.outcomes[index]
-            for rid, state in outcome.requests.items():
-                if state.num_output_tokens > state.max_tokens:
-                    out.append((rec.step,
-                                f"{rid} has {state.num_output_tokens} outputs, max_tokens {state.max_tokens}"))
-                expected = status.get(rid)
-                if expected in ("finished", "aborted") and state.status != expected:
-                    out.append((rec.step, f"{rid} was {expected}, now {state.status}"))
-                if state.status in ("finished", "aborted"):
-                    status[rid] = state.status
-                elif rid in computed and state.num_computed_tokens < computed[rid] and rid not in outcome.preempted:
-                    out.append((rec.step,
-                                f"{rid}'s computed tokens went back from {computed[rid]} to "
-                                f"{state.num_computed_tokens} without preemption"))
-                computed[rid] = state.num_computed_tokens
-    return out
+    return RequestAccounting().feed(run)
 
 
 # -- liveness: progress, a step half and a run half -----------------------------------------

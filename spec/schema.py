@@ -81,6 +81,8 @@ class Schema:
     def __init__(self, document: Mapping[str, Any]) -> None:
         """Raises ValueError when the document uses a keyword or shape outside the subset."""
         self.root = document
+        self._by_ref = {f"#/$defs/{name}": node for name, node in document.get("$defs", {}).items()}
+        self._leaf_checks: dict[int, Any] = {}  # id(node) -> a fast test of a leaf node, or None
         self._check_subset(document, "#")
 
     @property
@@ -103,6 +105,9 @@ class Schema:
     def _resolve(self, node: Mapping[str, Any]) -> Mapping[str, Any]:
         while "$ref" in node:
             ref = node["$ref"]
+            if ref in self._by_ref:
+                node = self._by_ref[ref]
+                continue
             if not ref.startswith("#/$defs/") or ref[len("#/$defs/"):] not in self.defs:
                 raise ValueError(f"unsupported or dangling $ref {ref!r}")
             node = self.defs[ref[len("#/$defs/"):]]
@@ -139,6 +144,23 @@ class Schema:
             self._check_subset(child, child_where)
 
     # -- validation -------------------------------------------------------------------
+    def _leaf_check(self, node: Mapping[str, Any]) -> Any:
+        """For a node that only asks a type (and a minimum), a fast test that passes exactly
+        the values ``_validate`` accepts; None for any other node."""
+        key = id(node)
+        if key not in self._leaf_checks:
+            resolved = self._resolve(node)
+            check = None
+            if set(resolved) - _ANNOTATIONS <= {"type", "minimum"} and resolved.get("type") in ("integer", "string"):
+                kind, minimum = resolved["type"], resolved.get("minimum")
+                if kind == "string" and minimum is None:
+                    check = lambda v: type(v) is str  # noqa: E731
+                elif kind == "integer":
+                    low = minimum if minimum is not None else float("-inf")
+                    check = lambda v: type(v) is int and v >= low  # noqa: E731
+            self._leaf_checks[key] = check
+        return self._leaf_checks[key]
+
     def _validate(self, value: Any, node: Mapping[str, Any], path: list[str | int]) -> None:
         if "$ref" in node:
             self._validate(value, self._resolve(node), path)
@@ -170,7 +192,9 @@ class Schema:
         required = node.get("required", [])
         for key, sub in properties.items():
             if key in value:
-                self._validate(value[key], sub, [*path, key])
+                check = self._leaf_check(sub)
+                if check is None or not check(value[key]):
+                    self._validate(value[key], sub, [*path, key])
             elif key in required:
                 raise SchemaViolation([*path, key], "missing key")
         for key in required:
@@ -184,7 +208,9 @@ class Schema:
                 known = ", ".join(properties)
                 raise SchemaViolation([*path, key], f"unknown key; known keys: {known}")
             if isinstance(extra, dict):
-                self._validate(value[key], extra, [*path, key])
+                check = self._leaf_check(extra)
+                if check is None or not check(value[key]):
+                    self._validate(value[key], extra, [*path, key])
         for key, needs in node.get("dependentRequired", {}).items():
             for other in needs:
                 if key in value and other not in value:

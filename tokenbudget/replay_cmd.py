@@ -22,6 +22,7 @@ from .args import UsageError, add_json, add_policy, seed, whole
 from .console import Console
 from .exits import FAILED, OK
 from .harness.vllm.target import VllmTarget
+from .kernels.arrivals import MAX_STEPS
 from .model.replay import BadInput, ReplayResult, replay_on_model
 from .model.target import ModelTarget
 from .spec.trace import Trace, load_trace
@@ -55,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=seed, default=0, metavar="N",
                         help="runner: seed of the model weights, of sampling and of the --steps arrivals (default 0)")
     parser.add_argument("--steps", type=whole, default=0, metavar="N",
-                        help="runner: after the trace's ops run N more steps; before each, a request arrives with "
+                        help=f"runner: after the trace's ops run N more steps (at most {MAX_STEPS}); before each, a request arrives with "
                              "probability 1/2 (prompt 1-256 tokens, max_tokens 1-32, every other one sharing a "
                              "two-block system prompt), drawn from --seed; in forced mode they accept no draft")
     parser.add_argument("--memory-cap", action="store_true",
@@ -106,6 +107,8 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
     if args.target != RUNNER:
         given = [flag for dest, (flag, default) in RUNNER_ONLY.items() if getattr(args, dest) != default]
         return f"{', '.join(given)} only apply to --target runner" if given else None
+    if args.steps > MAX_STEPS:
+        return f"--steps {args.steps} is more than the runner target runs ({MAX_STEPS}); lower --steps"
     if args.memory_cap and args.device != "cuda":
         return "--memory-cap caps the CUDA allocator; add --device cuda"
     if args.plot is not None:

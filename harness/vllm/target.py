@@ -37,12 +37,17 @@ from ...spec.trace import AddOp
 from .engine import VllmEngine, VllmStep
 
 VLLM_POLICY = "vllm-adaptive"
+# vLLM's BlockPool (vllm/v1/core/block_pool.py, 0.32) makes a KVCacheBlock object per block
+# when it is built: 2^20 blocks added 140 MiB here, 10^8 took 7.2 GB. The target refuses more.
+MAX_VLLM_KV_BLOCKS = 2**20
+VLLM_BYTES_PER_BLOCK = 140
 
 
 class VllmTarget:
     """One deployment of vLLM's scheduler. Construction raises EngineUnavailable without
     vLLM, and ConfigError (one line) for another policy than ``vllm-adaptive``, a config
-    the policy refuses (when ``validate``) or one vLLM's own config checks refuse."""
+    the policy refuses (when ``validate``), a pool larger than MAX_VLLM_KV_BLOCKS, or one
+    vLLM's own config checks refuse."""
 
     def __init__(self, cfg: BudgetConfig, policy: BudgetPolicy, validate: bool = True) -> None:
         if policy.name != VLLM_POLICY:
@@ -50,6 +55,10 @@ class VllmTarget:
                               "replay this trace with --target model")
         if validate:
             policy.validate(cfg)
+        if cfg.num_kv_blocks > MAX_VLLM_KV_BLOCKS:
+            raise ConfigError(f"num_kv_blocks {cfg.num_kv_blocks} is more than the vllm target builds "
+                              f"({MAX_VLLM_KV_BLOCKS}): vLLM's block pool makes every block up front, about "
+                              f"{VLLM_BYTES_PER_BLOCK} bytes each; lower num_kv_blocks or replay with --target model")
         try:
             self.engine = VllmEngine(cfg)
         except ValueError as exc:
