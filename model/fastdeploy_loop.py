@@ -4,7 +4,7 @@
 One ``token_budget``; running requests first, then waiting ones (skipped after a
 preemption, :962), both loops only while ``token_budget > 0`` (:809, :964). A decode's
 grant is its one new token: the drafts ride outside it, and its KV covers them too. Only
-a decode the loop visits gets new KV blocks (:829-858). The worker runs the others on
+a decode the loop visits gets new KV blocks (:831-858). The worker runs the others on
 the blocks they already hold and pauses a decode whose next step would cross into a
 block it lacks (``speculate_schedule_cache.cu``:50-69 sets ``is_block_step``); a later
 visit that gives it blocks resumes it (``recover_decode_task``, gpu_model_runner.py:1249).
