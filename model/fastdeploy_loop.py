@@ -28,7 +28,7 @@ from .step_pass import StepPass
 class FastDeployLoop(SchedulerLoop):
     drafts_in_grant = False
     pads_short_admissions = False
-    decodes_bypass_budget = True  # for the prover: an unvisited decode may still run, on its own blocks
+    decodes_bypass_budget = True
     applies_long_prefill_threshold = False
 
     def _schedule_running(self, step: StepPass, threshold: int) -> None:

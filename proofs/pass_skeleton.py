@@ -4,11 +4,11 @@ This is the prover's loop skeleton: the only code here that is not the model's. 
 strings the slots together the way the policy's loop (``model/vllm_loop.py``,
 ``model/fastdeploy_loop.py``, both on ``model/loop.py``) walks its queues, following the
 loop's stated control flow (``drafts_in_grant``, ``pads_short_admissions``,
-``decodes_bypass_budget``), and for every decision calls the model itself: the policy's
+``decodes_bypass_budget``, ``applies_long_prefill_threshold``), and for every decision calls the model itself: the policy's
 ``initial_budgets``, ``may_schedule``, ``charge``, ``refund``, ``runner_rows`` and
 ``spend``, the ``decisions`` of a pass and ``grant_rules.kv_slots_needed``. Every Python
 ``if`` of a loop that depends on a value becomes a condition here, so the loop
-structure itself (break versus continue, the FastDeploy stop flag, the preemption loop
+structure itself (break versus continue, the FastDeploy stop flag and its paused decodes, the preemption loop
 and its victims, skipping the waiting loop after a preemption, the sequence cap) is
 part of what a proof covers.
 
