@@ -12,8 +12,10 @@ user's policy gets configs too). Scales:
 Across all scales: every method the policy's table knows (and speculation off), k up to
 the policy's limit, both scheduling policies where accepted, KV pools from the minimum
 (one ``max_model_len`` sequence: preemption) to ample, ``long_prefill_token_threshold``
-off, below 1 + k, or anywhere up to ``max_model_len``. Chunked prefill off comes with
-B >= ``max_model_len``, as vLLM demands, for the policies whose validation accepts it.
+off, below 1 + k, or anywhere up to ``max_model_len`` (only for loops whose engine reads it:
+FastDeploy's does not), ``max_model_len`` from the smallest the validation accepts. Chunked
+prefill off comes with B >= ``max_model_len``, as vLLM demands, for the policies whose
+validation accepts it.
 """
 from __future__ import annotations
 
@@ -43,6 +45,8 @@ class ConfigSpace:
     parallel_drafting: bool
     max_num_scheduled_tokens: bool  # a user-set T is accepted
     chunked_prefill_off: bool  # enable_chunked_prefill=False is accepted
+    min_model_len: int  # the smallest max_model_len accepted (of 2, 4, ..., 64)
+    long_prefill_threshold: bool  # the policy's loop reads long_prefill_token_threshold
 
 
 def _accepts(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
@@ -79,6 +83,9 @@ def config_space(policy: BudgetPolicy) -> ConfigSpace:
             if table[m].parallel_draft_slots is not None),
         max_num_scheduled_tokens=_accepts(policy, probe.replace(max_num_scheduled_tokens=4096)),
         chunked_prefill_off=_accepts(policy, probe.replace(enable_chunked_prefill=False)),
+        min_model_len=min((m for m in (2, 4, 8, 16, 32, 64) if _accepts(
+            policy, probe.replace(max_model_len=m, max_num_seqs=64, max_num_batched_tokens=64 * m))), default=2),
+        long_prefill_threshold=policy.loop.applies_long_prefill_threshold,
     )
 
 
@@ -110,7 +117,7 @@ def candidate_configs(policy: BudgetPolicy, space: ConfigSpace | None = None,
         d = int(methods.draft_slots(policy.table, method, k, parallel)) if method else 0
         budget, seqs, block_size, model_len = _limits(draw, draw(st.sampled_from(scales)), d, k, space.max_seqs)
         chunked = not (space.chunked_prefill_off and budget >= 2) or draw(st.sampled_from((True, True, False)))
-        model_len = max(2, min(model_len, budget) if not chunked else model_len)
+        model_len = max(space.min_model_len, min(model_len, budget) if not chunked else model_len)
         scheduled = None
         if space.max_num_scheduled_tokens and draw(st.sampled_from((False, False, True))):
             scheduled = draw(st.integers(1, 2 * budget))
@@ -124,7 +131,7 @@ def candidate_configs(policy: BudgetPolicy, space: ConfigSpace | None = None,
             block_size=block_size,
             num_kv_blocks=_pool(draw, cdiv(model_len, block_size)),
             max_model_len=model_len,
-            long_prefill_token_threshold=_threshold(draw, k, model_len),
+            long_prefill_token_threshold=_threshold(draw, k, model_len) if space.long_prefill_threshold else 0,
             scheduling_policy=draw(st.sampled_from(space.scheduling_policies)),
             enable_chunked_prefill=chunked,
             enable_prefix_caching=draw(st.sampled_from((True, False))),

@@ -6,7 +6,8 @@ One step, from its StepRecord:
    table's true count, as the scheduler recorded it): its target rows, then its d drafter
    rows. The target rows hold the grant's tokens: a prompt chunk, or the last token and
    the scheduled drafts; a FastDeploy decode granted 1 still runs its 1 + k rows; a padded
-   admission runs its placeholder rows. The whole layout is claimed in the persistent
+   admission runs its placeholder rows; a paused decode (FastDeploy's worker, out of
+   blocks) runs 0 rows and keeps its tokens and drafts. The whole layout is claimed in the persistent
    B-row buffers before a row is written (InputRowsOverflow), and every KV slot is mapped
    through the request's block table before the cache is touched (KVOverflow).
 2. **Target pass** over the target rows: every layer writes K and V at the rows' slots,
@@ -122,9 +123,12 @@ class ModelRunner:
     def _execute(self, record: StepRecord, forced: Mapping[str, int] | None) -> StepExecution:
         for rid in set(self.tokens) - set(record.running) - set(record.waiting):
             self.drop(rid)  # finished or aborted
+        paused = {rid: 0 for rid in record.paused}  # a paused decode runs 0 rows and keeps its state
+        assert not paused.keys() & record.num_scheduled_tokens.keys(), f"step {record.step}: a paused decode is granted"
+        assert paused.keys() <= set(self.tokens), f"step {record.step}: paused {sorted(paused)} are not live here"
         placements = self._layout(record)
         if not placements:
-            return StepExecution(record.step, {}, {}, 0, 0, 0)
+            return StepExecution(record.step, paused, {}, 0, 0, 0)
         rows = self.buffers.claim(record.step, sum(p.end - p.start for p in placements))
         tables = [record.block_tables[p.request_id] for p in placements]
         self.cache.reserve(max((max(t) + 1 for t in tables if t), default=0))
@@ -152,7 +156,7 @@ class ModelRunner:
                 verified += len(p.drafts)
                 matched += v.own
         self._propose(record, rows, [p for p, _ in sampling])
-        return StepExecution(record.step, dict(record.runner_rows), accepted, verified, matched, committed)
+        return StepExecution(record.step, {**record.runner_rows, **paused}, accepted, verified, matched, committed)
 
     def _layout(self, record: StepRecord) -> list[Placement]:
         placements, start = [], 0

@@ -109,7 +109,7 @@ class RunnerTarget:
         seconds = time.perf_counter() - start
         described = f"{type(fault).__name__}: {fault}" if fault is not None else None
         self.report.steps.append(StepReport(
-            step=record.step, rows=dict(record.runner_rows), capacity=self.limits.max_num_batched_tokens,
+            step=record.step, rows=dict(execution.rows if execution else record.runner_rows), capacity=self.limits.max_num_batched_tokens,
             tokens=record.total_scheduled_tokens, kv_blocks=record.kv_blocks_in_use, kv_pool=self.limits.num_kv_blocks,
             seconds=seconds, peak_bytes=torch.cuda.max_memory_allocated(device) if self._cuda else None,
             verified=execution.verified if execution else 0, matched=execution.matched if execution else 0,

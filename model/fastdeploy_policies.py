@@ -1,22 +1,26 @@
-"""FastDeploy's budget policies, from before PR #7438 to PR #7623.
+"""FastDeploy's budget policies, from before PR #7438 to PR #7623, as merged.
 
 All run FastDeploy's pass (``fastdeploy_loop.FastDeployLoop``: ``ResourceManagerV1.schedule``,
 fastdeploy/engine/sched/resource_manager_v1.py) with one ``token_budget`` starting near
-``max_num_batched_tokens`` (B). A decoding request is granted 1 token but the worker
-runs it every step with ``1 + k`` rows (``decode_rows`` of the method table), whether or
-not the scheduler visited it. Preemption never refunds the budget.
+``max_num_batched_tokens`` (B). A decoding request is granted 1 token and runs ``1 + k``
+rows (``decode_rows`` of the method table). Preemption never refunds the budget.
 
-Shared simplifications (listed in SPEC.md): the vLLM-style paged KV pool and prefix
-cache of the reference scheduler replace FastDeploy's block reservation heuristics
-(64-token blocks, 2-block decode preallocation, output-block reserve); NGRAM decodes
-run their worst case, ``1 + k`` rows; FCFS only; k limited to FastDeploy's 1-5.
+``tokens_per_seq`` (t) is read from the speculative config object, which FastDeploy always
+builds (engine/args_utils.py:1431 ``create_speculative_config``; config.py:761,763: method
+None, num_speculative_tokens 1 by default, at 2a606e361). So "``speculative_config is not
+None``" (#7438, #7499) always holds and t = k + 1 = 2 without speculation; #7623
+(2a606e361, resource_manager_v1.py:794-798) adds ``and method is not None``.
+
+Shared simplifications (SPEC.md §5): the vLLM-style paged KV pool and prefix cache replace
+FastDeploy's block reservation heuristics; NGRAM decodes run their worst case, ``1 + k``
+rows; FCFS only.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
 from .config import BudgetConfig, Requirement
-from ..spec.intlike import BoolLike, IntLike, ite, max_, min_, not_
+from ..spec.intlike import BoolLike, IntLike, ite, max_, min_, not_, or_
 from .fastdeploy_loop import FastDeployLoop
 from .policy import BudgetParams, BudgetPolicy, Budgets, plain  # noqa: F401 (plain: the PEP 316 contracts)
 
@@ -30,6 +34,8 @@ class _FastDeployPolicy(BudgetPolicy):
     refunds = False
     max_seqs = 512
     max_k = 5
+    min_model_len = 16
+    default_k = 1  # SpeculativeConfig's num_speculative_tokens when no method is set (config.py:763)
 
     def requirements(self, p: BudgetParams) -> list[Requirement]:
         b, s, k, max_len, block = (p.max_num_batched_tokens, p.max_num_seqs, p.num_speculative_tokens,
@@ -54,6 +60,10 @@ class _FastDeployPolicy(BudgetPolicy):
             Requirement(s <= self.max_seqs, lambda: f"FastDeploy accepts max_num_seqs <= {self.max_seqs}; lower max_num_seqs",
                         scope=True),
             Requirement(
+                max_len >= self.min_model_len,
+                lambda: f"FastDeploy asks max_model_len >= {self.min_model_len}, got {max_len}; raise max_model_len",
+            ),
+            Requirement(
                 b >= s,
                 lambda: f"max_num_batched_tokens ({b}) must be >= max_num_seqs ({s}); raise max_num_batched_tokens "
                 "or lower max_num_seqs",
@@ -64,9 +74,9 @@ class _FastDeployPolicy(BudgetPolicy):
                 "max_num_batched_tokens",
             ),
             Requirement(
-                b >= block,
+                or_(not_(p.chunked_prefill_knob), b >= block),
                 lambda: f"max_num_batched_tokens ({b}) must be >= block_size ({block}) with chunked prefill; raise "
-                "max_num_batched_tokens",
+                "max_num_batched_tokens or set enable_chunked_prefill=false",
             ),
             Requirement(
                 p.max_num_scheduled_tokens is None,
@@ -76,9 +86,10 @@ class _FastDeployPolicy(BudgetPolicy):
         ]
 
     def params(self, cfg: BudgetConfig) -> BudgetParams:
-        """As configured, but always chunking: the V1 KV-cache scheduler has no unchunked path
-        (``_get_num_new_tokens`` grants min(tokens left, token budget) whatever
-        ``enable_chunked_prefill`` says), so the knob is ignored as FastDeploy ignores it."""
+        """As configured, but the pass always chunks: the V1 KV-cache scheduler has no unchunked
+        path (``_get_num_new_tokens``, resource_manager_v1.py:543-550 at 2a606e361, grants
+        min(tokens left, token budget) whatever ``enable_chunked_prefill`` says). The knob
+        still reaches validation (``chunked_prefill_knob``), as it reaches ``FDConfig.check``."""
         return replace(super().params(cfg), enable_chunked_prefill=True)
 
     def token_cap(self, p: BudgetParams) -> IntLike:
@@ -88,8 +99,10 @@ class _FastDeployPolicy(BudgetPolicy):
         return ite(is_decode, p.decode_rows, grant)
 
     def tokens_per_seq(self, p: BudgetParams) -> IntLike:
-        """The per-sequence reservation of #7438 and #7499: k + 1 with speculation, else 1."""
-        return ite(p.spec_enabled, p.num_speculative_tokens + 1, 1)
+        """t of #7438 and #7499: ``k + 1 if speculative_config is not None else 1``
+        (resource_manager_v1.py at 43685a98a and b19754c5f). The object always exists, so
+        without speculation t is the default k + 1 = 2."""
+        return ite(p.spec_enabled, p.num_speculative_tokens + 1, self.default_k + 1)
 
 
 class FastDeployV0(_FastDeployPolicy):
@@ -132,16 +145,18 @@ class FastDeployReserve(_FastDeployPolicy):
 
 
 class FastDeployReserveCherrypick(_FastDeployPolicy):
-    """FastDeploy PRs #7439/#7440 (release cherry-picks of #7438), precedence bug included.
+    """A review-thread revision of the #7438 cherry-pick, precedence bug included; never released.
 
     Written inline as ``B - S * (k + 1) if speculative else 1``, which Python parses as
     ``(B - S * (k + 1)) if speculative else 1``: without speculation the budget is 1,
-    lifted to ``min(B, 512)`` by the floor. With speculation it equals #7438.
+    lifted to ``min(B, 512)`` by the floor. With speculation it equals #7438. The merged
+    cherry-pick #7439 (185708b56) is byte-identical to #7438 (43685a98a: same blob
+    ae0e0c798..ffc9c0bac); this policy stays as a known-bad regression target.
     """
 
     name = "fastdeploy-reserve-cherrypick"
-    description = "the same, written `B - S*(k+1) if spec else 1` with Python's precedence"
-    version = "PRs #7439/#7440"
+    description = "review-thread revision (never merged): `B - S*(k+1) if spec else 1` with Python's precedence"
+    version = "review revision of #7439"
 
     def initial_budgets(self, p: BudgetParams, num_decoding: IntLike) -> Budgets:
         budget = ite(p.spec_enabled, p.max_num_batched_tokens - p.max_num_seqs * (p.num_speculative_tokens + 1), 1)
@@ -149,15 +164,17 @@ class FastDeployReserveCherrypick(_FastDeployPolicy):
 
 
 class FastDeployDecodeCount(_FastDeployPolicy):
-    """FastDeploy PR #7499: reserve ``k + 1`` rows per request already decoding.
+    """FastDeploy PR #7499 as merged (b19754c5f): reserve t rows per request already decoding.
 
-    ``token_budget = B - D0 * (k + 1)`` with D0 the running requests past prefill,
-    counted before the loop; decodes charge nothing; no floor. ``FDConfig.check`` now
-    asks ``B >= S * (k + 1)`` with speculation.
+    ``token_budget = B - D0 * t`` with D0 the running requests past prefill, counted before
+    the loop (resource_manager_v1.py:799-802); decodes charge nothing (:859); no floor.
+    ``FDConfig.check`` asks ``B >= S * t`` (config.py:2294-2303). t = k + 1, and 2 without
+    speculation (the config object's default k = 1). With B = S * t and S decodes the
+    budget starts at 0 and the loop visits nobody (SPEC.md §6, F5).
     """
 
     name = "fastdeploy-decode-count"
-    description = "T = B - D0*(k+1), D0 = running requests past prefill; decodes charge nothing"
+    description = "T = B - D0*t, t = k+1 (2 without speculation), D0 = running decodes; decodes charge nothing"
     version = "PR #7499"
 
     def requirements(self, p: BudgetParams) -> list[Requirement]:
@@ -184,17 +201,35 @@ class FastDeployDecodeCount(_FastDeployPolicy):
         return Budgets(ite(is_decode, 0, grant), None)
 
 
-class FastDeployMtpOnly(FastDeployDecodeCount):
-    """FastDeploy PR #7623: as #7499, but ``k + 1`` per decode only for method mtp.
+class FastDeploySpecMethod(FastDeployDecodeCount):
+    """FastDeploy PR #7623 as merged (2a606e361): as #7499, with t = k + 1 whenever a
+    speculative method is set (mtp and ngram alike), else 1.
 
-    Motivated by NGRAM deployments that failed the #7499 startup check. Every other
-    method reserves 1 row per decode, although its decodes still run up to ``1 + k``.
-    Modelled from the PR description; the code was not available to read.
+    ``speculative_config is not None and speculative_config.method is not None``, in the
+    budget (resource_manager_v1.py:794-798) and in ``FDConfig.check`` (config.py:2294-2298).
+    What it fixed: a deployment without speculation no longer reserves 2 per decode.
+    """
+
+    name = "fastdeploy-spec-method"
+    description = "as #7499, t = k+1 when a speculative method is set, else 1"
+    version = "PR #7623"
+
+    def tokens_per_seq(self, p: BudgetParams) -> IntLike:
+        return ite(p.spec_enabled, p.num_speculative_tokens + 1, 1)
+
+
+class FastDeployMtpOnly(FastDeployDecodeCount):
+    """The first revision of PR #7623 (never merged): t = k + 1 only for method mtp, else 1.
+
+    The PR's first commit, "only apply speculative tokens for MTP method", was replaced
+    before the merge by "use method is not None instead of MTP check" (2a606e361's
+    message). Kept as a known-bad regression target: an NGRAM decode still runs up to
+    ``1 + k`` rows but reserves 1.
     """
 
     name = "fastdeploy-mtp-only"
-    description = "as #7499, but k+1 rows per decode only for method mtp, else 1"
-    version = "PR #7623"
+    description = "first revision of #7623 (never merged): t = k+1 only for method mtp, else 1"
+    version = "revision of #7623"
 
     def tokens_per_seq(self, p: BudgetParams) -> IntLike:
         return ite(p.is_mtp, p.num_speculative_tokens + 1, 1)

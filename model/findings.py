@@ -22,7 +22,7 @@ from typing import Callable, Iterator, Mapping
 from ..spec.corpus import FINDINGS_DIR
 from ..spec.records import RequestState, RunRecord, StepRecord
 from ..spec.trace import Trace
-from .config import BudgetConfig
+from .config import BudgetConfig, ConfigError
 from .policy import BudgetPolicy
 from .registry import get_policy
 from .replay import replay_on_model
@@ -123,6 +123,24 @@ def _room_below_padding(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
     return room < 1 + cfg.num_speculative_tokens
 
 
+# -- F5 -----------------------------------------------------------------------------------
+def _every_seat_decoding_budget_spent(cfg: BudgetConfig, run: RunRecord) -> bool:
+    """A step whose budget starts at <= 0 with all max_num_seqs seats running: the loop
+    visits nobody and grants nothing, and every running decode is paused."""
+    return any(rec.initial_token_budget is not None and rec.initial_token_budget <= 0
+               and rec.total_scheduled_tokens == 0 and len(rec.running) == rec.limits.max_num_seqs
+               and rec.paused == frozenset(rec.running) for rec in run.steps)
+
+
+def _full_decode_batch_spends_budget(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
+    """The policy accepts cfg, and a pass that starts with max_num_seqs decodes has a budget <= 0."""
+    try:
+        policy.validate(cfg)
+    except ConfigError:
+        return False
+    return int(policy.initial_budgets(policy.params(cfg), cfg.max_num_seqs).token) <= 0
+
+
 FINDINGS: dict[str, Finding] = {f.id: f for f in (
     Finding("F1", "vllm", ("0.32",), "spec-shape", "spec/SPEC.md §6 F1", "f1-vllm-adaptive-padded-threshold.json",
             "a padded admission cut by long_prefill_token_threshold: vLLM's schedule() raises AssertionError "
@@ -140,6 +158,11 @@ FINDINGS: dict[str, Finding] = {f.id: f for f in (
             "f4-vllm-adaptive-padded-admission-over-budget.json",
             "a padded admission of 1 + k rows larger than min(T, B - d) is never scheduled",
             False, _padding_over_room, _room_below_padding),
+    Finding("F5", "fastdeploy", ("PR #7499", "PR #7623"), "progress", "spec/SPEC.md §6 F5",
+            "f5-fastdeploy-spec-method-full-batch-deadlock.json",
+            "B = S * t (the startup check allows it): once all S seats decode the budget starts at 0, the loop "
+            "visits nobody, no decode gets a block, each pauses at its block boundary and none ever finishes",
+            False, _every_seat_decoding_budget_spent, _full_decode_batch_spends_budget),
 )}
 
 
@@ -159,9 +182,10 @@ def explaining_finding(trace: Trace, invariant: str, policy: str | BudgetPolicy 
     ``policy`` (default: the trace's), or None. Raises BadInput as ``replay_on_model``."""
     resolved = policy if isinstance(policy, BudgetPolicy) else get_policy(policy or trace.policy)
     engine = getattr(resolved, "engine", None)  # a user policy need not name one
-    if not any(f.invariant == invariant for f in findings_of(engine)):
+    cfg = BudgetConfig.from_dict(trace.config)
+    if not any(f.invariant == invariant and f.opens(resolved, cfg) for f in findings_of(engine)):
         return None
     result = replay_on_model(trace, resolved)
     if result.run is None:
         return None
-    return shown_finding(engine, invariant, BudgetConfig.from_dict(trace.config), result.run)
+    return shown_finding(engine, invariant, cfg, result.run)

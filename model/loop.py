@@ -8,7 +8,7 @@ sampled and accepted tokens, finishes requests and proposes drafts for the next 
 An engine family subclasses it (``vllm_loop.VllmLoop``, ``fastdeploy_loop.FastDeployLoop``)
 and supplies the control flow: the running pass, the victim of a failed allocation and
 whether progress was possible (the waiting pass and its admission gate are shared; a loop
-may override them); it states that control flow in three class attributes, which the
+may override them); it states that control flow in four class attributes, which the
 prover's pass skeleton (``proofs/pass_skeleton.py``) follows. A policy names
 its loop (``BudgetPolicy.loop``); the policy parametrizes the budget arithmetic.
 """
@@ -50,7 +50,8 @@ class SchedulerLoop:
     # The loop's control flow, as the prover's pass skeleton follows it; each loop sets all three.
     drafts_in_grant: ClassVar[bool]  # a decode's grant counts its scheduled drafts
     pads_short_admissions: ClassVar[bool]  # a 1-token admission is padded to 1 + k
-    decodes_bypass_budget: ClassVar[bool]  # every running decode runs each step, budget or not
+    decodes_bypass_budget: ClassVar[bool]  # an unvisited decode still runs, on the KV blocks it holds
+    applies_long_prefill_threshold: ClassVar[bool] = True  # the engine reads long_prefill_token_threshold
 
     def __init__(self, cfg: BudgetConfig, policy: BudgetPolicy, validate: bool = True) -> None:
         """Raises ConfigError when ``validate`` and the policy refuses cfg."""
@@ -141,7 +142,8 @@ class SchedulerLoop:
         step = StepPass(policy, params, initial)
         progress_possible = self._progress_possible(step)
         num_eligible = len(self.running) + len(self.waiting)
-        threshold = self.cfg.long_prefill_token_threshold if num_eligible > 1 else 0
+        applies = num_eligible > 1 and self.applies_long_prefill_threshold
+        threshold = self.cfg.long_prefill_token_threshold if applies else 0
 
         self._schedule_running(step, threshold)
         if not step.preempted:
@@ -163,6 +165,7 @@ class SchedulerLoop:
             padded=frozenset(step.padded),
             prefill=frozenset(step.prefill),
             preempted=tuple(step.preempted),
+            paused=frozenset(step.paused),
             running=tuple(r.request_id for r in self.running),
             waiting=tuple(r.request_id for r in self.waiting),
             kv_blocks_in_use=self.pool.num_in_use,

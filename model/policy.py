@@ -35,6 +35,7 @@ class BudgetParams:
     max_model_len: IntLike
     block_size: IntLike
     enable_chunked_prefill: BoolLike
+    chunked_prefill_knob: BoolLike  # enable_chunked_prefill as the user set it, for validation
     parallel_drafting: BoolLike
     priority_scheduling: BoolLike  # scheduling_policy == "priority"
 
@@ -112,6 +113,7 @@ class BudgetPolicy:
             max_model_len=cfg.max_model_len,
             block_size=cfg.block_size,
             enable_chunked_prefill=cfg.enable_chunked_prefill,
+            chunked_prefill_knob=cfg.enable_chunked_prefill,
             parallel_drafting=cfg.parallel_drafting,
             priority_scheduling=cfg.scheduling_policy == "priority",
         )

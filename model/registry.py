@@ -9,7 +9,8 @@ import importlib
 
 from .config import ConfigError
 from .fastdeploy_policies import (
-    FastDeployDecodeCount, FastDeployMtpOnly, FastDeployReserve, FastDeployReserveCherrypick, FastDeployV0,
+    FastDeployDecodeCount, FastDeployMtpOnly, FastDeployReserve, FastDeployReserveCherrypick, FastDeploySpecMethod,
+    FastDeployV0,
 )
 from .loop import SchedulerLoop
 from .policy import BudgetPolicy
@@ -18,7 +19,8 @@ from .vllm_policies import VllmAdaptive, VllmStatic
 
 BUILTIN: tuple[type[BudgetPolicy], ...] = (
     VllmAdaptive, VllmStatic,
-    FastDeployV0, FastDeployReserve, FastDeployReserveCherrypick, FastDeployDecodeCount, FastDeployMtpOnly,
+    FastDeployV0, FastDeployReserve, FastDeployReserveCherrypick, FastDeployDecodeCount, FastDeploySpecMethod,
+    FastDeployMtpOnly,
 )
 assert len({cls.name for cls in BUILTIN}) == len(BUILTIN), "two built-in policies share a name"
 

@@ -29,6 +29,7 @@ class StepPass:
     padded: set[str] = field(default_factory=set)
     prefill: set[str] = field(default_factory=set)
     preempted: list[str] = field(default_factory=list)
+    paused: list[str] = field(default_factory=list)  # running decodes that run 0 rows this step
     scheduled_running: list[Request] = field(default_factory=list)
     prefill_scheduled: bool = False  # a running request's prefill chunk was scheduled
 

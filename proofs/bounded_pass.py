@@ -45,6 +45,9 @@ class AbstractKV:
     def running_fits(self, i: int, slots: IntLike) -> BoolLike:
         return self.need_running[i] <= self.free
 
+    def running_holds(self, i: int, slots: IntLike) -> BoolLike:
+        return self.need_running[i] == 0
+
     def allocate_running(self, i: int, slots: IntLike, cond: BoolLike) -> None:
         self.free = self.free - ite(cond, self.need_running[i], 0)
 

@@ -4,11 +4,11 @@ This is the prover's loop skeleton: the only code here that is not the model's. 
 strings the slots together the way the policy's loop (``model/vllm_loop.py``,
 ``model/fastdeploy_loop.py``, both on ``model/loop.py``) walks its queues, following the
 loop's stated control flow (``drafts_in_grant``, ``pads_short_admissions``,
-``decodes_bypass_budget``), and for every decision calls the model itself: the policy's
+``decodes_bypass_budget``, ``applies_long_prefill_threshold``), and for every decision calls the model itself: the policy's
 ``initial_budgets``, ``may_schedule``, ``charge``, ``refund``, ``runner_rows`` and
 ``spend``, the ``decisions`` of a pass and ``grant_rules.kv_slots_needed``. Every Python
 ``if`` of a loop that depends on a value becomes a condition here, so the loop
-structure itself (break versus continue, the FastDeploy stop flag, the preemption loop
+structure itself (break versus continue, the FastDeploy stop flag and its paused decodes, the preemption loop
 and its victims, skipping the waiting loop after a preemption, the sequence cap) is
 part of what a proof covers.
 
@@ -64,6 +64,9 @@ class KVModel(Protocol):
 
     def running_fits(self, i: int, slots: IntLike) -> BoolLike:
         """Would running slot i get blocks for ``slots`` KV slots now?"""
+
+    def running_holds(self, i: int, slots: IntLike) -> BoolLike:
+        """Does running slot i already hold blocks for ``slots`` KV slots (no new block)?"""
 
     def allocate_running(self, i: int, slots: IntLike, cond: BoolLike) -> None: ...
 
@@ -135,7 +138,7 @@ def run_pass(cfg: PassConfig, slots: Sequence[Slot], kv: KVModel) -> PassResult:
     num_decoding = count([and_(s.present, s.running, s.decoding) for s in slots])
     initial = policy.initial_budgets(p, num_decoding)
     num_eligible = count([s.present for s in slots])
-    threshold = ite(num_eligible > 1, cfg.threshold, 0)
+    threshold = ite(num_eligible > 1, cfg.threshold, 0) if policy.loop.applies_long_prefill_threshold else 0
     out = PassResult(
         initial=initial, budgets=initial, scheduled=[False] * n, grant=[0] * n, drafts=[0] * n, rows=[0] * n,
         padded=[False] * n, prefill=[False] * n, computed_before=[s.computed for s in slots],
@@ -152,15 +155,17 @@ def _running_loop(cfg: PassConfig, slots: Sequence[Slot], kv: KVModel, out: Pass
     policy, p, loop = cfg.policy, cfg.params, cfg.policy.loop
     max_len = p.max_model_len
     active: BoolLike = True  # the loop has not broken
-    stopped: BoolLike = False  # FastDeploy: stopped visiting, but still runs every decode
+    stopped: BoolLike = False  # FastDeploy: the budget stopped the visits; a decode runs on its own blocks or pauses
     prefill_scheduled: BoolLike = False
     for i, s in enumerate(slots):
         visit = and_(active, out.running_after[i])
         bypass = and_(loop.decodes_bypass_budget, s.decoding)
         may = policy.may_schedule(p, out.budgets)
+        unvisited: BoolLike = False
         if loop.decodes_bypass_budget:
-            skip = and_(visit, not_(bypass), or_(stopped, not_(may)))
-            stopped = or_(stopped, skip)
+            stopped = or_(stopped, and_(visit, not_(may)))
+            skip = and_(visit, stopped, not_(s.decoding))
+            unvisited = and_(visit, stopped, s.decoding)
         else:
             skip = and_(visit, not_(may))
             active = and_(active, not_(skip))
@@ -173,14 +178,16 @@ def _running_loop(cfg: PassConfig, slots: Sequence[Slot], kv: KVModel, out: Pass
                                             s.decoding)
         kv_tokens = grant if loop.drafts_in_grant else grant + drafts  # drafts outside the grant write KV too
         need_slots = grant_rules.kv_slots_needed(s.computed, kv_tokens, cfg.lookahead, max_len)
+        runs_on_own = and_(tries, unvisited, kv.running_holds(i, need_slots))
+        allocates = and_(tries, not_(unvisited))
         self_preempted: BoolLike = False
         for _ in range(len(slots)):  # each round preempts one victim while the allocation fails
-            fails = and_(tries, not_(self_preempted), not_(kv.running_fits(i, need_slots)))
+            fails = and_(allocates, not_(self_preempted), not_(kv.running_fits(i, need_slots)))
             victims = [and_(fails, v) for v in cfg.victim(cfg, slots, out.running_after)]
             _preempt(cfg, kv, out, victims)
             self_preempted = or_(self_preempted, victims[i])
-        scheduled = and_(tries, not_(self_preempted))
-        active = and_(active, not_(and_(tries, self_preempted)))
+        scheduled = or_(runs_on_own, and_(allocates, not_(self_preempted)))
+        active = and_(active, not_(and_(allocates, self_preempted)))
         kv.allocate_running(i, need_slots, scheduled)
         kv.publish(i, min_(s.computed + grant, s.num_tokens), scheduled)
         _grant(cfg, out, i, scheduled, grant, drafts, s.decoding, False, and_(not_(s.decoding),

@@ -62,6 +62,9 @@ class ExactKV:
     def running_fits(self, i: int, slots: IntLike) -> BoolLike:
         return max_(slots - self.held[i], 0) <= self.free
 
+    def running_holds(self, i: int, slots: IntLike) -> BoolLike:
+        return slots <= self.held[i]
+
     def allocate_running(self, i: int, slots: IntLike, cond: BoolLike) -> None:
         need = max_(slots - self.held[i], 0)
         self.in_use = self.in_use + ite(cond, need, 0)

@@ -76,6 +76,7 @@ class StepRecord:
     progress_possible: Optional[bool] = None  # some request could take a token this step
     unserved_demand: Optional[int] = None  # tokens queued requests still wanted after the pass
     error: Optional[str] = None  # an exception the target raised inside the pass
+    paused: frozenset[str] = frozenset()  # running decodes the worker paused: 0 rows, no grant
 
     @property
     def total_scheduled_tokens(self) -> int:

@@ -13,6 +13,7 @@ CHECKED = (
     "tokenbudget.model.fastdeploy_policies.FastDeployReserve",
     "tokenbudget.model.fastdeploy_policies.FastDeployReserveCherrypick",
     "tokenbudget.model.fastdeploy_policies.FastDeployDecodeCount",
+    "tokenbudget.model.fastdeploy_policies.FastDeploySpecMethod",
     "tokenbudget.model.fastdeploy_policies.FastDeployMtpOnly",
     "tokenbudget.proofs.contracts.step",
 )

@@ -24,7 +24,7 @@ SMALL_FD = configs(FD_V0, scales=("small",))
 # two requests decoding 1 + k = 2 rows each overrun B = 2: an example soon fails, and each one
 # Hypothesis replays while it shrinks drains in a few steps
 TINY_FD = st.just(BudgetConfig(max_num_batched_tokens=2, max_num_seqs=2, num_speculative_tokens=1, method="mtp",
-                               block_size=1, num_kv_blocks=16, max_model_len=8))
+                               block_size=1, num_kv_blocks=16, max_model_len=16))  # FastDeploy asks >= 16
 
 
 def failure_of(policy: str, strategy: st.SearchStrategy[BudgetConfig] | None = None, examples: int = 300,

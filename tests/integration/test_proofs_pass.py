@@ -38,6 +38,9 @@ class PoolKV:
     def running_fits(self, i: int, slots: int) -> bool:
         return self.pool.blocks_needed(self.requests[i], slots, []) <= self.pool.num_free
 
+    def running_holds(self, i: int, slots: int) -> bool:
+        return self.pool.blocks_needed(self.requests[i], slots, []) == 0
+
     def allocate_running(self, i: int, slots: int, cond: bool) -> None:
         if cond:
             assert self.pool.allocate(self.requests[i], slots, [])

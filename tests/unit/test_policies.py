@@ -17,11 +17,11 @@ def accepts(policy: str, **knobs) -> bool:
     return True
 
 
-def test_seven_builtin_policies_with_docs():
+def test_eight_builtin_policies_with_docs():
     policies = builtin_policies()
     assert list(policies) == [
         "vllm-adaptive", "vllm-static", "fastdeploy-v0", "fastdeploy-reserve", "fastdeploy-reserve-cherrypick",
-        "fastdeploy-decode-count", "fastdeploy-mtp-only",
+        "fastdeploy-decode-count", "fastdeploy-spec-method", "fastdeploy-mtp-only",
     ]
     for cls in policies.values():
         assert cls.__doc__ and cls.description and cls.engine and cls.version
@@ -86,7 +86,21 @@ def test_fastdeploy_decode_count_startup_check():
     assert accepts("fastdeploy-decode-count", **FD)
     ngram = {**FD, "method": "ngram", "max_num_batched_tokens": 128}
     assert not accepts("fastdeploy-decode-count", **ngram)
-    assert accepts("fastdeploy-mtp-only", **ngram)  # #7623: only mtp reserves k + 1
+    assert not accepts("fastdeploy-spec-method", **ngram)  # #7623 as merged: any method reserves k + 1
+    assert accepts("fastdeploy-mtp-only", **ngram)  # the PR's first revision: only mtp does
+    plain = {k: v for k, v in FD.items() if k not in ("method", "num_speculative_tokens")}
+    s = plain["max_num_seqs"]
+    assert not accepts("fastdeploy-decode-count", **{**plain, "max_num_batched_tokens": 2 * s - 1})  # t = 2
+    assert accepts("fastdeploy-decode-count", **{**plain, "max_num_batched_tokens": 2 * s})
+    assert accepts("fastdeploy-spec-method", **{**plain, "max_num_batched_tokens": s})  # t = 1
+
+
+def test_fastdeploy_startup_checks_as_merged():
+    assert not accepts("fastdeploy-v0", **{**FD, "max_model_len": 15})
+    assert accepts("fastdeploy-v0", **{**FD, "max_model_len": 16})
+    small = {**FD, "max_num_seqs": 2, "max_num_batched_tokens": 10, "block_size": 16}
+    assert not accepts("fastdeploy-v0", **small)  # B >= block_size with chunked prefill
+    assert accepts("fastdeploy-v0", **{**small, "enable_chunked_prefill": False})
 
 
 def budgets(name, num_decoding=0, **knobs):
@@ -103,12 +117,16 @@ def test_initial_budgets():
     assert budgets("fastdeploy-reserve", **FD).token == 512  # max(640 - 640, min(640, 512))
     assert budgets("fastdeploy-reserve", **{**FD, "max_num_seqs": 8}).token == 600
     assert budgets("fastdeploy-decode-count", 3, **FD).token == 640 - 15
+    assert budgets("fastdeploy-spec-method", 3, **{**FD, "method": "ngram"}).token == 640 - 15
     assert budgets("fastdeploy-mtp-only", 3, **{**FD, "method": "ngram"}).token == 640 - 3
+    plain = dict(max_num_batched_tokens=640, max_num_seqs=128, max_model_len=1024)
+    assert budgets("fastdeploy-decode-count", 3, **plain).token == 640 - 6  # the config object's k = 1
+    assert budgets("fastdeploy-spec-method", 3, **plain).token == 640 - 3
 
 
 def test_cherrypick_precedence_bug_without_speculation():
     plain = dict(max_num_batched_tokens=8192, max_num_seqs=128, max_model_len=1024)
-    assert budgets("fastdeploy-reserve", **plain).token == 8192 - 128
+    assert budgets("fastdeploy-reserve", **plain).token == 8192 - 2 * 128  # t = 2: the config object's k = 1
     assert budgets("fastdeploy-reserve-cherrypick", **plain).token == 512  # max(1, min(8192, 512))
     assert budgets("fastdeploy-reserve-cherrypick", **FD).token == budgets("fastdeploy-reserve", **FD).token
 

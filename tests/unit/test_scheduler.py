@@ -226,18 +226,28 @@ def test_fastdeploy_v0_overflows_the_runner():
     assert {v.invariant for v in check_step(record)} == {"input-rows-cap"}
 
 
-def test_fastdeploy_decodes_run_even_when_the_budget_is_spent():
-    s = scheduler("fastdeploy-decode-count", max_num_batched_tokens=64, max_num_seqs=8,
-                  num_speculative_tokens=4, method="mtp", max_model_len=512, num_kv_blocks=512,
-                  long_prefill_token_threshold=60)
-    s.add_request("p", 300, 4)
-    s.add_request("s", 4, 50)
-    assert step(s).num_scheduled_tokens == {"p": 60, "s": 4}
-    record = step(s)  # budget 64 - 1 * 5 = 59, all of it to "p"; the worker still runs "s"
-    assert record.initial_token_budget == 59
-    assert record.num_scheduled_tokens == {"p": 59, "s": 1}
-    assert record.ledger[-1].token_after == 0
-    assert record.total_runner_rows == 64
+def test_fastdeploy_unvisited_decodes_run_on_their_own_blocks_or_pause():
+    # B = S * t: with both seats decoding the budget is 0 and the loop visits nobody
+    s = scheduler("fastdeploy-decode-count", max_num_batched_tokens=4, max_num_seqs=2, num_speculative_tokens=1,
+                  method="mtp", block_size=4, num_kv_blocks=64, max_model_len=16)
+    s.add_request("a", 1, 2)
+    s.add_request("b", 3, 3)
+    assert step(s).num_scheduled_tokens == {"a": 1, "b": 3}
+    record = step(s)
+    assert record.initial_token_budget == 0
+    assert record.num_scheduled_tokens == {"a": 1}  # its 1 + 1 + L slots fit in the block it holds
+    assert record.paused == frozenset({"b"}) and "b" not in record.runner_rows
+    record = step(s)  # "a" finished: budget 4 - 2, "b" is visited and gets a block
+    assert record.num_scheduled_tokens == {"b": 1} and record.paused == frozenset()
+
+
+def test_fastdeploy_ignores_long_prefill_token_threshold():
+    knobs = dict(max_num_batched_tokens=64, max_num_seqs=8, max_model_len=512, num_kv_blocks=512)
+    a, b = scheduler("fastdeploy-v0", **knobs), scheduler("fastdeploy-v0", long_prefill_token_threshold=8, **knobs)
+    for s in (a, b):
+        s.add_request("p", 300, 4)
+        s.add_request("q", 300, 4)
+    assert step(a).num_scheduled_tokens == step(b).num_scheduled_tokens == {"p": 64}
 
 
 def test_progress_possible_means_a_grant():
