@@ -15,7 +15,7 @@ part of what a proof covers.
 Queues are slot order: running requests in running order, waiting ones in waiting
 order, each slot in at most one. Where a slot's KV blocks come from is the KV model's
 business (``KVModel``): the prover's abstract one, or the exact one of the search for
-replayable counterexamples. ``tests/test_proofs_pass.py`` runs concrete loop
+replayable counterexamples. ``tests/integration/test_proofs_pass.py`` runs concrete loop
 states through this skeleton and compares.
 """
 from __future__ import annotations

@@ -6,7 +6,7 @@ membership and accepted drafts; the config symbolic too, with ``block_size`` 1. 
 state before each step is what the earlier steps left: the pass skeleton
 (``passmodel.run_pass``) and ``update`` below compute it exactly, with an exact model of
 the KV pool (``ExactKV``). So a model of a family query *is* a trace: its ops replay on
-the Scheduler step by step (``tests/test_proofs_family.py`` checks that on random
+the model step by step (``tests/integration/test_proofs_family.py`` checks that on random
 concrete instances, and every emitted counterexample is replayed).
 
 Exactness is bought with restrictions, all about the steps before the last one (the

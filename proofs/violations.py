@@ -6,7 +6,7 @@ prover states the ledger invariants once more here, over the PassResult of the s
 (``spec/grant_rules.py``). Each function is True (or a z3 term that is true) exactly when
 the spec would report a violation of that id in the step. The restatements are kept honest from both
 sides: every counterexample trace is judged by the spec's own predicates on replay,
-and ``tests/test_proofs_pass.py`` compares these with ``spec.check_step`` on concrete
+and ``tests/integration/test_proofs_pass.py`` compares these with ``spec.check_step`` on concrete
 passes.
 """
 from __future__ import annotations

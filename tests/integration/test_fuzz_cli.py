@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,9 +20,17 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def run_process(*argv: str) -> tuple[int, str, str]:
+    """The command in a process of its own, as a user runs it: nothing an earlier test left
+    in this process (imported user policies, patched modules) reaches the session."""
+    done = subprocess.run([sys.executable, "-m", "tokenbudget.cli", *argv, "--quiet"], capture_output=True, text=True,
+                          timeout=600)
+    return done.returncode, done.stdout, done.stderr
+
+
 def test_a_violation_exits_1_and_its_trace_replays(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "fuzz", "--policy", FAST_TO_SHRINK, "--examples", "30", "--corpus", str(tmp_path),
-                         "--json")
+    code, out, err = run_process("fuzz", "--policy", FAST_TO_SHRINK, "--examples", "30", "--corpus", str(tmp_path),
+                                 "--json")
     doc = json.loads(out)
     assert code == 1 and err == "" and doc["ok"] is False and doc["corpus"] == str(tmp_path)
     report = doc["policies"][0]
@@ -33,7 +43,7 @@ def test_a_violation_exits_1_and_its_trace_replays(tmp_path: Path, capsys: pytes
 
 
 def test_the_text_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "fuzz", "--policy", FAST_TO_SHRINK, "--examples", "30", "--corpus", str(tmp_path))
+    code, out, err = run_process("fuzz", "--policy", FAST_TO_SHRINK, "--examples", "30", "--corpus", str(tmp_path))
     assert code == 1 and err == ""
     assert "steps/s" in out and f"{FAST_TO_SHRINK}: input-rows-cap (known)" in out
     assert f"corpus {tmp_path}" in out and "verdict: 1 violations" in out
