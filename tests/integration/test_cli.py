@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import math
 import json
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pytest
 
-from tokenbudget import check, check_cmd
+from tokenbudget import check, check_cmd, console
 from tokenbudget.check import CheckReport, run_check
 from tokenbudget.cli import main
 from tokenbudget.model import builtin_policies
@@ -219,6 +220,7 @@ def check_run(tmp_path_factory: pytest.TempPathFactory, builtin_proofs: list[Out
         mp.syspath_prepend(str(folder))
         mp.setattr(check_cmd, "run_check", run_once)
         mp.setattr(check, "prove", prove_builtins_once)
+        mp.setattr(console, "EVERY", math.inf)  # the module-scoped run comes before the per-test fixture
         with redirect_stdout(io.StringIO()) as out, redirect_stderr(io.StringIO()) as err:
             code = main(argv)
             text, errors = out.getvalue(), err.getvalue()

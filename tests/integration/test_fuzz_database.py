@@ -73,7 +73,7 @@ def test_machines_of_two_targets_keep_their_examples_apart() -> None:
     policy = get_policy(POLICY)
     database = InMemoryExampleDatabase()
     for target in ("model", "another-model"):
-        found = run_machine(machine_class(POLICY, policy, target_name=target), 40, 0,
+        found = run_machine(machine_class(POLICY, policy, target_name=target), 300, 0,
                             (Phase.generate, Phase.target), database=database)
         assert found is not None and found.kind == "input-rows-cap"
     keys = {key for key, values in database.data.items() if values and not key.endswith((b".secondary", b".pareto"))}

@@ -50,7 +50,7 @@ def test_replay_with_b_of_10_12_exits_2_in_one_line(capsys: pytest.CaptureFixtur
     code = main(["replay", trace_with(tmp_path, max_num_batched_tokens=10**12, max_num_seqs=8), "--target", "runner"])
     out, err = capsys.readouterr()
     assert code == 2 and out == "" and err.count("\n") == 1, err
-    assert "max_num_batched_tokens 1000000000000" in err and "GiB free" in err
+    assert "max_num_batched_tokens" in err  # refused by the config bound, before any buffer is sized
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 2**20  # KiB: under 1 GiB more
 
 

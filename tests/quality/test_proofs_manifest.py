@@ -12,6 +12,7 @@ import pytest
 from tokenbudget import prove_cmd
 from tokenbudget.cli import main
 from tokenbudget.proofs import manifest
+from tokenbudget.model import builtin_policies
 from tokenbudget.proofs.manifest import Expected, problem
 from tokenbudget.proofs.verdicts import PROVED, PROVED_UP_TO, REFUTED, UNKNOWN, Outcome
 from tokenbudget.spec.corpus import corpus_paths
@@ -72,7 +73,7 @@ def test_update_manifest_records_every_builtin_verdict(monkeypatch: pytest.Monke
     code, path, asked = _update(monkeypatch, tmp_path, [outcome(PROVED, seconds=1.5)])
     assert code == 0 and f"recorded 1 verdicts in {path}" in capsys.readouterr().out
     policies, obligations, jobs = asked[0]
-    assert obligations is None and jobs == 1 and "vllm-adaptive" in policies and len(policies) == 7
+    assert obligations is None and jobs == 1 and "vllm-adaptive" in policies and len(policies) == len(builtin_policies())
     doc = json.loads(path.read_text())
     assert doc["format"] == manifest.FORMAT
     assert doc["verdicts"] == {"vllm-adaptive": {"token-cap": {"verdict": PROVED, "bound": None,
