@@ -86,5 +86,7 @@ class FastDeployLoop(SchedulerLoop):
         """Budget left by the exit rule and KV for some request's next token; or, with no
         budget, a decode that runs on its own blocks."""
         if not step.may_schedule():
+            if not self.running:  # an exit rule that refuses the budgets of an idle system stalls it for good
+                return self._room_for_a_token(admit=True)
             return any(r.is_decoding and self._runs_on_own_blocks(r) for r in self.running)
         return self._room_for_a_token(admit=True)

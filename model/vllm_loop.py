@@ -51,5 +51,7 @@ class VllmLoop(SchedulerLoop):
         return running[onehot.index(True)]
 
     def _progress_possible(self, step: StepPass) -> bool:
-        """Budget left by the exit rule, and KV for some request's next token."""
-        return step.may_schedule() and self._room_for_a_token(admit=True)
+        """KV for some request's next token. The exit rule is not asked: progress is judged
+        in a step that granted nothing, whose budgets are the pass's initial ones, so an
+        exit rule that refuses them refuses every later pass alike (a stall)."""
+        return self._room_for_a_token(admit=True)

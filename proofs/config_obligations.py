@@ -7,7 +7,8 @@ one pass of the skeleton over a symbolic config (B up to 2^20, S up to 4096, k u
 so an UNSAT answer proves it for all of them. The probe fixes block_size 1, which
 an empty system's first step does not read (no prefix hit; BudgetConfig makes the pool
 hold a whole sequence). A counterexample is a one-request trace whose step 0 grants
-nothing: a ``progress`` violation when the exit rule lets the pass start.
+nothing: a ``progress`` violation on replay, whether the exit rule refused the pass
+or the pass found nothing to grant.
 
 ``config-complete``: no config the policy refuses can be served safely. Candidates are
 the smallest refused configs whose first step grants a token (counterexample-guided),
@@ -38,8 +39,9 @@ from ..spec.trace import ConfigRejectedExpectation, Trace
 from .trace_family import Family
 from .induction import prove_by_induction
 from .obligations import STEP_OBLIGATIONS, Context, Obligation, decide_step, refuted, unknown
+from .violations import MODEL_ERROR
 from .trace_search import FOUND_BY, ProverBug, bypassed, search
-from .solving import Unknown, check, minimise, solver, value
+from .solving import Unknown, check, minimise, solver
 from .verdicts import PROVED, PROVED_UP_TO, REFUTED, Outcome
 
 MAX_CANDIDATES = 6
@@ -58,16 +60,12 @@ def config_sound(ctx: Context) -> Outcome:
         present, granted = _first_step(families[0])
         return z3.And(present, granted == 0)
 
-    def violation(model: z3.ModelRef, families: Sequence[Family]) -> Optional[str]:
-        fam = families[0]
-        return "progress" if value(model, policy.may_schedule(fam.sc.params, fam.last.initial)) else None
-
     def judge(traces: Sequence[Trace], results: Sequence[ReplayResult]) -> Optional[str]:
         probe = ConfigProbe(accepted=True, first_step_grants=results[0].steps[0].tokens)
         return None if spec_config_sound(probe) else "spec.config_sound does not flag the probe"
 
     try:
-        found = search([policy], goal, violation, f"config-sound of {ctx.name}", 1, ctx.options.timeout_s,
+        found = search([policy], goal, "progress", f"config-sound of {ctx.name}", 1, ctx.options.timeout_s,
                        judge=judge, max_steps=1)
     except Unknown as e:
         return unknown(ctx, "config-sound", "config", start, str(e))
@@ -110,9 +108,11 @@ def _refused_candidate(ctx: Context, blocks: list[dict[str, Any]]) -> Optional[t
         present, granted = _first_step(fam)
         constraints = [*fam.constraints, fam.sc.in_scope, z3.Not(fam.sc.accepts), present, granted > 0,
                        *(z3.Not(_pinned(fam, cfg)) for cfg in blocks)]
-        if not check(solver(ctx.options.timeout_s, *constraints), f"config-complete of {ctx.name}"):
+        found = solver(ctx.options.timeout_s, *constraints)
+        if not check(found, f"config-complete of {ctx.name}"):
             continue
-        model = minimise(constraints, fam.objectives(), ctx.options.timeout_s, f"config-complete of {ctx.name}")
+        model = minimise(constraints, fam.objectives(), ctx.options.timeout_s, f"config-complete of {ctx.name}",
+                         start=found.model())
         message = fam.sc.requirement_failed(model)
         assert message is not None, "a refused config is refused by validation"
         probe = fam.trace(model, None, f"config-complete of {ctx.name}: a refused config that serves safely",
@@ -140,7 +140,7 @@ def _judged(ctx: Context, cfg: dict[str, Any]) -> tuple[bool, str]:
     fixed = {f.name: cfg[f.name] for f in fields(BudgetConfig)}
     induction = prove_by_induction(ctx.policy, ctx.options.timeout_s, fixed=fixed, check_validation=False)
     bounded = []
-    for name in STEP_OBLIGATIONS:
+    for name in STEP_OBLIGATIONS + (MODEL_ERROR,):
         outcome = decide_step(ctx, name, fixed=fixed, induction=induction)
         if outcome.verdict not in (PROVED, PROVED_UP_TO):
             return False, (f"{name} {outcome.label} at B={cfg['max_num_batched_tokens']}, S={cfg['max_num_seqs']}, "

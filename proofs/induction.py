@@ -30,12 +30,15 @@ the budget, so its budget stays >= 0 only because a prefill chunk ahead of a dec
 never short of budget.
 
 **Houdini**: the candidates are the five invariants, the token budget being >= 0,
-D0 <= S, and the queue lemmas. Candidates false at the empty system, or broken by one step from a point
+D0 <= S, the budgets being at most the initial ones less the live charges (what keeps
+the caps inductive when a refund gives back less than was charged, so ``exact-refund``
+fails), and the queue lemmas. Candidates false at the empty system, or broken by one step from a point
 where all surviving candidates hold, are dropped until none is. What survives is an
 inductive invariant, so it holds after any number of requests in any order of grants
 and refunds, for every config the policy accepts. Then each grant step is checked for
 the **decision properties** ``model-len`` and ``spec-shape`` from any point of that
-invariant. A dropped invariant or a failed property is not refuted: the step may start
+invariant, and the admission step for ``model-error`` (never a grant <= 0, which the
+loop asserts against). A dropped invariant or a failed property is not refuted: the step may start
 from an unreachable point; the bounded search decides (``obligations.py``).
 """
 from __future__ import annotations
@@ -51,6 +54,7 @@ from ..model import BudgetPolicy, Budgets, decisions
 from ..spec import grant_rules
 from ..spec.invariants import INVARIANTS, LEDGER
 from .solving import check, solver, value
+from .violations import MODEL_ERROR
 from .symbolic import SymbolicConfig
 
 LEDGER_INVARIANTS = tuple(inv.id for inv in INVARIANTS.values() if inv.kind == LEDGER)
@@ -98,6 +102,7 @@ class Step:
     guard: z3.BoolRef
     post: Point
     decision: Optional[Decision] = None
+    crash: Optional[z3.BoolRef] = None  # the step's loop reaches its assert (``model-error``)
 
 
 @dataclass
@@ -124,7 +129,7 @@ def prove_by_induction(policy: BudgetPolicy, timeout_s: float, fixed: Optional[d
         for name, why in run.failed.items():
             out.reasons.setdefault(name, why)
         out.notes.update(run.notes)
-    for name in LEDGER_INVARIANTS + DECISION_PROPERTIES:
+    for name in LEDGER_INVARIANTS + DECISION_PROPERTIES + (MODEL_ERROR,):
         out.proved[name] = name not in out.reasons
     out.seconds = time.perf_counter() - start
     return out
@@ -167,7 +172,7 @@ class _Houdini:
                 if check(s, f"{self.policy.name}: is {name} affine"):
                     why = (f"{name} of a {'decode' if cls else 'prefill chunk'} is not affine in the grant "
                            f"(grant {value(s.model(), g)}), so the live charges cannot be summed")
-                    self.failed.update({n: why for n in LEDGER_INVARIANTS + DECISION_PROPERTIES})
+                    self.failed.update({n: why for n in LEDGER_INVARIANTS + DECISION_PROPERTIES + (MODEL_ERROR,)})
                     return None
 
         def total(fn: Callable[[z3.ArithRef, bool], z3.ArithRef]) -> Callable[[Point], z3.ArithRef]:
@@ -190,11 +195,20 @@ class _Houdini:
                 same.append(pt.budgets.input == initial.input - sums["charge.input"](pt))
             return z3.And(same)
 
+        def within(pt: Point) -> z3.BoolRef:
+            initial = policy.initial_budgets(p, pt.d0)
+            kept = [pt.budgets.token <= initial.token - sums["charge.token"](pt)]
+            if self.has_input:
+                kept.append(pt.budgets.input <= initial.input - sums["charge.input"](pt))
+            return z3.And(kept)
+
         out: dict[str, Callable[[Point], z3.BoolRef]] = {
             "seq-cap": lambda pt: pt.run <= p.max_num_seqs,
             "token-cap": lambda pt: pt.g[0] + pt.g[1] <= policy.token_cap(p),
             "input-rows-cap": lambda pt: sums["runner rows"](pt) <= p.max_num_batched_tokens,
             "exact-refund": identity,  # budgets = initial - the live charges
+            # the strengthening that survives a refund giving back less than was charged
+            "budgets: at most initial - the live charges": within,
             "token-budget-nonnegative": lambda pt: pt.budgets.token >= 0,
             "decodes-at-start-within-S": lambda pt: pt.d0 <= p.max_num_seqs,
             "queue: only the tail can find the budget short":
@@ -291,9 +305,9 @@ class _Houdini:
         decision = decisions.admission(policy, p, pre.budgets, demand, hits, threshold, p.max_model_len,
                                        p.num_speculative_tokens, pads, prefill_scheduled, running_scheduled,
                                        p.enable_chunked_prefill)
-        guard = z3.And(demand >= 1, hits >= 0, hits + demand <= p.max_model_len - 1, pre.ahead == 0,
-                       z3.Not(pre.tail), policy.may_schedule(p, pre.budgets), pre.run < p.max_num_seqs,
-                       z3.Not(decision.stop), decision.grant > 0)
+        attempt = z3.And(demand >= 1, hits >= 0, hits + demand <= p.max_model_len - 1, pre.ahead == 0,
+                         z3.Not(pre.tail), policy.may_schedule(p, pre.budgets), pre.run < p.max_num_seqs,
+                         z3.Not(decision.stop))
         ample = demand + p.draft_slots + p.num_speculative_tokens + 1
         full = decisions.admission(policy, p, Budgets(ample, ample), demand, hits, threshold, p.max_model_len,
                                    p.num_speculative_tokens, pads, prefill_scheduled, running_scheduled,
@@ -301,7 +315,8 @@ class _Houdini:
         post = self._granted(pre.but(run=pre.run + 1), PREFILL, decision.grant, decision.grant == full.grant)
         record = Decision(decision.grant, hits, z3.If(decision.padded, p.num_speculative_tokens, 0),
                           decision.padded, hits < hits + demand - 1)
-        return Step("an admission", guard, post, record)
+        return Step("an admission", z3.And(attempt, decision.grant > 0), post, record,
+                    crash=z3.And(attempt, decision.grant <= 0))
 
     def _granted(self, pre: Point, cls: bool, grant: z3.ArithRef, full: z3.BoolRef) -> Point:
         charged = self.policy.spend(pre.budgets, self.policy.charge(self.p, grant, cls), -1)
@@ -443,6 +458,11 @@ class _Houdini:
         for step in steps:
             if step.decision is not None:
                 self._decision_properties(step, context)
+            if step.crash is not None and MODEL_ERROR not in self.failed:
+                s = solver(self.timeout_s, *context, step.crash)
+                if check(s, f"{self.policy.name}: {MODEL_ERROR} of {step.name}"):
+                    self.failed[MODEL_ERROR] = (f"{step.name} can come to a grant <= 0, which the loop asserts "
+                                                f"against ({self._describe(s.model())})")
 
     def _prune(self, step: Step, pre: Optional[Point], at_pre: dict[str, z3.BoolRef]) -> bool:
         """Drop the candidates that the step can break from a point where all surviving ones

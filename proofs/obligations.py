@@ -1,7 +1,7 @@
 """The obligations the prover decides for each policy, and the order of methods for each.
 
-A **step obligation** (the five ledger invariants, ``model-len``, ``spec-shape``) is
-decided by, in order:
+A **step obligation** (the five ledger invariants, ``model-len``, ``spec-shape`` and
+``model-error``: the loop never reaches its assert) is decided by, in order:
 
 1. induction (``induction.py``): PROVED for any number of requests;
 2. a search for a small counterexample (``trace_search.py``, up to 3 requests): REFUTED with a
@@ -20,13 +20,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
 from ..model import BudgetPolicy
+from ..spec.intlike import and_, not_
 from .bounded_pass import holds_up_to
+from .pass_skeleton import PassConfig, PassResult
 from .trace_family import Family
 from .induction import DECISION_PROPERTIES, LEDGER_INVARIANTS, InductionResult, prove_by_induction
 from .trace_search import Found, search
 from .solving import Unknown
 from .verdicts import PROVED, PROVED_UP_TO, REFUTED, UNKNOWN, Outcome
-from .violations import VIOLATED
+from .violations import MODEL_ERROR, VIOLATED
 
 SMALL_SEARCH = 3  # requests searched before the bounded proof
 STEP_OBLIGATIONS = LEDGER_INVARIANTS + DECISION_PROPERTIES
@@ -96,8 +98,12 @@ def decide_step(ctx: Context, name: str, fixed: Optional[dict[str, Any]] = None,
         return Outcome(ctx.name, name, PROVED, "induction", time.perf_counter() - start, detail)
     why = ind.reasons[name]
 
+    def broken(cfg: PassConfig, r: PassResult) -> Any:
+        # past the loop's assert the model runs no more: a pass that raises shows model-error only
+        return VIOLATED[name](cfg, r) if name == MODEL_ERROR else and_(not_(r.crashed), VIOLATED[name](cfg, r))
+
     def goal(families: Sequence[Family]) -> Any:
-        return VIOLATED[name](families[0].config, families[0].last)
+        return broken(families[0].config, families[0].last)
 
     what, n = f"{name} of {ctx.name}", opts.max_requests
     common = dict(fixed=fixed, check_validation=check_validation)
@@ -105,7 +111,7 @@ def decide_step(ctx: Context, name: str, fixed: Optional[dict[str, Any]] = None,
         found = search([policy], goal, name, what, min(n, SMALL_SEARCH), opts.timeout_s, **common)
         if found:
             return refuted(ctx, name, "search", start, found, why)
-        if holds_up_to(policy, lambda st: VIOLATED[name](st.config, st.result), n, opts.timeout_s, what,
+        if holds_up_to(policy, lambda st: broken(st.config, st.result), n, opts.timeout_s, what,
                        assume_seq_cap=ind.proved["seq-cap"], **common):
             return Outcome(ctx.name, name, PROVED_UP_TO, "bounded", time.perf_counter() - start,
                            f"no pass from a state of at most {n} requests breaks it ({why})", bound=n)
@@ -123,4 +129,4 @@ def step_obligations() -> list[Obligation]:
     from ..spec import INVARIANTS
 
     return [Obligation(name, "safety", INVARIANTS[name].holds_when, lambda ctx, name=name: decide_step(ctx, name))
-            for name in STEP_OBLIGATIONS]
+            for name in STEP_OBLIGATIONS + (MODEL_ERROR,)]

@@ -111,7 +111,7 @@ class PassResult:
     preempted: list[BoolLike]
     running_after: list[BoolLike]
     ledger: list[LedgerEvent] = field(default_factory=list)
-    crashed: BoolLike = False  # the waiting loop admitted a grant <= 0 (the loop asserts)
+    crashed: BoolLike = False  # the waiting loop came to admit a grant <= 0 (the loop asserts: model-error)
 
     @property
     def any_preempted(self) -> BoolLike:
@@ -263,9 +263,10 @@ def _waiting_loop(cfg: PassConfig, slots: Sequence[Slot], kv: KVModel, out: Pass
                                        p.enable_chunked_prefill)
         need_slots = grant_rules.kv_slots_needed(hits, decision.grant, cfg.lookahead, max_len)
         fits = kv.admission_fits(i, hits, need_slots, min_(s.num_tokens, max_len))
-        admit = and_(visit, policy.may_schedule(p, out.budgets), running < p.max_num_seqs, not_(decision.stop), fits)
+        attempts = and_(visit, policy.may_schedule(p, out.budgets), running < p.max_num_seqs, not_(decision.stop))
+        admit = and_(attempts, fits)
         active = and_(active, or_(not_(visit), admit))
-        out.crashed = or_(out.crashed, and_(admit, decision.grant <= 0))
+        out.crashed = or_(out.crashed, and_(attempts, decision.grant <= 0))  # the loop asserts before allocating
         kv.allocate_admission(i, hits, need_slots, admit)
         kv.publish(i, min_(hits + decision.grant, s.num_tokens), admit)
         out.computed_before[i] = ite(admit, hits, out.computed_before[i])

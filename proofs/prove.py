@@ -22,6 +22,8 @@ from ..spec.trace import Trace, write_trace
 from . import manifest
 from .obligation_table import all_obligations
 from .obligations import Context, Options
+from .symbolic_branch import symbolic_branch
+from .violations import MODEL_ERROR
 from .verdicts import REFUTED, UNKNOWN, Outcome
 
 Progress = Callable[[str], None]
@@ -32,6 +34,7 @@ def obligation_ids() -> list[str]:
 
 
 def _prove_one(policy_spec: str, obligations: Sequence[str], options: Options) -> list[Outcome]:
+    """The outcomes of one policy; SymbolicBranchError when its code branches on a z3 term."""
     policy = get_policy(policy_spec)
     table_ = all_obligations()
     ctx = Context(policy, options)
@@ -39,7 +42,13 @@ def _prove_one(policy_spec: str, obligations: Sequence[str], options: Options) -
     for name in obligations:
         obligation = table_[name]
         if obligation.applies(policy):
-            outcome = obligation.decide(ctx)
+            try:
+                outcome = obligation.decide(ctx)
+            except Exception as e:
+                named = symbolic_branch(e)
+                if named is None:
+                    raise
+                raise named from None
             # a user policy is reported under the spec it was loaded by, never a built-in's name
             out.append(outcome if outcome.policy == policy_spec else replace(outcome, policy=policy_spec))
     return out
@@ -97,7 +106,8 @@ class Judgement:
 
 def judge(outcomes: Sequence[Outcome]) -> Judgement:
     """Built-in policies against the manifest. A user policy is judged on the budget
-    invariants it controls: it fails on a refuted ledger invariant or an unknown verdict;
+    invariants it controls: it fails on a refuted ledger invariant, a refuted
+    ``model-error`` (the loop raises on it) or an unknown verdict;
     its other refutations (the engine's loop, its config checks, efficiency) are reported."""
     builtin = builtin_policies()
     recorded = manifest.load()
@@ -109,7 +119,8 @@ def judge(outcomes: Sequence[Outcome]) -> Judgement:
             complaint = manifest.problem(o, out.expected[key])
         elif o.verdict == UNKNOWN:
             complaint = f"{o.policy} / {o.obligation}: unknown ({o.detail})"
-        elif o.verdict == REFUTED and o.obligation in INVARIANTS and INVARIANTS[o.obligation].kind == LEDGER:
+        elif o.verdict == REFUTED and (o.obligation == MODEL_ERROR or o.obligation in INVARIANTS
+                                       and INVARIANTS[o.obligation].kind == LEDGER):
             complaint = f"{o.policy} / {o.obligation}: refuted ({o.detail})"
         else:
             complaint = None

@@ -1,7 +1,7 @@
 """Small helpers around z3: checks that never pass an ``unknown`` off as a result."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 import z3
 
@@ -32,21 +32,42 @@ def check(s: z3.Solver | z3.Optimize, what: str) -> bool:
     return bool(result == z3.sat)
 
 
-def minimise(constraints: Sequence[Any], objectives: Iterable[Any], timeout_s: float, what: str) -> z3.ModelRef:
-    """A model of ``constraints`` minimising ``objectives`` lexicographically (z3.Optimize).
+def minimise(constraints: Sequence[Any], objectives: Iterable[Any], timeout_s: float, what: str,
+             start: Optional[z3.ModelRef] = None) -> z3.ModelRef:
+    """A model of ``constraints`` minimising ``objectives`` lexicographically.
 
-    The caller has shown the constraints satisfiable; Unknown if the optimiser gives up.
+    Each objective in turn is brought down by bisection over "at most v" (``solver``'s
+    fast strategy, one query at a time), then pinned. The caller has shown the
+    constraints satisfiable (``start`` is a model, if it has one). A query z3 cannot
+    answer in time ends the descent of that objective and keeps the best model so far:
+    the result is always a model, a counterexample is never lost to the optimiser.
     """
-    opt = z3.Optimize()
-    opt.set("timeout", max(1, int(timeout_s * 1000)))
-    opt.set("priority", "lex")
-    opt.add(*constraints)
+    s = solver(timeout_s, *constraints)
+    if start is None:
+        if not check(s, what):
+            raise AssertionError(f"{what}: satisfiable constraints became unsatisfiable")
+        start = s.model()
+    best = start
     for term in objectives:
-        if z3.is_expr(term):  # a knob pinned to a Python value has nothing to minimise
-            opt.minimize(term)
-    if not check(opt, what):
-        raise AssertionError(f"{what}: satisfiable constraints became unsatisfiable under the optimiser")
-    return opt.model()
+        if not z3.is_expr(term):  # a knob pinned to a Python value has nothing to minimise
+            continue
+        high = best.eval(term, model_completion=True).as_long()
+        low = 0  # every objective is a knob, a count or a sum of them: none goes below 0
+        while low < high:
+            mid = low + (high - low) // 2
+            s.push()
+            s.add(term <= mid)
+            result = s.check()
+            if result == z3.sat:
+                best = s.model()
+                high = best.eval(term, model_completion=True).as_long()
+            s.pop()
+            if result == z3.unsat:
+                low = mid + 1
+            elif result == z3.unknown:
+                break
+        s.add(term == best.eval(term, model_completion=True))
+    return best
 
 
 def value(model: z3.ModelRef, term: Any) -> Any:

@@ -3,7 +3,7 @@
 ``search`` deepens over the family (``family.py``): one request and one step first,
 then more requests and steps up to the bound, ``max_num_scheduled_tokens`` unset
 before set, so the first family that can violate the obligation has the fewest
-requests and steps. z3.Optimize then minimises B, S, k, the request count, the prompt
+requests and steps. ``solving.minimise`` then minimises B, S, k, the request count, the prompt
 lengths and the other knobs (``Family.objectives``), and the model becomes a trace.
 Every trace is replayed on the model before it is returned: one whose replay does not
 meet its expectations (the grants of every step and the violation) is a prover bug and
@@ -69,9 +69,11 @@ def search(policies: Sequence[BudgetPolicy], goal: Goal, violation: Violation, w
                             for p in policies]
                 constraints = [c for f in families for c in f.constraints]
                 target = goal(families)
-                if not check(solver(timeout_s, *constraints, target), f"{what} ({n} requests, {steps} steps)"):
+                found = solver(timeout_s, *constraints, target)
+                if not check(found, f"{what} ({n} requests, {steps} steps)"):
                     continue
-                model = minimise([*constraints, target], families[0].objectives(), timeout_s, f"minimising {what}")
+                model = minimise([*constraints, target], families[0].objectives(), timeout_s, f"minimising {what}",
+                                 start=found.model())
                 description = (f"{what}: the smallest counterexample tokenbudget prove found "
                                f"({n} request{'s' * (n != 1)}, {steps} step{'s' * (steps != 1)})")
                 named = violation(model, families) if callable(violation) else violation

@@ -64,6 +64,14 @@ def spec_shape(cfg: PassConfig, r: PassResult) -> BoolLike:
                  for s, g, d, pad, pre in zip(r.scheduled, r.grant, r.drafts, r.padded, r.prefill)))
 
 
+def model_error(cfg: PassConfig, r: PassResult) -> BoolLike:
+    """The loop raises: the waiting loop came to admit a grant <= 0 (the one raise the
+    skeleton follows; the rest of such a pass is not the model's)."""
+    return r.crashed
+
+
+MODEL_ERROR = "model-error"
+
 VIOLATED: dict[str, Violated] = {
     "input-budget-nonnegative": input_budget_nonnegative,
     "token-cap": token_cap,
@@ -72,6 +80,7 @@ VIOLATED: dict[str, Violated] = {
     "seq-cap": seq_cap,
     "model-len": model_len,
     "spec-shape": spec_shape,
+    MODEL_ERROR: model_error,
 }
 
 

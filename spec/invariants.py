@@ -302,6 +302,12 @@ def no_request_lost(run: RunRecord) -> list[Breach]:
     return RequestAccounting().feed(run)
 
 
+@invariant("model-error", RUN, "the scheduler never raises inside a step (a policy's own failure is a policy-error)")
+def model_error(run: RunRecord) -> list[Breach]:
+    return [(rec.step, f"the scheduler raised: {rec.error}") for rec in run.steps
+            if rec.error is not None and "policy-error:" not in rec.error]
+
+
 # -- liveness: progress, a step half and a run half -----------------------------------------
 def drain_bound(requests: Mapping[str, RequestState]) -> int:
     """Steps within which, with no new arrivals, every unfinished request must finish:
@@ -378,7 +384,7 @@ def work_conserving(rec: StepRecord) -> list[Breach]:
 
 INVARIANTS: dict[str, Invariant] = {inv.id: inv for inv in (
     input_budget_nonnegative, token_cap, input_rows_cap, exact_refund, seq_cap, kv_capacity, model_len, spec_shape,
-    no_request_lost, progress, config_sound, config_complete, work_conserving,
+    no_request_lost, progress, config_sound, config_complete, work_conserving, model_error,
 )}
 
 JUDGED_KINDS = (LEDGER, STEP, RUN)  # what check_run judges; efficiency is measured, config probed

@@ -10,7 +10,7 @@ from tokenbudget.proofs.prove import judge
 from tokenbudget.proofs.verdicts import PROVED, REFUTED, Outcome
 from tokenbudget.spec import INVARIANTS
 from tokenbudget.spec.corpus import load_corpus
-from tokenbudget.spec.invariants import KINDS, RUN_CHECKS, STEP_CHECKS, no_request_lost, progress
+from tokenbudget.spec.invariants import KINDS, RUN_CHECKS, STEP_CHECKS, model_error, no_request_lost, progress
 from tokenbudget.check import JUDGED, MEASURED
 
 
@@ -32,8 +32,8 @@ def test_checks_derive_from_the_kinds() -> None:
     assert [inv.id for inv in STEP_CHECKS] == [
         "input-budget-nonnegative", "token-cap", "input-rows-cap", "exact-refund", "seq-cap", "kv-capacity",
         "model-len", "spec-shape", "progress"]
-    assert RUN_CHECKS == (no_request_lost, progress.over_run)
-    assert JUDGED == (*(inv.id for inv in STEP_CHECKS[:-1]), "no-request-lost", "progress")
+    assert RUN_CHECKS == (no_request_lost, progress.over_run, model_error)
+    assert JUDGED == (*(inv.id for inv in STEP_CHECKS[:-1]), "no-request-lost", "progress", "model-error")
     assert MEASURED == ("work-conserving",)
 
 

@@ -22,7 +22,7 @@ def test_invariant_table_matches_design_ids():
     assert list(INVARIANTS) == [
         "input-budget-nonnegative", "token-cap", "input-rows-cap", "exact-refund", "seq-cap", "kv-capacity",
         "model-len", "spec-shape", "no-request-lost", "progress", "config-sound", "config-complete",
-        "work-conserving",
+        "work-conserving", "model-error",
     ]
 
 

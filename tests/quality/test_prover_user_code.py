@@ -1,0 +1,97 @@
+"""The prover judges the code a user brings: a branch on a z3 term is one named error, a
+path on which the model raises is a ``model-error`` refutation that replays, a config-sound
+counterexample replays with its violation, and a refund that gives back too little leaves
+the caps proved (induction with strengthening) instead of unknown."""
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import z3
+
+import prover_user_policies as users
+from tokenbudget.model import BudgetConfig, get_policy
+from tokenbudget.model.replay import replay_on_model
+from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.proofs.obligations import Options
+from tokenbudget.proofs.prove import judge, prove
+from tokenbudget.proofs.solving import minimise
+from tokenbudget.proofs.symbolic_branch import SymbolicBranchError
+from tokenbudget.proofs.verdicts import PROVED, REFUTED
+
+pytestmark = [pytest.mark.quality, pytest.mark.proofs]
+OPTIONS = Options(max_requests=2, timeout_s=600)  # per z3 query: generous, for a busy machine
+MODULE = "prover_user_policies"
+
+
+def line_of(cls: type, text: str) -> int:
+    lines, first = inspect.getsourcelines(cls)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+@pytest.mark.parametrize("name, method, text, helper", [
+    ("GrantBranchesWithIf", "grant", "if wanted", "ite("),
+    ("ChargeWithMax", "charge", "max(grant", "max_("),
+    ("ExitRuleWithAnd", "may_schedule", " and ", "and_("),
+])
+def test_a_branch_on_a_z3_term_names_the_method_the_line_and_the_helper(name: str, method: str, text: str,
+                                                                         helper: str) -> None:
+    with pytest.raises(SymbolicBranchError) as caught:
+        prove([f"{MODULE}:{name}"], OPTIONS, ["token-cap"])
+    message = str(caught.value)
+    assert "\n" not in message and f"{name}.{method}" in message, message
+    assert f"prover_user_policies.py:{line_of(getattr(users, name), text)}" in message, message
+    assert f"use {helper}" in message, message
+
+
+def test_an_unguarded_branch_is_named_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A built-in patched in place is not wrapped by the policy guard; the prover names it all the same."""
+    def grant(self, p, wanted, budgets):  # type: ignore[no-untyped-def]
+        return wanted if wanted < budgets.token else budgets.token
+
+    monkeypatch.setattr(VllmAdaptive, "grant", grant)
+    with pytest.raises(SymbolicBranchError, match=r"grant \(.*test_prover_user_code\.py:\d+\).*use ite\("):
+        prove(["vllm-adaptive"], OPTIONS, ["token-cap"])
+
+
+def test_a_loop_that_raises_is_a_model_error_with_a_replaying_trace() -> None:
+    spec = f"{MODULE}:LooseExitRule"
+    [outcome] = prove([spec], OPTIONS, ["model-error"])
+    assert outcome.verdict == REFUTED, outcome
+    replayed = replay_on_model(outcome.traces[0])
+    assert replayed.ok and "model-error" in {v.invariant for v in replayed.violations}, replayed.problems
+    assert replayed.errors and "waiting loop granted 0" in replayed.errors[0]
+    assert (spec, "model-error") in judge([outcome]).complaints
+
+
+def test_the_correct_policy_never_makes_the_loop_raise() -> None:
+    [outcome] = prove(["vllm-adaptive"], OPTIONS, ["model-error"])
+    assert outcome.verdict == PROVED and outcome.method == "induction", outcome
+
+
+def test_a_config_sound_counterexample_blocked_by_the_exit_rule_replays_with_progress() -> None:
+    [outcome] = prove([f"{MODULE}:StrictExitRule"], OPTIONS, ["config-sound"])
+    assert outcome.verdict == REFUTED, outcome
+    trace = outcome.traces[0]
+    cfg = get_policy(trace.policy).params(BudgetConfig(**trace.config))
+    assert trace.config["max_num_batched_tokens"] <= cfg.draft_slots + 1  # the exit rule refuses the first pass
+    replayed = replay_on_model(trace)
+    assert replayed.ok and "progress" in {v.invariant for v in replayed.violations}, replayed.problems
+
+
+def test_a_refund_that_gives_back_too_little_leaves_the_caps_proved() -> None:
+    outcomes = prove([f"{MODULE}:RefundForgetsDraftSlots"], OPTIONS, ["token-cap", "input-rows-cap"])
+    assert [(o.verdict, o.method) for o in outcomes] == [(PROVED, "induction")] * 2, outcomes
+
+
+def test_minimise_is_lexicographic_and_keeps_a_model_when_z3_gives_up() -> None:
+    x, y = z3.Ints("x y")
+    constraints = [x >= 0, y >= 0, x + y >= 5, x * x + y >= 7]
+    model = minimise(constraints, [x, y], 60.0, "a test")
+    assert (model.eval(x).as_long(), model.eval(y).as_long()) == (0, 7)
+    start = z3.Solver()
+    start.add(*constraints, x == 40, y == 40)
+    assert start.check() == z3.sat
+    hurried = minimise(constraints, [x, y], 1e-9, "a test", start=start.model())
+    assert all(z3.is_true(hurried.eval(c, model_completion=True)) for c in constraints)
+
