@@ -195,7 +195,7 @@ BUGS: tuple[PlantedBug, ...] = (
                _waiting_loop_skips_draft_slots, {FUZZ: frozenset({"input-rows-cap", "input-budget-nonnegative"})}),
     PlantedBug("exit-rule-too-loose",
                "the loops go on while input_budget >= d (off by one: > d), so a request can be granted 0",
-               _exit_rule(loose=True), {FUZZ: frozenset({"target-error"})}),
+               _exit_rule(loose=True), {FUZZ: frozenset({"target-error"}), PROOF: frozenset({"model-error"})}),
     PlantedBug("exit-rule-too-strict",
                "the loops stop once input_budget <= d + 1 (off by one: <= d), so B = d + 1 never schedules",
                _exit_rule(loose=False), {FUZZ: frozenset({"progress"})}),
