@@ -10,8 +10,9 @@ written once); nothing of a policy is encoded twice.
   ``bounded_pass`` runs it from any state (bounded proofs), ``trace_family`` from an empty
   system over a few steps (replayable counterexamples), ``violations`` states the step
   invariants on it.
-- ``trace_search``: minimal counterexamples (z3.Optimize), written as traces and replayed.
+- ``trace_search``: minimal counterexamples (``solving.minimise``), written as traces and replayed.
 - ``obligations``, ``configs``, ``efficiency``: what is decided for each policy, and how.
 - ``prove``: decide, judge and emit every obligation of a policy; ``manifest``: the recorded verdicts.
+- ``symbolic_branch``: a user's Python ``if``/``and``/``max`` on a z3 term, named as one error line.
 - ``contracts``: the CrossHair contracts and the planted bugs they catch.
 """
