@@ -196,10 +196,18 @@ class FuzzMachine(RuleBasedStateMachine):
 
     def _step(self, accepted: Mapping[str, int]) -> None:
         assert self.execution is not None
+        stats = type(self).stats
+        if stats.deadline is not None and time.perf_counter() >= stats.deadline:
+            # a long example (a long drain) ends with the budget, not after it
+            stats.stopped = True
+            if stats.raised_kind is None:
+                raise BudgetSpent
+            if not current_build_context().is_final:  # shrinking: this example is dropped, the shrinking ends
+                _end_shrinking()
+                reject()
         record = self._apply(StepOp(dict(accepted)))
         if record is None:
             return
-        stats = type(self).stats
         stats.steps += 1
         assert self.cfg is not None
         stats.coverage.update(paths_taken(record, self.cfg))

@@ -209,6 +209,17 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
             size = min(2 * size, MAX_BATCH)
 
 
+def seconds_left(started: float, index: int, seconds: float) -> float:
+    """The seconds left to the ``index``-th policy of a run that gives each ``seconds`` and
+    started at ``started`` (``time.time()``): its budget ends at started + (index + 1) *
+    seconds, whatever starting the run took (spawning workers, importing). At least
+    MIN_SECONDS, so a late policy still runs and reports."""
+    return max(MIN_SECONDS, started + (index + 1) * seconds - time.time())
+
+
+MIN_SECONDS = 0.01
+
+
 def run_machine(cls: type[FuzzMachine], size: int, seed: int, phases: Sequence[Phase] = PHASES,
                 parent: settings | None = None, database: ExampleDatabase | None = None) -> FuzzFailure | None:
     """One Hypothesis run of ``size`` examples of ``cls`` from ``seed``, stopping at the

@@ -31,6 +31,7 @@ check; what the sections before it found is kept in the report (``stopped``).
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
@@ -102,6 +103,7 @@ class CheckReport:
     strict: bool = False  # a known violation fails the row too
     stopped: str | None = None  # "section: one line" when a section failed; the sections before it are complete
     error: Exception | None = field(default=None, repr=False)  # what stopped it
+    seconds: dict[str, float] = field(default_factory=dict)  # section -> wall seconds it took (reported, never judged)
 
     @property
     def ok(self) -> bool:
@@ -115,6 +117,7 @@ class CheckReport:
                           "ok": r.ok, "failures": r.failures} for r in self.rows],
             "skipped": self.skipped, "interrupted": self.interrupted, "stopped": self.stopped,
             "strict": self.strict, "max_work_gap": self.max_work_gap,
+            "seconds": {name: round(s, 3) for name, s in self.seconds.items()},
             "known": [f"{r.policy}: {k}" for r in self.rows for k in r.known],
             "replays": [r.to_json() for r in self.replays],
         }
@@ -142,8 +145,10 @@ def run_check(policies: Sequence[str] = (), progress: Progress = lambda _: None,
                          max_work_gap=max_work_gap, strict=strict)
     for section in SECTIONS:
         name = section.__name__.removesuffix("_section")
+        started = time.perf_counter()
         try:
             section(report, progress, database)
+            report.seconds[name] = time.perf_counter() - started
         except KeyboardInterrupt:  # Ctrl-C: report what the finished sections showed
             report.interrupted = name
             break
@@ -312,6 +317,11 @@ def proofs_section(report: CheckReport, progress: Progress, database: ExampleDat
             if e.symbolic:  # the policy cannot be proved at all: bad input, which stops the check
                 raise
             rows[name].failed_policy("prove", str(e))
+        except Z3Exception:  # a symbolic branch outside the guarded methods: bad input too
+            raise
+        except Exception as e:  # the prover stopped on this policy (the model raised under it): its row fails
+            rows[name].mark("model-error", UNEXPECTED)
+            rows[name].failures.append(f"prove: the prover stopped on this policy: {stop_line(e)}")
     judgement = judge(outcomes, report.max_work_gap, report.strict)
     for outcome in judgement.outcomes:
         row = rows[outcome.policy]

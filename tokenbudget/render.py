@@ -163,6 +163,8 @@ def check(report: CheckReport) -> str:
     if report.interrupted:
         lines.append(f"interrupted (Ctrl-C) in the {report.interrupted} section; the matrix shows the sections "
                      f"before it")
+    if report.seconds:
+        lines.append("sections: " + ", ".join(f"{name} {s:.1f} s" for name, s in report.seconds.items()))
     if report.stopped:
         lines.append(f"stopped in the {clean(report.stopped)}; the matrix shows the sections before it")
     lines.append(f"verdict: {'ok' if report.ok and not report.interrupted and not report.stopped else 'FAIL'}  "

@@ -124,3 +124,17 @@ def test_more_undone_work_than_the_base_fails_unless_accepted(monkeypatch: pytes
     assert code == 0 and "verdict: ok" in out
     code, out, _ = run("check", "--policy", COPY)
     assert code == 0
+
+
+def test_a_prover_that_stops_on_a_user_policy_fails_its_row_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    def prove(policies: Any, *args: Any, **kwargs: Any) -> list[Outcome]:
+        if policies:  # the built-ins are proved first, together: here none
+            raise RuntimeError("the model raised under the prover")
+        return []
+
+    monkeypatch.setattr(check, "prove", prove)
+    monkeypatch.setattr(check, "SECTIONS", (check.corpus_section, check.proofs_section))
+    code, out, err = run("check", "--policy", COPY)
+    assert code == 1 and "Traceback" not in err
+    assert "prove: the prover stopped on this policy: the model raised under the prover" in out
+    assert "sections: corpus" in out and "proofs" in out

@@ -93,3 +93,14 @@ def test_inconsistent_loop_flags_are_refused_when_the_policy_loads() -> None:
         get_policy("verdict_policies:PaddedWithoutDrafts")
     with pytest.raises(ConfigError, match="whose pads_short_admissions is None, not a bool"):
         get_policy("verdict_policies:MissingFlag")
+
+
+def test_a_real_stall_of_a_vllm_user_policy_is_its_own() -> None:
+    from tokenbudget.model.replay import replay_on_model
+    from tokenbudget.spec.trace import AddOp, StepOp, Trace
+
+    stall = Trace("verdict_policies:StallsSingleTokens", {"method": None},
+                  (AddOp("0", 4, 3), StepOp({}), StepOp({}), StepOp({})))
+    assert "progress" in {v.invariant for v in replay_on_model(stall).violations}
+    assert explanation(stall, "progress", "verdict_policies:StallsSingleTokens") is None
+    assert refutation_complaint("verdict_policies:StallsSingleTokens", "progress", (stall,)) == "its own violation"
