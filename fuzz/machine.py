@@ -191,7 +191,8 @@ class FuzzMachine(RuleBasedStateMachine):
         except PolicyError as e:
             self._judge((), f"{type(e).__name__}: {e}")
         except Exception as e:
-            self._judge((Violation(MODEL_ERROR, None, f"the scheduler raised {describe(e)} in ops[{len(self.ops) - 1}]"),))
+            where = f"ops[{len(self.ops) - 1}]"
+            self._judge((Violation(MODEL_ERROR, None, f"the scheduler raised {describe(e)} in {where}"),))
         return None  # a kind known already: the run just ends
 
     def _step(self, accepted: Mapping[str, int]) -> None:

@@ -28,8 +28,9 @@ HELP = "prove each policy's obligations with z3, or refute them with replaying t
 DESCRIPTION = ("Decide every obligation of every policy (the safety invariants, config-sound and "
                "config-complete, work-conserving, vllm-adaptive against vllm-static): proved for every config "
                "and any number of requests, proved up to N requests, or refuted with a minimal trace that "
-               "replays. Built-in policies are judged against the verdict manifest; a user policy fails on every "
-               "refutation a finding or its base policy does not explain. An unknown verdict (a z3 timeout) is a failure.")
+               "replays. Built-in policies are judged against the verdict manifest; a user policy fails on "
+               "every refutation a finding or its base policy does not explain. An unknown verdict (a z3 "
+               "timeout) is a failure.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

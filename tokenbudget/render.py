@@ -152,7 +152,8 @@ def check(report: CheckReport) -> str:
     lines.append("")
     lines += [f"  {n:>2}  {inv.id}  ({inv.kind})" for n, inv in enumerate(INVARIANTS.values(), 1)]
     lines.append("cells: ok held in every replay and fuzz run; VIOLATED violated where known (a built-in's corpus trace "
-                 "or proofs' manifest, an engine finding's matcher; for config obligations, a user policy's base on the same config); UNEXPECTED a verdict failed on it; "
+                 "or proofs' manifest, an engine finding's matcher; for config obligations, a user policy's base "
+                 "on the same config); UNEXPECTED a verdict failed on it; "
                  "gap N budget left unused; - not tested")
     known = [f"{r.policy}: {k}" for r in report.rows for k in r.known]
     for label, entries in (("skipped", report.skipped), ("known", known),
