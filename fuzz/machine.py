@@ -35,11 +35,12 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from ..model import POLICY_ERROR, BudgetConfig, BudgetPolicy, ConfigError, PolicyError
 from ..spec.invariants import RequestAccounting, Violation, check_step, drain_bound, no_request_lost, progress
 from ..spec.records import RequestState, StepRecord
+from ..spec.target import describe
 from ..spec.trace import AbortOp, Op, StepOp, Trace, ViolationExpectation
 from .config_strategies import configs
 from .coverage import paths_taken
 from ..spec.execution import Execution
-from .failures import TARGET_ERROR, error_kind, failure
+from .failures import MODEL_ERROR, error_kind, failure
 from ..model.target import ModelTarget, TargetFactory
 from .request_shapes import PATTERNS, RequestShape, accepted_drafts, request_shapes, resolve
 
@@ -130,6 +131,15 @@ class FuzzMachine(RuleBasedStateMachine):
             raise failure(POLICY_ERROR, (), str(e), Trace(
                 policy=type(self).policy_spec, config=compact_config(cfg), ops=(), description=str(e),
                 found_by=type(self).found_by)) from None
+        except Exception as e:  # the model itself raised while it was built: a model-error, on this config
+            self.broken = True
+            stats.examples += not final
+            crash = Violation(MODEL_ERROR, None, f"the scheduler raised {describe(e)} while it was built")
+            stats.raised_kind = stats.raised_kind or MODEL_ERROR
+            raise failure(MODEL_ERROR, (crash,), None, Trace(
+                policy=type(self).policy_spec, config=compact_config(cfg), ops=(),
+                expect=(ViolationExpectation(MODEL_ERROR),), description=str(crash),
+                found_by=type(self).found_by)) from None
         self.execution = Execution(made)
         stats.examples += not final
         if stats.tick is not None:
@@ -167,21 +177,38 @@ class FuzzMachine(RuleBasedStateMachine):
 
     # -- execute ------------------------------------------------------------------------
     def _apply(self, op: Op) -> StepRecord | None:
-        """Record the op, then apply it; an exception (a bug outside the spec's reach, such
-        as a refused add) leaves the run broken, so teardown applies nothing more."""
+        """Record the op, then apply it. An exception leaves the run broken, so teardown
+        applies nothing more: one inside the model adding or aborting a request is a
+        ``model-error`` (a user policy's own, a ``policy-error``); a refused add (ValueError,
+        a generator's bug) propagates."""
         assert self.execution is not None
         self.ops.append(op)
         try:
             return self.execution.apply(op)
-        except BaseException:
+        except (ValueError, BudgetSpent):
             self.broken = True
             raise
+        except PolicyError as e:
+            self._judge((), f"{type(e).__name__}: {e}")
+        except Exception as e:
+            where = f"ops[{len(self.ops) - 1}]"
+            self._judge((Violation(MODEL_ERROR, None, f"the scheduler raised {describe(e)} in {where}"),))
+        return None  # a kind known already: the run just ends
 
     def _step(self, accepted: Mapping[str, int]) -> None:
         assert self.execution is not None
-        record = self._apply(StepOp(dict(accepted)))
-        assert record is not None
         stats = type(self).stats
+        if stats.deadline is not None and time.perf_counter() >= stats.deadline:
+            # a long example (a long drain) ends with the budget, not after it
+            stats.stopped = True
+            if stats.raised_kind is None:
+                raise BudgetSpent
+            if not current_build_context().is_final:  # shrinking: this example is dropped, the shrinking ends
+                _end_shrinking()
+                reject()
+        record = self._apply(StepOp(dict(accepted)))
+        if record is None:
+            return
         stats.steps += 1
         assert self.cfg is not None
         stats.coverage.update(paths_taken(record, self.cfg))
@@ -237,7 +264,8 @@ class FuzzMachine(RuleBasedStateMachine):
         if not violations and error is None:
             return
         self.broken = True
-        kinds = tuple(dict.fromkeys(v.invariant for v in violations)) + ((error_kind(error),) if error else ())
+        extra = error_kind(error) if error else None
+        kinds = tuple(dict.fromkeys(v.invariant for v in violations)) + ((extra,) if extra else ())
         stats = type(self).stats
         for kind in kinds:
             stats.first_failure.setdefault(kind, time.perf_counter() - stats.started)
@@ -250,13 +278,15 @@ class FuzzMachine(RuleBasedStateMachine):
     def _trace(self, kinds: tuple[str, ...], violations: tuple[Violation, ...], error: str | None) -> Trace:
         assert self.cfg is not None and self.execution is not None
         parts = [str(violations[0])] if violations else []
-        if error is not None:
-            parts.append(f"the target raised in step {self.execution.run.steps[-1].step}: {error}")
+        if error is not None and error_kind(error):  # a model-error's violation names its error already
+            steps = self.execution.run.steps
+            where = f" in step {steps[-1].step}" if steps and steps[-1].error == error else ""
+            parts.append(f"the target raised{where}: {error}")
         return Trace(
             policy=type(self).policy_spec,
             config=compact_config(self.cfg),
             ops=tuple(self.ops),
-            expect=tuple(ViolationExpectation(kind) for kind in kinds if kind not in (TARGET_ERROR, POLICY_ERROR)),
+            expect=tuple(ViolationExpectation(kind) for kind in kinds if kind != POLICY_ERROR),
             description="; ".join(parts),
             found_by=type(self).found_by,
         )

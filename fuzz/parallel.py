@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from ..model.target import TargetFactory
 from .database import open_database
-from .session import PROGRESS_EVERY, FuzzReport, Tally, fuzz
+from .session import PROGRESS_EVERY, FuzzReport, Tally, fuzz, seconds_left
 
 Event = tuple[Any, ...]
 CONTEXT = multiprocessing.get_context("spawn")
@@ -39,8 +39,9 @@ def stream_seed(seed: int, worker: int, round: int = 0) -> int:
 @dataclass(frozen=True)
 class Job:
     """What every worker fuzzes: the policies in turn, each for ``examples`` or ``seconds``
-    (on each worker), on the target ``target_factory`` makes, with the example database
-    named ``database``."""
+    (on each worker; counted from ``started`` when given, so spawning the workers is part of
+    the budget), on the target ``target_factory`` makes, with the example database named
+    ``database``."""
 
     policies: tuple[str, ...]
     target_factory: TargetFactory
@@ -49,6 +50,7 @@ class Job:
     seconds: float | None
     seed: int
     database: str
+    started: float | None = None  # time.time() the command started: each policy's seconds count from it
 
 
 @dataclass
@@ -165,9 +167,12 @@ def _fuzz_worker(job: Job, worker: int, events: Any) -> None:
     try:
         database = open_database(job.database)
         seed = stream_seed(job.seed, worker)
-        for policy in job.policies:
+        for index, policy in enumerate(job.policies):
+            seconds = job.seconds
+            if seconds is not None and job.started is not None:
+                seconds = seconds_left(job.started, index, seconds)
             report = fuzz(policy, target_factory=job.target_factory, target_name=job.target_name,
-                          examples=job.examples, seconds=job.seconds, seed=seed, database=database,
+                          examples=job.examples, seconds=seconds, seed=seed, database=database,
                           tally=Sender(events, worker, policy))
             events.put(("report", worker, report))
     except BaseException as e:

@@ -35,7 +35,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from ..model import POLICY_ERROR, BudgetConfig, PolicyError, get_policy
 from ..model.replay import BadInput, ReplayResult, replay_on_model
 from ..spec.trace import Trace, ViolationExpectation, write_trace
-from .failures import TARGET_ERROR, FuzzFailure, failure
+from .failures import FuzzFailure, failure
 from .machine import BudgetSpent, FuzzMachine, FuzzStats, machine_class
 from ..spec.shrink import shrink
 from ..model.target import ModelTarget, TargetFactory
@@ -209,6 +209,17 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
             size = min(2 * size, MAX_BATCH)
 
 
+def seconds_left(started: float, index: int, seconds: float) -> float:
+    """The seconds left to the ``index``-th policy of a run that gives each ``seconds`` and
+    started at ``started`` (``time.time()``): its budget ends at started + (index + 1) *
+    seconds, whatever starting the run took (spawning workers, importing). At least
+    MIN_SECONDS, so a late policy still runs and reports."""
+    return max(MIN_SECONDS, started + (index + 1) * seconds - time.time())
+
+
+MIN_SECONDS = 0.01
+
+
 def run_machine(cls: type[FuzzMachine], size: int, seed: int, phases: Sequence[Phase] = PHASES,
                 parent: settings | None = None, database: ExampleDatabase | None = None) -> FuzzFailure | None:
     """One Hypothesis run of ``size`` examples of ``cls`` from ``seed``, stopping at the
@@ -257,7 +268,7 @@ def reduce(trace: Trace, kind: str, target_factory: TargetFactory, deadline: flo
     failure does not need (``fuzz.shrink``: Hypothesis's shrinking leaves some, such as a
     request added and aborted), judged by replaying on the same target. Expectations keep
     the violated invariants the reduced trace still shows; the description is its first
-    violation of ``kind`` (or the error the target raised). Past ``deadline`` (perf_counter)
+    violation of ``kind``. Past ``deadline`` (perf_counter)
     it stops reducing."""
 
     def replayed(candidate: Trace) -> ReplayResult | None:
@@ -271,8 +282,7 @@ def reduce(trace: Trace, kind: str, target_factory: TargetFactory, deadline: flo
             return []
         if kind == POLICY_ERROR:
             return [result.policy_error] if result.policy_error else []
-        return [str(v) for v in result.violations if v.invariant == kind] if kind != TARGET_ERROR else \
-            [f"the target raised in {e}" for e in result.errors]
+        return [str(v) for v in result.violations if v.invariant == kind]
 
     def in_time() -> bool:
         return deadline is None or time.perf_counter() < deadline

@@ -8,6 +8,11 @@ method, the user's file:line and the problem. Calls between the policy's own met
 through the wrappers too, so the innermost failing method is the one named. Every
 command turns a PolicyError into a clean verdict ``policy-error``; the prover, whose
 arguments are z3 terms, into bad input naming the IntLike helper to use instead.
+
+Before that, ``guard`` checks the flags of the policy's loop (``LOOP_FLAGS``): each one a
+bool, and no combination the model cannot run (``INCONSISTENT_FLAGS``). A loop that fails
+is refused at load with one ConfigError line naming the flags and the fix (exit 2), never
+left to surface as the model's internal AssertionError mid-run.
 """
 from __future__ import annotations
 
@@ -17,10 +22,9 @@ import os
 import traceback
 from typing import Any, Callable
 
+from ..spec.invariants import POLICY_ERROR  # the verdict every command gives a failing user policy
 from .config import ConfigError
 from .policy import BudgetParams, BudgetPolicy, Budgets
-
-POLICY_ERROR = "policy-error"  # the verdict every command gives a failing user policy
 
 INT, BOOL = "an int", "a bool"
 # method -> what it returns on concrete arguments (None: not checked)
@@ -30,6 +34,14 @@ RETURNS: dict[str, Any] = {
     "charge": Budgets, "refund": Budgets, "runner_rows": INT, "spend": Budgets,
 }
 HELPERS = "ite, min_, max_, and_, or_, not_ from tokenbudget.model"
+
+LOOP_FLAGS = ("drafts_in_grant", "pads_short_admissions", "decodes_bypass_budget", "applies_long_prefill_threshold")
+# (flag values that cannot go together, why, the fix)
+INCONSISTENT_FLAGS: tuple[tuple[dict[str, bool], str, str], ...] = (
+    ({"pads_short_admissions": True, "drafts_in_grant": False},
+     "a padded admission's k placeholder drafts ride inside its 1 + k grant, which the output update then "
+     "cannot roll back", "set drafts_in_grant = True or pads_short_admissions = False"),
+)
 
 
 class PolicyError(Exception):
@@ -45,13 +57,29 @@ class PolicyError(Exception):
 
 
 def guard(policy: BudgetPolicy) -> BudgetPolicy:
-    """The policy with every method of ``RETURNS`` guarded (on the instance, in place)."""
+    """The policy with every method of ``RETURNS`` guarded (on the instance, in place).
+    ConfigError when its loop's flags are missing or inconsistent (``check_loop_flags``)."""
     cls = type(policy)
+    check_loop_flags(cls.__name__, policy.loop)
     for name in RETURNS:
         method = getattr(policy, name, None)
         if callable(method):
             setattr(policy, name, _guarded(cls, name, method))
     return policy
+
+
+def check_loop_flags(policy_name: str, loop: type) -> None:
+    """ConfigError, one line, when a flag of ``loop`` is not a bool or the flags are inconsistent."""
+    for flag in LOOP_FLAGS:
+        value = getattr(loop, flag, None)
+        if not isinstance(value, bool):
+            raise ConfigError(f"{POLICY_ERROR}: {policy_name} runs on {loop.__name__}, whose {flag} is "
+                              f"{_short(value)}, not a bool; set {flag} = True or False on the loop")
+    for flags, why, fix in INCONSISTENT_FLAGS:
+        if all(getattr(loop, flag) == value for flag, value in flags.items()):
+            both = " with ".join(f"{flag}={value}" for flag, value in flags.items())
+            raise ConfigError(f"{POLICY_ERROR}: {policy_name} runs on {loop.__name__}, whose flags disagree: "
+                              f"{both} ({why}); {fix}")
 
 
 def _guarded(cls: type, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
@@ -82,6 +110,18 @@ def _error(cls: type, name: str, method: Callable[..., Any], e: BaseException, s
         message += (f"; the prover calls it with z3 terms, so Python if/and/or/not/min/max on them fail: "
                     f"use {HELPERS}")
     return PolicyError(message, symbolic)
+
+
+def symbolic_branch(e: BaseException) -> str:
+    """One line for a z3 exception raised outside a guarded method (a loop variant, a
+    helper of the policy's): the innermost function of the user's code in its traceback,
+    its file:line, the exception and the IntLike helpers to use instead."""
+    frames = traceback.extract_tb(e.__traceback__)
+    users = [f for f in frames if _users(f.filename)] or frames[-1:]
+    where = f"{users[-1].name} ({users[-1].filename}:{users[-1].lineno})" if users else "the policy"
+    text = " ".join(str(e).split())
+    return (f"{POLICY_ERROR}: {where} raised {type(e).__name__}: {text[:200]}; the prover calls it with z3 terms, "
+            f"so Python if/and/or/not/min/max on them fail: use {HELPERS}")
 
 
 def _where(cls: type, method: Callable[..., Any], e: BaseException | None = None) -> str:

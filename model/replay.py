@@ -3,7 +3,9 @@
 ``replay_on_model`` applies the ops to the reference model through the shared
 op-application path (``fuzz.execution.Execution`` on a ``fuzz.target.ModelTarget``), checks
 the RunRecord with ``spec.check_run`` and each expectation of the trace. A step in which
-the target raised ends the run there: the error is reported, later ops are not applied. Input that cannot be replayed as
+the target raised ends the run there: the error is reported, later ops are not applied. An
+exception inside the model outside a step (building the scheduler, adding or aborting a
+request) ends it too, as a ``model-error`` violation. Input that cannot be replayed as
 given raises BadInput (the CLI's exit status 2); what the run showed, good or bad, is
 the ReplayResult.
 """
@@ -18,6 +20,8 @@ from ..spec.execution import Execution
 from .target import ModelTarget, TargetFactory
 from . import POLICY_ERROR, BudgetConfig, BudgetPolicy, ConfigError, PolicyError, get_policy
 from ..spec import RunRecord, StepLimits, StepRecord, Violation, check_run, work_gap
+from ..spec.invariants import model_error
+from ..spec.target import describe
 from ..spec.trace import (
     ConfigRejectedExpectation, Expectation, NoViolationExpectation, StepExpectation, Trace,
     ViolationExpectation, dump_item,
@@ -99,13 +103,13 @@ class ReplayResult:
     @property
     def problems(self) -> tuple[str, ...]:
         """Why the verdict fails: a policy error, unmet expectations and, unless some
-        violation is expected, every violation and target error. Empty when the verdict is ok."""
+        violation is expected, every violation (the target's exceptions are ``model-error``
+        violations). Empty when the verdict is ok."""
         failed = (self.policy_error,) if self.policy_error else ()
         unmet = tuple(r.message for r in self.expectations if not r.met)
         if self.expected_violations:
             return failed + unmet
-        return failed + unmet + tuple(map(str, self.violations)) + tuple(
-            f"the target raised in {e}" for e in self.errors if POLICY_ERROR + ":" not in e)
+        return failed + unmet + tuple(map(str, self.violations))
 
     @property
     def ok(self) -> bool:
@@ -140,7 +144,13 @@ def replay_on_model(trace: Trace, policy: str | BudgetPolicy | None = None,
         return _refused(trace, name, str(e), f"{name} refuses the config")
     except PolicyError as e:  # the user's policy failed while the target was built: the verdict, not a crash
         return replace(_judge(trace, name, None, None), errors=(f"config: {e}",))
-    return _judge(trace, name, None, _run(trace, Execution(target)))
+    except Exception as e:  # the model raised while it was built: a model-error, not a crash
+        return _judge(trace, name, None, None, crash=f"{describe(e)} while it was built")
+    execution = Execution(target)
+    crash = _run(trace, execution)
+    if crash is not None and POLICY_ERROR + ":" in crash:
+        return replace(_judge(trace, name, None, execution.run), errors=(crash,))
+    return _judge(trace, name, None, execution.run, crash)
 
 
 def _refused(trace: Trace, name: str, refusal: str, what: str) -> ReplayResult:
@@ -160,8 +170,9 @@ def _resolve_policy(trace: Trace, policy: str | BudgetPolicy | None) -> tuple[st
         raise BadInput(f"{trace.source}: {e}") from None
 
 
-def _run(trace: Trace, execution: Execution) -> RunRecord:
-    """Apply the trace's ops until the end or a step in which the target raised."""
+def _run(trace: Trace, execution: Execution) -> str | None:
+    """Apply the trace's ops until the end, a step in which the target raised, or an add
+    or abort that raised (then what it raised, ``ops[i]: ...``, is returned)."""
     for index, op in enumerate(trace.ops):
         if execution.crashed is not None:
             break
@@ -169,12 +180,20 @@ def _run(trace: Trace, execution: Execution) -> RunRecord:
             execution.apply(op)
         except ValueError as e:
             raise BadInput(f"{trace.source}: ops[{index}]: {e}") from None
-    return execution.run
+        except PolicyError as e:
+            return f"ops[{index}]: {e}"
+        except Exception as e:
+            return f"{describe(e)} in ops[{index}]"
+    return None
 
 
-def _judge(trace: Trace, name: str, refusal: str | None, run: RunRecord | None) -> ReplayResult:
+def _judge(trace: Trace, name: str, refusal: str | None, run: RunRecord | None,
+           crash: str | None = None) -> ReplayResult:
+    """``crash``: what the model raised outside a step, a ``model-error`` of the run."""
     records = run.steps if run else []
     violations = tuple(check_run(run)) if run else ()
+    if crash is not None:
+        violations += (Violation(model_error.id, None, f"the scheduler raised {crash}"),)
     by_step: dict[int | None, list[Violation]] = {}
     for v in violations:
         by_step.setdefault(v.step, []).append(v)

@@ -3,7 +3,9 @@
 ``prove`` decides the obligations (policies in parallel worker processes, the
 obligations of one policy in one process so they share its induction). ``judge``
 compares the outcomes with the verdict manifest for built-in policies; a user policy
-(``pkg.module:Class``) fails on a refuted safety obligation or an unknown verdict.
+(``pkg.module:Class``) fails on an unknown verdict and on a refutation that is its own
+(``model.verdict_rules``: not explained by a finding nor shown by its base on the same
+trace; for work-conserving, more undone work than its base).
 ``emit`` writes each counterexample as a trace file, refusing to overwrite any file.
 """
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from ..model import builtin_policies, get_policy
-from ..spec.invariants import INVARIANTS, LEDGER
+from ..model.verdict_rules import refutation_complaint
 from ..spec.trace import Trace, write_trace
 from . import manifest
 from .obligation_table import all_obligations
@@ -104,11 +106,11 @@ class Judgement:
         return {"ok": self.ok, "outcomes": rows, "problems": self.problems}
 
 
-def judge(outcomes: Sequence[Outcome]) -> Judgement:
-    """Built-in policies against the manifest. A user policy is judged on the budget
-    invariants it controls: it fails on a refuted ledger invariant, a refuted
-    ``model-error`` (the loop raises on it) or an unknown verdict;
-    its other refutations (the engine's loop, its config checks, efficiency) are reported."""
+def judge(outcomes: Sequence[Outcome], max_work_gap: int = 0, strict: bool = False) -> Judgement:
+    """Built-in policies against the manifest. A user policy fails on an unknown verdict
+    and on every refutation ``verdict_rules.refutation_complaint`` finds its own (with
+    ``strict``, on known ones too; a work gap over its base's by at most ``max_work_gap``
+    tokens is accepted)."""
     builtin = builtin_policies()
     recorded = manifest.load()
     out = Judgement(list(outcomes))
@@ -119,9 +121,9 @@ def judge(outcomes: Sequence[Outcome]) -> Judgement:
             complaint = manifest.problem(o, out.expected[key])
         elif o.verdict == UNKNOWN:
             complaint = f"{o.policy} / {o.obligation}: unknown ({o.detail})"
-        elif o.verdict == REFUTED and (o.obligation == MODEL_ERROR or o.obligation in INVARIANTS
-                                       and INVARIANTS[o.obligation].kind == LEDGER):
-            complaint = f"{o.policy} / {o.obligation}: refuted ({o.detail})"
+        elif o.verdict == REFUTED:
+            why = refutation_complaint(o.policy, o.obligation, o.traces, max_work_gap, strict)
+            complaint = f"{o.policy} / {o.obligation}: refuted, {why} ({o.detail})" if why else None
         else:
             complaint = None
         if complaint:

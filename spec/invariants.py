@@ -25,6 +25,7 @@ from . import grant_rules
 from .records import RequestState, RunRecord, StepOutcome, StepRecord
 
 LEDGER, STEP, RUN, CONFIG, EFFICIENCY = "ledger", "step", "run", "config", "efficiency"
+POLICY_ERROR = "policy-error"  # the verdict on a user policy whose own method failed: not a model-error
 KINDS = (LEDGER, STEP, RUN, CONFIG, EFFICIENCY)
 
 Breach = tuple[Optional[int], str]  # (step, what broke) of one violation; no step for a config
@@ -220,6 +221,14 @@ def spec_shape(rec: StepRecord) -> list[Breach]:
     return out
 
 
+@invariant("model-error", STEP, "the scheduler's pass and its output update raise no exception "
+           "(a user policy's own method failing is a policy-error instead)")
+def model_error(rec: StepRecord) -> list[Breach]:
+    if rec.error is not None and POLICY_ERROR + ":" not in rec.error:
+        return [(rec.step, f"the scheduler raised {rec.error}")]
+    return []
+
+
 # -- run invariants -------------------------------------------------------------------
 class RequestAccounting:
     """``no-request-lost`` judged as the run goes: ``feed`` takes the events of a RunRecord
@@ -302,12 +311,6 @@ def no_request_lost(run: RunRecord) -> list[Breach]:
     return RequestAccounting().feed(run)
 
 
-@invariant("model-error", RUN, "the scheduler never raises inside a step (a policy's own failure is a policy-error)")
-def model_error(run: RunRecord) -> list[Breach]:
-    return [(rec.step, f"the scheduler raised: {rec.error}") for rec in run.steps
-            if rec.error is not None and "policy-error:" not in rec.error]
-
-
 # -- liveness: progress, a step half and a run half -----------------------------------------
 def drain_bound(requests: Mapping[str, RequestState]) -> int:
     """Steps within which, with no new arrivals, every unfinished request must finish:
@@ -384,7 +387,7 @@ def work_conserving(rec: StepRecord) -> list[Breach]:
 
 INVARIANTS: dict[str, Invariant] = {inv.id: inv for inv in (
     input_budget_nonnegative, token_cap, input_rows_cap, exact_refund, seq_cap, kv_capacity, model_len, spec_shape,
-    no_request_lost, progress, config_sound, config_complete, work_conserving, model_error,
+    model_error, no_request_lost, progress, config_sound, config_complete, work_conserving,
 )}
 
 JUDGED_KINDS = (LEDGER, STEP, RUN)  # what check_run judges; efficiency is measured, config probed

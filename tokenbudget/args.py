@@ -88,3 +88,16 @@ def add_database(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--database", default=default_database(), metavar="PATH|URL",
                         help="the example database that failing examples are replayed from and kept in: a folder, "
                              "redis://HOST:PORT/N shared by many machines, or none (default: %(default)s)")
+
+
+MAX_WORK_GAP = 2**24  # tokens: past any budget B
+
+
+def add_verdict_options(parser: argparse.ArgumentParser) -> None:
+    """``--strict`` and ``--max-work-gap N``: how a user policy's violations are judged
+    (``model.verdict_rules``)."""
+    parser.add_argument("--strict", action="store_true",
+                        help="fail on known violations too (those a finding explains or the base policy shows)")
+    parser.add_argument("--max-work-gap", type=at_most(whole, MAX_WORK_GAP), default=0, metavar="N",
+                        help="accept a user policy leaving up to N more tokens of work undone in a step than its "
+                             "base policy on the same state (default 0)")

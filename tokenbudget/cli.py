@@ -17,6 +17,7 @@ import sys
 from typing import NoReturn
 
 from hypothesis.configuration import set_hypothesis_home_dir
+from z3 import Z3Exception
 
 from . import campaign_cmd, check_cmd, conform_cmd, fuzz_cmd, policies_cmd, prove_cmd, replay_cmd
 from .args import UsageError
@@ -26,6 +27,7 @@ from .fuzz.database import DatabaseError, cache_folder
 from .render import clean
 from .harness.vllm.engine import EngineUnavailable
 from .model import ConfigError, PolicyError
+from .model.policy_guard import symbolic_branch
 from .model.replay import BadInput
 from .spec.trace import TraceError
 
@@ -65,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args, console)
     except BAD_INPUT_ERRORS as e:
         return _error(console, str(e))
+    except Z3Exception as e:  # a symbolic branch outside a guarded method of a user policy: its input, not ours
+        return _error(console, symbolic_branch(e))
     except BrokenPipeError:  # the reader left early (`| head`): keep quiet, as other tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return OK

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -25,7 +26,7 @@ from .console import Console
 from .exits import FAILED, INTERRUPTED, OK
 from .fuzz.database import open_database
 from .fuzz.parallel import Job, fuzz_workers
-from .fuzz.session import fuzz, save
+from .fuzz.session import fuzz, save, seconds_left
 from .harness.vllm.target import VllmTarget
 from .model import POLICY_ERROR, BudgetConfig, PolicyError, builtin_policies, get_policy
 from .model.target import ModelTarget, TargetFactory
@@ -43,6 +44,17 @@ MAX_EXAMPLES = 10**7  # per policy
 MAX_SECONDS = 7 * 86400.0  # a week per policy
 
 
+def process_started() -> float:
+    """``time.time()`` when this process started (read from /proc on Linux; elsewhere, now):
+    ``--seconds`` counts from there, so importing and spawning workers are part of it."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])  # since boot
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return time.time() - max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return time.time()
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_policy(parser, "fuzz this policy (repeatable; default: every built-in; for --target vllm: vllm-adaptive)")
     parser.add_argument("--target", choices=tuple(FACTORIES), default=MODEL,
@@ -51,7 +63,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     budget.add_argument("--examples", type=at_most(positive_int, MAX_EXAMPLES), metavar="N",
                         help="Hypothesis examples per policy, shrinking included")
     budget.add_argument("--seconds", type=at_most(positive_float, MAX_SECONDS), metavar="S",
-                        help=f"seconds per policy, shrinking included (default {DEFAULT_SECONDS:g})")
+                        help=f"seconds per policy, shrinking and starting the command included (default "
+                             f"{DEFAULT_SECONDS:g})")
     parser.add_argument("--seed", type=seed, default=0,
                         help="the Hypothesis seed (default 0); worker 0 uses it, the others seeds derived from it")
     parser.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1, metavar="N",
@@ -64,6 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
+    started = process_started()
     default = ["vllm-adaptive"] if args.target == VLLM else list(builtin_policies())
     policies: Sequence[str] = list(dict.fromkeys(args.policies)) or default
     factory = FACTORIES[args.target]
@@ -83,14 +97,15 @@ def run(args: argparse.Namespace, console: Console) -> int:
     seconds = None if args.examples else args.seconds or DEFAULT_SECONDS
     if args.workers == 1:
         reports = []
-        for policy in policies:
+        for index, policy in enumerate(policies):
+            left = None if seconds is None else seconds_left(started, index, seconds)
             reports.append(fuzz(policy, target_factory=factory, target_name=args.target, examples=args.examples,
-                                seconds=seconds, seed=args.seed, corpus=corpus, progress=console.progress,
+                                seconds=left, seed=args.seed, corpus=corpus, progress=console.progress,
                                 database=database))
             if reports[-1].interrupted:
                 break
     else:
-        job = Job(tuple(policies), factory, args.target, args.examples, seconds, args.seed, args.database)
+        job = Job(tuple(policies), factory, args.target, args.examples, seconds, args.seed, args.database, started)
         reports = fuzz_workers(job, args.workers, lambda live: console.progress(render.live(live)))
         for r in reports:
             r.counterexamples[:] = [save(c, corpus) for c in r.counterexamples]

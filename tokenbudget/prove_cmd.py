@@ -1,7 +1,8 @@
 """``tokenbudget prove``: every obligation of every policy, a verdict each (``proofs.prove``).
 
-Built-in policies are judged against the verdict manifest; a user policy fails on a
-refuted ledger invariant or an unknown verdict. Exit status 0 when every verdict is as
+Built-in policies are judged against the verdict manifest; a user policy fails on an
+unknown verdict and on a refutation of its own (``model.verdict_rules``; ``--strict``:
+known ones too; ``--max-work-gap``: the undone work accepted beyond its base's). Exit status 0 when every verdict is as
 expected, 1 otherwise. ``--update-manifest`` proves every built-in obligation and records
 the verdicts as the manifest instead; it refuses (1) when a verdict is unknown.
 """
@@ -11,7 +12,7 @@ import argparse
 from pathlib import Path
 
 from . import render
-from .args import UsageError, add_json, add_policy, at_most, positive_float, positive_int
+from .args import UsageError, add_json, add_policy, add_verdict_options, at_most, positive_float, positive_int
 from .console import Console
 from .exits import FAILED, OK
 from .model import builtin_policies
@@ -27,8 +28,9 @@ HELP = "prove each policy's obligations with z3, or refute them with replaying t
 DESCRIPTION = ("Decide every obligation of every policy (the safety invariants, config-sound and "
                "config-complete, work-conserving, vllm-adaptive against vllm-static): proved for every config "
                "and any number of requests, proved up to N requests, or refuted with a minimal trace that "
-               "replays. Built-in policies are judged against the verdict manifest; a user policy fails on a "
-               "refuted safety obligation. An unknown verdict (a z3 timeout) is a failure.")
+               "replays. Built-in policies are judged against the verdict manifest; a user policy fails on "
+               "every refutation a finding or its base policy does not explain. An unknown verdict (a z3 "
+               "timeout) is a failure.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--update-manifest", action="store_true",
                         help="prove every obligation of every built-in policy, one at a time, and record the "
                              "verdicts and seconds in proofs/manifest.json (refused when a verdict is unknown)")
+    add_verdict_options(parser)
     add_json(parser)
 
 
@@ -66,7 +69,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     except FileExistsError as e:
         raise UsageError(f"{e.filename} exists; --emit-traces never overwrites a file (choose an empty directory)") \
             from None
-    judgement = judge(outcomes)
+    judgement = judge(outcomes, args.max_work_gap, args.strict)
     if args.json:
         console.json({"ok": judgement.ok, "z3": Z3_VERSION, "max_requests": options.max_requests,
                       "timeout_s": options.timeout_s, **judgement.to_json(),

@@ -151,17 +151,24 @@ def check(report: CheckReport) -> str:
     lines = table(header, rows)
     lines.append("")
     lines += [f"  {n:>2}  {inv.id}  ({inv.kind})" for n, inv in enumerate(INVARIANTS.values(), 1)]
-    lines.append("cells: ok held in every replay and fuzz run; VIOLATED violated where expected (by a corpus trace, "
-                 "or for fuzzing also the proofs' manifest or an engine finding); UNEXPECTED a verdict failed on it; "
+    lines.append("cells: ok held in every replay and fuzz run; VIOLATED violated where known (a built-in's corpus trace "
+                 "or proofs' manifest, an engine finding's matcher; for config obligations, a user policy's base "
+                 "on the same config); UNEXPECTED a verdict failed on it; "
                  "gap N budget left unused; - not tested")
-    for label, entries in (("skipped", report.skipped), ("failures", [f"{r.policy}: {f}" for r in report.rows for f in r.failures])):
+    known = [f"{r.policy}: {k}" for r in report.rows for k in r.known]
+    for label, entries in (("skipped", report.skipped), ("known", known),
+                           ("failures", [f"{r.policy}: {f}" for r in report.rows for f in r.failures])):
         if entries:
             lines.append(f"{label}:")
             lines += [f"  {clean(e)}" for e in entries]
     if report.interrupted:
         lines.append(f"interrupted (Ctrl-C) in the {report.interrupted} section; the matrix shows the sections "
                      f"before it")
-    lines.append(f"verdict: {'ok' if report.ok and not report.interrupted else 'FAIL'}  "
+    if report.seconds:
+        lines.append("sections: " + ", ".join(f"{name} {s:.1f} s" for name, s in report.seconds.items()))
+    if report.stopped:
+        lines.append(f"stopped in the {clean(report.stopped)}; the matrix shows the sections before it")
+    lines.append(f"verdict: {'ok' if report.ok and not report.interrupted and not report.stopped else 'FAIL'}  "
                  f"({len(report.replays)} replays)")
     return "\n".join(lines)
 

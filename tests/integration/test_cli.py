@@ -205,9 +205,10 @@ def check_run(tmp_path_factory: pytest.TempPathFactory, builtin_proofs: list[Out
     argv = ["check", *[a for p in [*builtin_policies(), *users.values()] for a in ("--policy", p)]]
     reports: list[CheckReport] = []
 
-    def run_once(policies: Sequence[str], progress: Callable[[str], None], database: object) -> CheckReport:
+    def run_once(policies: Sequence[str], progress: Callable[[str], None], database: object,
+                 *verdict_options: Any) -> CheckReport:
         if not reports:  # the check runs once; the --json run prints the same report
-            reports.append(run_check(policies, progress, database))
+            reports.append(run_check(policies, progress, database, *verdict_options))
         return reports[0]
 
     def prove_builtins_once(policies: Sequence[str], options: Options, *args: Any, **kwargs: Any) -> list[Outcome]:

@@ -109,15 +109,16 @@ def test_an_engine_target_without_a_ledger_runs_in_the_same_machine() -> None:
     assert cls.stats.steps > 100
 
 
-def test_an_exception_in_the_target_is_a_target_error() -> None:
+def test_an_exception_in_the_target_is_a_model_error() -> None:
     class Crashing(ModelTarget):
         def step(self, accepted: Mapping[str, int]) -> tuple[StepRecord, StepOutcome]:
             record, outcome = super().step(accepted)
             return replace(record, error="RuntimeError: boom (engine.py:1)"), outcome
 
     found, _ = failure_of("fastdeploy-decode-count", target_factory=Crashing, examples=5)
-    assert found is not None and found.kind == "target-error" and found.error == "RuntimeError: boom (engine.py:1)"
-    assert "the target raised in step 0" in (found.trace.description or "") and found.trace.expect == ()
+    assert found is not None and found.kind == "model-error" and found.error == "RuntimeError: boom (engine.py:1)"
+    assert found.trace.description == "model-error: step 0: the scheduler raised RuntimeError: boom (engine.py:1)"
+    assert found.trace.expect == (ViolationExpectation("model-error"),)
 
 
 def test_a_drain_that_never_finishes_is_a_progress_violation() -> None:

@@ -2,7 +2,7 @@
 
 Each ``PlantedBug`` names a bug, says in one line what it breaks, and applies it with a
 ``pytest.MonkeyPatch`` (never by editing the model). ``caught_by`` maps a tool to the
-failure kinds (invariant ids, or ``target-error`` for an exception inside the model)
+failure kinds (invariant ids, or ``model-error`` for an exception inside the model)
 through which that tool is expected to catch the bug; ``tests/quality/test_planted_bugs.py``
 checks both: ``fuzz`` (the kinds a fuzz run fails with) and ``proof`` (the obligations
 ``tokenbudget prove`` refutes although the manifest records them proved for the correct
@@ -195,26 +195,26 @@ BUGS: tuple[PlantedBug, ...] = (
                _waiting_loop_skips_draft_slots, {FUZZ: frozenset({"input-rows-cap", "input-budget-nonnegative"})}),
     PlantedBug("exit-rule-too-loose",
                "the loops go on while input_budget >= d (off by one: > d), so a request can be granted 0",
-               _exit_rule(loose=True), {FUZZ: frozenset({"target-error"}), PROOF: frozenset({"model-error"})}),
+               _exit_rule(loose=True), {FUZZ: frozenset({"model-error"}), PROOF: frozenset({"model-error"})}),
     PlantedBug("exit-rule-too-strict",
                "the loops stop once input_budget <= d + 1 (off by one: <= d), so B = d + 1 never schedules",
                _exit_rule(loose=False), {FUZZ: frozenset({"progress"})}),
     PlantedBug("grant-before-model-len-clip",
                "a running request keeps the grant the budgets allow, never clipped to max_model_len - computed - 1",
-               _grant_before_model_len_clip, {FUZZ: frozenset({"model-len", "kv-capacity", "target-error"}),
+               _grant_before_model_len_clip, {FUZZ: frozenset({"model-len", "kv-capacity", "model-error"}),
                                              PROOF: frozenset({"model-len"})}),
     PlantedBug("negative-draft-share-not-floored",
                "the drafts riding with a grant, grant - tokens left, are not floored at 0 for a prefill chunk",
-               _negative_draft_share, {FUZZ: frozenset({"spec-shape", "target-error"})}),
+               _negative_draft_share, {FUZZ: frozenset({"spec-shape", "model-error"})}),
     PlantedBug("static-reservation-with-s-minus-1",
                "vLLM <= 0.27's reservation computed as T = B - d * (S - 1)",
                _static_reservation_s_minus_1, {FUZZ: frozenset({"input-rows-cap"})}, policy="vllm-static",
                user_t=False),
     PlantedBug("kv-block-freed-twice-on-preemption",
                "preempting a request drops its block references twice",
-               _block_freed_twice_on_preemption, {FUZZ: frozenset({"kv-capacity", "target-error"})}),
+               _block_freed_twice_on_preemption, {FUZZ: frozenset({"kv-capacity", "model-error"})}),
     PlantedBug("abort-leaves-request-queued",
                "an abort frees the blocks and marks the request aborted but leaves it in its queue",
-               _abort_leaves_request_queued, {FUZZ: frozenset({"no-request-lost", "target-error"})}),
+               _abort_leaves_request_queued, {FUZZ: frozenset({"no-request-lost", "model-error"})}),
 )
 

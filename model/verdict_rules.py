@@ -1,0 +1,163 @@
+"""How a user policy's violations are judged: by the findings' matchers, and against its base.
+
+A user policy (``pkg.module:Class``) is judged on every obligation. A violation it shows
+in a run is not its own, and is called known, only when a finding about its engine's loop
+recognises the mechanism in the counterexample (``findings.explaining_finding``, the
+finding's own matcher): the engine's loop does it whatever the policy. A copy of a
+known-bad built-in policy therefore fails as that policy would.
+
+The config obligations judge the config requirements, which a policy inherits from the
+engine's shared checks: a refutation of ``config-sound`` or ``config-complete`` is known
+when its base policy, the nearest built-in class in its MRO (``base_policy``), shows the
+same on the same counterexample (``base_shows``): it accepts that config and cannot
+serve it either, or refuses it too.
+
+Any other violation fails the policy; ``strict`` fails known ones too. Efficiency is
+relative (``gap_against_base``): the work gap of each step (``spec.work_gap``) under the
+policy and under its base, compared while both runs are in the same state; leaving more
+undone than the base, by more than ``max_work_gap`` tokens, fails. A policy with no
+built-in base has its gap reported, not judged.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Optional, Sequence
+
+from ..spec.invariants import CONFIG, EFFICIENCY, INVARIANTS, work_gap
+from ..spec.records import StepRecord
+from ..spec.trace import Trace
+from .config import BudgetConfig, ConfigError
+from .findings import explaining_finding
+from .policy import BudgetPolicy
+from .registry import BUILTIN, get_policy
+from .replay import BadInput, ReplayResult, replay_on_model
+
+
+def base_policy(policy: BudgetPolicy) -> Optional[str]:
+    """The name of the built-in policy ``policy``'s class derives from (the nearest in its
+    MRO), or None when it derives from none."""
+    return next((cls.name for cls in type(policy).__mro__ if cls in BUILTIN), None)
+
+
+def judged(invariant: str) -> bool:
+    """Whether a refutation of ``invariant`` can fail a user policy by itself: every
+    registered invariant but efficiency, which is judged against the base."""
+    return invariant in INVARIANTS and INVARIANTS[invariant].kind != EFFICIENCY
+
+
+def explanation(trace: Trace, invariant: str, policy_spec: str) -> Optional[str]:
+    """Why the violation of ``invariant`` that ``trace`` shows under the user policy is not
+    the policy's own (one phrase), or None when it is."""
+    policy = get_policy(policy_spec)
+    try:
+        finding = explaining_finding(trace, invariant, policy)
+    except BadInput:
+        finding = None
+    if finding is not None:
+        return f"finding {finding.id}, {finding.spec}"
+    base = base_policy(policy)
+    inherited = invariant in INVARIANTS and INVARIANTS[invariant].kind == CONFIG
+    if inherited and base is not None and base_shows(trace, invariant, base):
+        return f"its base {base} shows it on the same trace"
+    return None
+
+
+def base_shows(trace: Trace, invariant: str, base: str) -> bool:
+    """Whether the built-in policy ``base`` shows the violation of ``invariant`` on ``trace``:
+    for ``config-complete`` it refuses the config too; for ``config-sound`` it accepts the
+    config and its first step grants nothing; otherwise its replay violates ``invariant``."""
+    try:
+        cfg = BudgetConfig.from_dict(trace.config)
+    except ConfigError:
+        return False
+    policy = get_policy(base)
+    try:
+        policy.validate(cfg)
+    except ConfigError:
+        return invariant == "config-complete"
+    if INVARIANTS.get(invariant) is not None and INVARIANTS[invariant].kind == CONFIG:
+        if invariant != "config-sound":
+            return False
+        result = _replay(trace, base)
+        return result is not None and bool(result.steps) and result.steps[0].tokens == 0
+    result = _replay(trace, base)
+    return result is not None and any(v.invariant == invariant for v in result.violations)
+
+
+@dataclass(frozen=True)
+class GapComparison:
+    """The step of a trace where the policy leaves the most work undone beyond its base,
+    both runs being in the same state before it: the two gaps, in tokens."""
+
+    base: str
+    step: int
+    gap: int
+    base_gap: int
+
+    @property
+    def excess(self) -> int:
+        return self.gap - self.base_gap
+
+    def __str__(self) -> str:
+        return (f"step {self.step} leaves {self.gap} tokens of work undone, its base {self.base} "
+                f"{self.base_gap} on the same state")
+
+
+def gap_against_base(trace: Trace, policy_spec: str) -> Optional[GapComparison]:
+    """The step of ``trace`` where the user policy's work gap exceeds its base's the most,
+    comparing while both runs are in the same state; None when it never exceeds it, the
+    policy has no built-in base, or either refuses the config."""
+    base = base_policy(get_policy(policy_spec))
+    if base is None:
+        return None
+    ours, theirs = _replay(trace, policy_spec), _replay(trace, base)
+    if ours is None or theirs is None or ours.run is None or theirs.run is None:
+        return None
+    worst: Optional[GapComparison] = None
+    runs = ours.run, theirs.run
+    for index, (mine, other) in enumerate(zip(*(run.steps for run in runs))):
+        found = GapComparison(base, mine.step, _gap(mine), _gap(other))
+        if found.excess > 0 and (worst is None or found.excess > worst.excess):
+            worst = found
+        if not _same_step(mine, other) or index >= min(len(run.outcomes) for run in runs) or \
+                runs[0].outcomes[index] != runs[1].outcomes[index]:
+            break  # the states differ from here on
+    return worst
+
+
+def exceeds(comparison: Optional[GapComparison], max_work_gap: int) -> bool:
+    """Whether a comparison shows more undone work than the base by over ``max_work_gap`` tokens."""
+    return comparison is not None and comparison.excess > max_work_gap
+
+
+def refutation_complaint(policy_spec: str, invariant: str, traces: Sequence[Trace], max_work_gap: int = 0,
+                         strict: bool = False) -> Optional[str]:
+    """Why a refutation of ``invariant`` (its counterexample ``traces``) fails the user
+    policy, one phrase; None when it does not."""
+    if INVARIANTS.get(invariant) is not None and INVARIANTS[invariant].kind == EFFICIENCY:
+        worst = max((c for c in map(lambda t: gap_against_base(t, policy_spec), traces) if c is not None),
+                    key=lambda c: c.excess, default=None)
+        return f"{worst} (allowed: {max_work_gap} more)" if exceeds(worst, max_work_gap) else None
+    if not judged(invariant) or not traces:
+        return None
+    why = explanation(traces[0], invariant, policy_spec)
+    if why is None:
+        return "its own violation"
+    return f"known ({why}), failing under --strict" if strict else None
+
+
+def _gap(rec: StepRecord) -> int:
+    """The step's work gap as ``work-conserving`` judges it: none in a step that preempted."""
+    return 0 if rec.preempted else work_gap(rec)
+
+
+def _same_step(a: StepRecord, b: StepRecord) -> bool:
+    return (dict(a.num_scheduled_tokens) == dict(b.num_scheduled_tokens) and a.preempted == b.preempted
+            and a.error is None and b.error is None)
+
+
+def _replay(trace: Trace, policy: str) -> Optional[ReplayResult]:
+    try:
+        return replay_on_model(replace(trace, expect=()), policy)
+    except BadInput:
+        return None
