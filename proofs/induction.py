@@ -8,9 +8,9 @@ runner rows are affine in the grant within a class (checked, not assumed), so th
 charges and rows are exact functions of those sums: ``n * f(0) + G * (f(1) - f(0))``.
 
 The **steps** between ledger points over-approximate everything the Scheduler's pass
-can do, with the policy's own functions on z3 terms: a running-loop grant
-(``decisions.running_grant``, after the policy's exit rule unless the decode bypasses
-the budget), an admission (``decisions.admission``, while fewer than S run), a refund
+can do, with the policy's own functions on z3 terms: a running-loop grant (the loop's
+``running_grant``, after the policy's exit rule unless the decode bypasses the budget),
+an admission (the loop's ``admission``, while fewer than S run), a refund
 of any live grant (only under priority scheduling: an FCFS victim is the tail of the
 running queue, never scheduled yet in the pass), a preemption of an unscheduled
 request, and the boundary to the next pass (finishes, then ``initial_budgets`` for any
@@ -118,6 +118,12 @@ def prove_by_induction(policy: BudgetPolicy, timeout_s: float, fixed: Optional[d
     Raises Unknown on a z3 timeout."""
     start = time.perf_counter()
     out = InductionResult()
+    changes = policy.loop.structure_changes()
+    if changes:  # the steps below follow the shared loop's structure
+        why = f"its loop changes the pass's structure ({', '.join(changes)}), which induction does not follow"
+        out.reasons = {name: why for name in LEDGER_INVARIANTS + DECISION_PROPERTIES}
+        out.proved = {name: False for name in out.reasons}
+        return out
     for scheduled_set in (False, True):
         run = _Houdini(policy, SymbolicConfig(policy, scheduled_set, fixed=fixed), timeout_s, check_validation)
         run.solve()
@@ -257,7 +263,7 @@ class _Houdini:
         else:
             facts.append(drafts == 0)
         bypass = self.loop.decodes_bypass_budget and cls
-        grant = decisions.running_grant(policy, p, pre.budgets, demand, computed, threshold, p.max_model_len, bypass)
+        grant = self.loop.running_grant(policy, p, pre.budgets, demand, computed, threshold, p.max_model_len, bypass)
         take = self._take(demand, computed, threshold, bypass)
         facts += [pre.tail, pre.ahead == 0] if at_tail else [take >= 1, take <= pre.ahead]
         moved = pre.but(ahead=pre.ahead - (0 if at_tail else take), tail=z3.BoolVal(False) if at_tail else pre.tail,
@@ -278,7 +284,7 @@ class _Houdini:
         """The full take: ``running_grant`` with budgets larger than the demand."""
         p = self.p
         ample = demand + p.draft_slots + 1
-        return decisions.running_grant(self.policy, p, Budgets(ample, ample), demand, computed, threshold,
+        return self.loop.running_grant(self.policy, p, Budgets(ample, ample), demand, computed, threshold,
                                        p.max_model_len, bypass)
 
     def _admission(self, pre: Point) -> Step:
@@ -287,16 +293,15 @@ class _Houdini:
         threshold = z3.If(z3.Bool(self._name("threshold")), self.sc.long_prefill_token_threshold, 0)
         prefill_scheduled, running_scheduled = (z3.Bool(self._name("prefill_scheduled")),
                                                  z3.Bool(self._name("running_scheduled")))
-        pads = self.loop.pads_short_admissions
-        decision = decisions.admission(policy, p, pre.budgets, demand, hits, threshold, p.max_model_len,
-                                       p.num_speculative_tokens, pads, prefill_scheduled, running_scheduled,
+        decision = self.loop.admission(policy, p, pre.budgets, demand, hits, threshold, p.max_model_len,
+                                       p.num_speculative_tokens, prefill_scheduled, running_scheduled,
                                        p.enable_chunked_prefill)
         guard = z3.And(demand >= 1, hits >= 0, hits + demand <= p.max_model_len - 1, pre.ahead == 0,
                        z3.Not(pre.tail), policy.may_schedule(p, pre.budgets), pre.run < p.max_num_seqs,
                        z3.Not(decision.stop), decision.grant > 0)
         ample = demand + p.draft_slots + p.num_speculative_tokens + 1
-        full = decisions.admission(policy, p, Budgets(ample, ample), demand, hits, threshold, p.max_model_len,
-                                   p.num_speculative_tokens, pads, prefill_scheduled, running_scheduled,
+        full = self.loop.admission(policy, p, Budgets(ample, ample), demand, hits, threshold, p.max_model_len,
+                                   p.num_speculative_tokens, prefill_scheduled, running_scheduled,
                                    p.enable_chunked_prefill)
         post = self._granted(pre.but(run=pre.run + 1), PREFILL, decision.grant, decision.grant == full.grant)
         record = Decision(decision.grant, hits, z3.If(decision.padded, p.num_speculative_tokens, 0),
@@ -385,7 +390,7 @@ class _Houdini:
             threshold = z3.If(z3.Bool(self._name("threshold")), self.sc.long_prefill_token_threshold, 0)
             num_tokens = computed + (1 if cls else demand)
             bypass = self.loop.decodes_bypass_budget and cls
-            grant = decisions.running_grant(policy, p, budgets, demand, computed, threshold, p.max_model_len, bypass)
+            grant = self.loop.running_grant(policy, p, budgets, demand, computed, threshold, p.max_model_len, bypass)
             drafts = decisions.scheduled_drafts(self.loop.drafts_in_grant, k if cls else 0, computed, grant,
                                                 num_tokens, cls)
             facts = [demand >= 1, computed >= 0, num_tokens <= p.max_model_len - 1,
@@ -395,12 +400,11 @@ class _Houdini:
         demand, hits = z3.Int(self._name("demand")), z3.Int(self._name("hits"))
         threshold = z3.If(z3.Bool(self._name("threshold")), self.sc.long_prefill_token_threshold, 0)
         flags = (z3.Bool(self._name("prefill_scheduled")), z3.Bool(self._name("running_scheduled")))
-        pads = self.loop.pads_short_admissions
-        decision = decisions.admission(policy, p, budgets, demand, hits, threshold, p.max_model_len, k, pads, *flags,
+        decision = self.loop.admission(policy, p, budgets, demand, hits, threshold, p.max_model_len, k, *flags,
                                        p.enable_chunked_prefill)
         ample = demand + p.draft_slots + k + 1
-        full = decisions.admission(policy, p, Budgets(ample, ample), demand, hits, threshold, p.max_model_len, k,
-                                   pads, *flags, p.enable_chunked_prefill)
+        full = self.loop.admission(policy, p, Budgets(ample, ample), demand, hits, threshold, p.max_model_len, k,
+                                   *flags, p.enable_chunked_prefill)
         facts = [demand >= 1, hits >= 0, hits + demand <= p.max_model_len - 1, z3.Not(decision.stop),
                  decision.grant > 0, decision.grant == full.grant]
         cases.append((facts, hits, decision.grant, hits + demand, z3.If(decision.padded, k, 0), decision.padded))
