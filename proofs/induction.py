@@ -53,6 +53,11 @@ from ..spec.invariants import INVARIANTS, LEDGER
 from .solving import check, solver, value
 from .symbolic import SymbolicConfig
 
+# The loop variants' structure changes the steps below widen to (``SchedulerLoop.structure_changes``):
+# a victim rule of any order, a cursor that skips a request after a preemption, a loop that
+# does not stop at the exit rule. A cursor moved back (a revisit) is not followed.
+_FOLLOWED = frozenset({"victim", "cursor_after_preemption", "running_checks_exit_rule", "waiting_checks_exit_rule"})
+
 LEDGER_INVARIANTS = tuple(inv.id for inv in INVARIANTS.values() if inv.kind == LEDGER)
 DECISION_PROPERTIES = tuple(inv.id for inv in INVARIANTS.values() if inv.per_grant)
 PREFILL, DECODE = False, True
@@ -118,8 +123,8 @@ def prove_by_induction(policy: BudgetPolicy, timeout_s: float, fixed: Optional[d
     Raises Unknown on a z3 timeout."""
     start = time.perf_counter()
     out = InductionResult()
-    changes = policy.loop.structure_changes()
-    if changes:  # the steps below follow the shared loop's structure
+    changes = [c for c in policy.loop.structure_changes() if c not in _FOLLOWED]
+    if changes:  # a refund that leaves its grant scheduled is outside the ledger abstraction
         why = f"its loop changes the pass's structure ({', '.join(changes)}), which induction does not follow"
         out.reasons = {name: why for name in LEDGER_INVARIANTS + DECISION_PROPERTIES}
         out.proved = {name: False for name in out.reasons}
@@ -146,6 +151,10 @@ class _Houdini:
         self.dropped: dict[str, str] = {}  # candidate -> the step that broke it
         self.has_input = policy.initial_budgets(self.p, z3.Int("probe_d0")).input is not None
         self.loop = policy.loop
+        changes = set(self.loop.structure_changes())
+        # any running request may be a victim (the shared rule: only under priority scheduling)
+        self.any_victim = z3.Or(self.p.priority_scheduling, z3.BoolVal("victim" in changes))
+        self.cursor_skips = "cursor_after_preemption" in changes
         self.max_decode_grant = 1 + (self.p.num_speculative_tokens if self.loop.drafts_in_grant else 0)
         self.sums = self._affine_sums()
         self.candidates = self._candidates()
@@ -269,9 +278,11 @@ class _Houdini:
         moved = pre.but(ahead=pre.ahead - (0 if at_tail else take), tail=z3.BoolVal(False) if at_tail else pre.tail,
                         visited=pre.visited + (1 if cls else 0))
         where = f"{'the tail' if at_tail else 'a request ahead of the tail'} ({'decode' if cls else 'prefill chunk'})"
-        may = True if bypass else policy.may_schedule(p, pre.budgets)
+        checks = self.loop.running_checks_exit_rule and not bypass
+        may = policy.may_schedule(p, pre.budgets) if checks else True
         if not granted:
-            guard = z3.And(*facts, z3.Or(z3.Not(may), grant <= 0))
+            skipped = z3.Or(z3.Not(may), grant <= 0, z3.BoolVal(self.cursor_skips))
+            guard = z3.And(*facts, skipped)
             return Step(f"the running loop skipping {where}", guard, moved.but(clean=z3.BoolVal(False)))
         post = self._granted(moved, cls, grant, grant == take)
         record = Decision(grant, computed,
@@ -297,7 +308,9 @@ class _Houdini:
                                        p.num_speculative_tokens, prefill_scheduled, running_scheduled,
                                        p.enable_chunked_prefill)
         guard = z3.And(demand >= 1, hits >= 0, hits + demand <= p.max_model_len - 1, pre.ahead == 0,
-                       z3.Not(pre.tail), policy.may_schedule(p, pre.budgets), pre.run < p.max_num_seqs,
+                       z3.Not(pre.tail),
+                       policy.may_schedule(p, pre.budgets) if self.loop.waiting_checks_exit_rule else True,
+                       pre.run < p.max_num_seqs,
                        z3.Not(decision.stop), decision.grant > 0)
         ample = demand + p.draft_slots + p.num_speculative_tokens + 1
         full = self.loop.admission(policy, p, Budgets(ample, ample), demand, hits, threshold, p.max_model_len,
@@ -330,7 +343,7 @@ class _Houdini:
         havoc, sane = self._havoc_queue(pre)
         # the victim's grant is refunded because another running request, not scheduled yet,
         # needs its blocks
-        guard = z3.And(self.p.priority_scheduling, pre.run - pre.n[0] - pre.n[1] >= 1,
+        guard = z3.And(self.any_victim, pre.run - pre.n[0] - pre.n[1] >= 1,
                        rest >= 0, grant >= 1, pre.g[cls] - grant >= rest, sane,
                        z3.Implies(rest == 0, pre.g[cls] == grant),
                        *((grant <= self.max_decode_grant, pre.g[cls] - grant <= rest * self.max_decode_grant)
@@ -348,7 +361,7 @@ class _Houdini:
         havoc, sane = self._havoc_queue(pre)
         post = havoc.but(run=pre.run - 1, clean=pre.clean, kept=pre.kept, latest=pre.latest, full=pre.full)
         fcfs = z3.And(post.ahead <= pre.ahead, z3.Implies(post.tail, pre.tail))
-        guard = z3.And(pre.run - pre.n[0] - pre.n[1] >= 1, sane, z3.Or(self.p.priority_scheduling, fcfs))
+        guard = z3.And(pre.run - pre.n[0] - pre.n[1] >= 1, sane, z3.Or(self.any_victim, fcfs))
         return Step("a preemption of an unscheduled request", guard, post)
 
     def _next_pass(self, pre: Point) -> Step:
@@ -362,7 +375,7 @@ class _Houdini:
         visited_all = z3.And(pre.ahead == 0, z3.Not(pre.tail))
         broke = z3.BoolVal(False) if self.loop.decodes_bypass_budget else z3.Not(
             self.policy.may_schedule(self.p, pre.budgets))
-        ended = z3.Or(visited_all, broke, self.p.priority_scheduling)  # a priority victim may end it anywhere
+        ended = z3.Or(visited_all, broke, self.any_victim)  # a victim of any order may end it anywhere
         in_full = z3.And(visited_all, pre.clean, pre.full, self.next_take_bounded)
         guard = z3.And(ended, 0 <= start.d0, start.d0 <= start.run, start.run <= pre.run,
                        start.tail == (start.run >= 1), start.ahead >= 0, z3.Implies(start.run <= 1, start.ahead == 0),
