@@ -446,7 +446,7 @@ class _Houdini:
         self._prune(Step("the empty system", z3.And(empty.run == 0, empty.d0 == 0, empty.ahead == 0,
                                                     z3.Not(empty.tail)), empty), None, {})
         pre = self._point()
-        at_pre = {c: self.candidates[c](pre) for c in self.candidates}
+        at_pre = {c: _term(self.candidates[c](pre)) for c in self.candidates}
         steps = self._steps(pre)
         changed = True
         while changed:
@@ -465,7 +465,7 @@ class _Houdini:
         """Drop the candidates that the step can break from a point where all surviving ones
         hold (``at_pre``: the candidates at ``pre``); True when some were dropped."""
         dropped = False
-        at_post = {c: self.candidates[c](step.post) for c in self.alive}
+        at_post = {c: _term(self.candidates[c](step.post)) for c in self.alive}
         structure = self._structure(step.post)
         while self.alive:
             assumptions = [*self.config, step.guard]
@@ -507,6 +507,11 @@ class _Houdini:
         if cfg["max_num_scheduled_tokens"] is not None:
             knobs.insert(2, f"T={cfg['max_num_scheduled_tokens']}")
         return ", ".join(knobs)
+
+
+def _term(holds: object) -> z3.BoolRef:
+    """A candidate as a z3 Bool: on a fully fixed config one can fold to a Python bool."""
+    return z3.BoolVal(holds) if isinstance(holds, bool) else holds  # type: ignore[return-value]
 
 
 def _input(b: Budgets) -> z3.ArithRef:
