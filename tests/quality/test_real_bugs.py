@@ -33,22 +33,25 @@ class RealBug:
         return f"real_bugs.{self.module}:Policy"
 
 
+ROWS = r"needs \d+ rows|input-rows-cap: refuted"  # the runner's rows past B, in a replay, a fuzz run or a proof
+
 BUGS = (
     RealBug("vllm_49097_cursor", ("work-conserving",), r"gap"),
     RealBug("vllm_16087_running_clip", ("model-len",), r"computed \d+ \+ granted \d+ \+ 1 sampled > max_model_len"),
     RealBug("vllm_16087_padding_gate", ("model-len",), r"computed \d+ \+ granted \d+ \+ 1 sampled > max_model_len"),
     RealBug("vllm_rollback_scheduled_list", ("token-cap", "kv-capacity", "model-error", "target-error"),
-            r"preempt|refund"),
+            r"refuted|preempt"),
     RealBug("vllm_44123_negative_t", ("token-cap", "config-sound", "progress"), r"T=-\d"),
     RealBug("vllm_52922_prefill_throttle", ("work-conserving",), r"gap"),
-    RealBug("vllm_refund_forgets_draft_slots", ("exact-refund",), r"refund"),
-    RealBug("vllm_refund_twice", ("exact-refund",), r"refund"),
+    RealBug("vllm_refund_forgets_draft_slots", ("exact-refund",), r"returned .* but its grant of \d+ charged"),
+    RealBug("vllm_refund_twice", ("exact-refund",), r"returned .* but its grant of \d+ charged"),
     RealBug("vllm_exit_rule_loose", ("model-error", "target-error"), r"granted 0"),
-    RealBug("vllm_exit_rule_strict", ("progress", "config-sound"), r"progress|cannot schedule"),
-    RealBug("vllm_static_s_minus_1", ("input-rows-cap",), r"rows"),
-    RealBug("fastdeploy_before_7438", ("input-rows-cap",), r"rows"),
-    RealBug("fastdeploy_7438_floor", ("input-rows-cap",), r"rows"),
-    RealBug("fastdeploy_7623_mtp_only", ("input-rows-cap",), r"rows.*ngram|ngram.*rows"),
+    RealBug("vllm_exit_rule_strict", ("progress", "config-sound"), r"granted none|cannot schedule"),
+    RealBug("vllm_static_s_minus_1", ("input-rows-cap",), ROWS),
+    RealBug("fastdeploy_before_7438", ("input-rows-cap",), ROWS),
+    RealBug("fastdeploy_7438_floor", ("input-rows-cap",), ROWS),
+    RealBug("fastdeploy_7623_mtp_only", ("input-rows-cap",),
+            r"needs \d+ rows|input-rows-cap: refuted \(B=\d+, S=\d+, k=\d+, ngram"),
 )
 
 COPIES = ("copies:VllmAdaptiveCopy", "copies:VllmLoopCopy", "copies:FastDeploySpecMethodCopy")
