@@ -6,10 +6,10 @@ so its grant counts them. When KV blocks run out, vLLM preempts a victim (refund
 grant if the pass already scheduled it) until the allocation fits; a request that
 preempts itself ends the running pass ("No more request to preempt"), and a pass that
 preempted skips the waiting pass. The victim is ``max(running, key=(priority,
-arrival))`` under priority scheduling and the tail under FCFS (lines 795-803: the shared
+arrival))`` under priority scheduling and the tail under FCFS (lines 796-802: the shared
 ``victim``); removing a victim that stood before the request being scheduled moves the
-cursor back one (809-812: the shared ``cursor_after_preemption``). The waiting pass (``SchedulerLoop._schedule_waiting``)
-pads a 1-token admission to 1 + k (lines 1131-1153), then applies the long-prefill
+cursor back one (808-812: the shared ``cursor_after_preemption``). The waiting pass
+(``SchedulerLoop._schedule_waiting``) pads a 1-token admission to 1 + k (lines 1131-1153), then applies the long-prefill
 threshold (1155-1156), and admits only what the whole-sequence gate lets through.
 """
 from __future__ import annotations

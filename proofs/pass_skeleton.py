@@ -208,8 +208,9 @@ def scheduler_victim(cfg: PassConfig, slots: Sequence[Slot], running: Sequence[B
     """One-hot: the running request the loop preempts (the loop's ``victim``; the shared one
     takes the largest (priority, arrival) under priority scheduling, the tail of the running
     queue under FCFS, the only order FastDeploy schedules in)."""
-    return cfg.policy.loop.victim(cfg.priority_scheduling, running, [s.priority for s in slots],  # type: ignore[no-any-return]
-                                  [s.arrival for s in slots])
+    loop = cfg.policy.loop
+    return loop.victim(cfg.priority_scheduling, running, [s.priority for s in slots],  # type: ignore[no-any-return]
+                       [s.arrival for s in slots])
 
 
 def _cursor_jump(loop: type, running: Sequence[BoolLike], victims: Sequence[BoolLike], i: int) -> IntLike:
