@@ -46,7 +46,7 @@ BUGS = (
     RealBug("vllm_refund_forgets_draft_slots", ("exact-refund",), r"returned .* but its grant of \d+ charged"),
     RealBug("vllm_refund_twice", ("exact-refund",), r"returned .* but its grant of \d+ charged"),
     RealBug("vllm_exit_rule_loose", ("model-error", "target-error"), r"granted 0"),
-    RealBug("vllm_exit_rule_strict", ("progress", "config-sound"), r"granted none|cannot schedule"),
+    RealBug("vllm_exit_rule_strict", ("progress", "config-sound"), r"granted none|cannot schedule|unfinished after"),
     RealBug("vllm_static_s_minus_1", ("input-rows-cap",), ROWS),
     RealBug("fastdeploy_before_7438", ("input-rows-cap",), ROWS),
     RealBug("fastdeploy_7438_floor", ("input-rows-cap",), ROWS),
