@@ -97,3 +97,14 @@ def test_the_cursor_hook_skips_the_request_after_the_current_one():
 def test_a_policy_names_its_variant():
     policy = get_policy("vllm-adaptive")
     assert policy.loop is VllmLoop and on(CursorNotMovedBack).loop is CursorNotMovedBack
+
+
+def test_induction_follows_a_cursor_variant_and_declines_a_refund_that_stays_scheduled():
+    from tokenbudget.proofs.induction import prove_by_induction
+
+    class RefundKeepsVictimScheduled(VllmLoop):
+        unschedules_refunded = False
+
+    assert prove_by_induction(on(CursorNotMovedBack), timeout_s=60).proved["token-cap"]
+    declined = prove_by_induction(on(RefundKeepsVictimScheduled), timeout_s=60)
+    assert not declined.proved["token-cap"] and "unschedules_refunded" in declined.reasons["token-cap"]
