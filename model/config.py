@@ -42,6 +42,7 @@ class Requirement:
     holds: BoolLike
     message: Callable[[], str]
     scope: bool = False
+    name: str = ""  # names a shared requirement, so that a policy can drop it (``BudgetPolicy.shared_requirements``)
 
 
 def config_requirements(c: Any) -> list[Requirement]:
@@ -54,50 +55,76 @@ def config_requirements(c: Any) -> list[Requirement]:
     """
     k, method = c.num_speculative_tokens, c.method
     out = [
-        Requirement(getattr(c, name) >= 1, lambda name=name: f"{name} must be at least 1, got {getattr(c, name)}")
+        Requirement(getattr(c, name) >= 1, lambda name=name: f"{name} must be at least 1, got {getattr(c, name)}",
+                    name=f"{name}-positive")
         for name in ("max_num_batched_tokens", "max_num_seqs", "block_size", "num_kv_blocks", "max_model_len")
     ]
     out += [
         Requirement(
             c.max_num_scheduled_tokens is None or c.max_num_scheduled_tokens >= 1,
             lambda: f"max_num_scheduled_tokens must be at least 1 (or unset), got {c.max_num_scheduled_tokens}",
+            name="max_num_scheduled_tokens-positive",
         ),
-        Requirement(k >= 0, lambda: f"num_speculative_tokens must be >= 0, got {k}"),
+        Requirement(k >= 0, lambda: f"num_speculative_tokens must be >= 0, got {k}",
+                    name="num_speculative_tokens-nonnegative"),
         Requirement(
             not_(and_(k > 0, method is None)),
             lambda: f"num_speculative_tokens={k} needs a method; set method to one of {', '.join(ALL_METHODS)}",
+            name="drafts-need-method",
         ),
         Requirement(
-            not_(and_(k == 0, method is not None)), lambda: f"method={method!r} needs num_speculative_tokens >= 1"
+            not_(and_(k == 0, method is not None)), lambda: f"method={method!r} needs num_speculative_tokens >= 1",
+            name="method-needs-drafts",
         ),
         Requirement(
             method is None or method in ALL_METHODS,
             lambda: f"unknown method {method!r}; set method to one of {', '.join(ALL_METHODS)}",
+            name="method-known",
         ),
         Requirement(
             not (c.parallel_drafting and method is None),
             lambda: "parallel_drafting needs speculative decoding; set method and num_speculative_tokens",
+            name="parallel-drafting-needs-method",
         ),
         Requirement(
             c.scheduling_policy in SCHEDULING_POLICIES,
             lambda: f"scheduling_policy must be 'fcfs' or 'priority', got {c.scheduling_policy!r}",
+            name="scheduling-policy-known",
         ),
         Requirement(
             c.long_prefill_token_threshold >= 0,
             lambda: f"long_prefill_token_threshold must be >= 0 (0 disables it), got {c.long_prefill_token_threshold}",
+            name="long-prefill-threshold-nonnegative",
         ),
         Requirement(
             c.long_prefill_token_threshold <= c.max_model_len,
             lambda: f"long_prefill_token_threshold ({c.long_prefill_token_threshold}) cannot exceed max_model_len "
             f"({c.max_model_len}); lower long_prefill_token_threshold",
+            name="long-prefill-threshold-within-model-len",
         ),
         Requirement(
             c.num_kv_blocks * c.block_size >= c.max_model_len,
             lambda: f"the KV pool holds {c.num_kv_blocks * c.block_size} tokens, less than one max_model_len "
             f"sequence ({c.max_model_len}); raise num_kv_blocks or lower max_model_len",
+            name="kv-pool-holds-one-sequence",
         ),
     ]
     return out
+
+
+# The shared requirements the model itself cannot run without (a pool, a batch, a known
+# method); BudgetConfig enforces these whatever the policy. Every other shared requirement
+# is the policy's to keep or drop (``BudgetPolicy.shared_requirements``).
+STRUCTURAL = frozenset({
+    "max_num_batched_tokens-positive", "max_num_seqs-positive", "block_size-positive", "num_kv_blocks-positive",
+    "max_model_len-positive", "num_speculative_tokens-nonnegative", "drafts-need-method", "method-needs-drafts",
+    "method-known", "parallel-drafting-needs-method", "scheduling-policy-known",
+})
+
+
+def structural_requirements(c: Any) -> list[Requirement]:
+    """The ``STRUCTURAL`` subset of ``config_requirements``, in the same order."""
+    return [r for r in config_requirements(c) if r.name in STRUCTURAL]
 
 
 @dataclass(frozen=True)
@@ -107,8 +134,10 @@ class BudgetConfig:
     ``num_speculative_tokens == 0`` means speculative decoding is off; then ``method``
     must be None. ``max_num_scheduled_tokens`` None lets the policy derive it.
     Engine-specific limits (for example vLLM's ``B >= S``) live in each policy's
-    ``validate``; this class checks only what every engine agrees on, and that no knob
-    exceeds its ``LIMITS`` entry.
+    ``validate``; this class checks the field types, that no knob exceeds its ``LIMITS``
+    entry, and the ``STRUCTURAL`` requirements. The other shared requirements (a positive
+    ``max_num_scheduled_tokens``, the threshold's range, a pool of one sequence) are
+    checked by the policy's ``validate``, which may drop some.
     """
 
     max_num_batched_tokens: int = 8192
@@ -138,7 +167,7 @@ class BudgetConfig:
                                   f"got {value:,}; lower {f.name}")
             if f.type in ("str", "str | None") and value is not None and not isinstance(value, str):
                 raise ConfigError(f"{f.name} must be a string, got {value!r}")
-        for r in config_requirements(self):
+        for r in structural_requirements(self):
             if not r.holds:
                 raise ConfigError(r.message())
 

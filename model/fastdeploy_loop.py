@@ -10,8 +10,8 @@ block it lacks (``speculate_schedule_cache.cu``:50-69 sets ``is_block_step``); a
 visit that gives it blocks resumes it (``recover_decode_task``, gpu_model_runner.py:1249).
 A paused decode runs 0 rows: it is listed in the StepRecord's ``paused``, never granted.
 
-Preemption (``_trigger_preempt``, :387-443) pops the tail of the running list and never
-refunds; FastDeploy schedules FCFS only. The waiting pass is the shared one
+Preemption (``_trigger_preempt``, :387-443) pops the tail of the running list (the shared
+``victim`` under FCFS, the only order FastDeploy schedules in) and never refunds. The waiting pass is the shared one
 (``SchedulerLoop._schedule_waiting``), unpadded; ``long_prefill_token_threshold`` is not
 read by the V1 scheduler. The KV pool and its admission gate are the model's vLLM-like
 ones (SPEC.md §5).
@@ -37,13 +37,13 @@ class FastDeployLoop(SchedulerLoop):
         i = 0
         while i < len(self.running):
             req = self.running[i]
-            stopped = stopped or not step.may_schedule()
+            stopped = stopped or (self.running_checks_exit_rule and not step.may_schedule())
             if stopped and not req.is_decoding:
                 i += 1
                 continue
             computed = req.num_computed_tokens
-            grant = decisions.running_grant(policy, self.params, step.budgets, req.num_tokens - computed, computed,
-                                            threshold, cfg.max_model_len, req.is_decoding)
+            grant = self.running_grant(policy, self.params, step.budgets, req.num_tokens - computed, computed,
+                                       threshold, cfg.max_model_len, req.is_decoding)
             if grant <= 0:
                 i += 1
                 continue
@@ -78,9 +78,6 @@ class FastDeployLoop(SchedulerLoop):
             return False
         slots = grant_rules.kv_slots_needed(computed, grant + req.num_draft_tokens, self.lookahead, max_len)
         return self.pool.blocks_needed(req, slots, []) == 0
-
-    def _pick_victim(self) -> Request:
-        return self.running[-1]
 
     def _progress_possible(self, step: StepPass) -> bool:
         """Budget left by the exit rule and KV for some request's next token; or, with no

@@ -8,21 +8,28 @@ sampled and accepted tokens, finishes requests and proposes drafts for the next 
 An engine family subclasses it (``vllm_loop.VllmLoop``, ``fastdeploy_loop.FastDeployLoop``)
 and supplies the control flow: the running pass, the victim of a failed allocation and
 whether progress was possible (the waiting pass and its admission gate are shared; a loop
-may override them); it states that control flow in four class attributes, which the
+may override them); it states that control flow in class attributes, which the
 prover's pass skeleton (``proofs/pass_skeleton.py``) follows. A policy names
 its loop (``BudgetPolicy.loop``); the policy parametrizes the budget arithmetic.
+
+A loop variant (a user's change to an engine's loop) subclasses an engine loop and sets a
+flag or overrides a hook: the classmethods ``running_grant``, ``admission``, ``victim``
+and ``cursor_after_preemption`` are written over IntLike, and the loop calls them on ints
+as the pass skeleton calls them on z3 terms, so ``check``, ``prove`` and ``fuzz`` judge the
+variant as they judge a policy.
 """
 from __future__ import annotations
 
 import bisect
-from typing import ClassVar, Optional
+from typing import ClassVar, Optional, Sequence
 
 from ..spec import grant_rules
+from ..spec.intlike import BoolLike, IntLike, ite
 from ..spec.records import RequestState, StepLimits, StepOutcome, StepRecord
 from . import decisions, methods
 from .config import BudgetConfig
 from .kv_pool import KVBlockPool
-from .policy import BudgetPolicy
+from .policy import BudgetParams, BudgetPolicy, Budgets
 from .request import Request, Status
 from .step_pass import StepPass
 
@@ -45,13 +52,57 @@ def scheduler_for(cfg: BudgetConfig, policy: BudgetPolicy, validate: bool = True
 
 class SchedulerLoop:
     """The shared state, bookkeeping and waiting pass of a scheduling loop; subclasses
-    supply the running pass, ``_pick_victim`` and ``_progress_possible``."""
+    supply the running pass and ``_progress_possible``."""
 
     # The loop's control flow, as the prover's pass skeleton follows it; each loop sets all three.
     drafts_in_grant: ClassVar[bool]  # a decode's grant counts its scheduled drafts
     pads_short_admissions: ClassVar[bool]  # a 1-token admission is padded to 1 + k
     decodes_bypass_budget: ClassVar[bool]  # an unvisited decode still runs, on the KV blocks it holds
     applies_long_prefill_threshold: ClassVar[bool] = True  # the engine reads long_prefill_token_threshold
+    running_checks_exit_rule: ClassVar[bool] = True  # the running pass stops when the policy's exit rule says so
+    waiting_checks_exit_rule: ClassVar[bool] = True  # the waiting pass admits only while the exit rule lets it
+    unschedules_refunded: ClassVar[bool] = True  # a same-step preemption takes the victim's grant off the step too
+
+    # -- the hooks of a loop variant (IntLike: the pass skeleton calls them on z3 terms) ---
+    @classmethod
+    def running_grant(cls, policy: BudgetPolicy, p: BudgetParams, budgets: Budgets, demand: IntLike,
+                      computed: IntLike, threshold: IntLike, max_model_len: IntLike, bypass: BoolLike) -> IntLike:
+        """Tokens for a running request that wants ``demand`` (<= 0: skip it and go on): the
+        threshold, then the policy's grant, then the clip to max_model_len (``decisions.running_grant``)."""
+        return decisions.running_grant(policy, p, budgets, demand, computed, threshold, max_model_len, bypass)
+
+    @classmethod
+    def admission(cls, policy: BudgetPolicy, p: BudgetParams, budgets: Budgets, demand: IntLike, computed: IntLike,
+                  threshold: IntLike, max_model_len: IntLike, k: IntLike, prefill_scheduled: BoolLike,
+                  running_scheduled: BoolLike, chunked_prefill: BoolLike) -> decisions.Admission:
+        """The decision for the head of the waiting queue: padding (when ``pads_short_admissions``)
+        and its max_model_len gate, then the threshold, then the policy (``decisions.admission``)."""
+        return decisions.admission(policy, p, budgets, demand, computed, threshold, max_model_len, k,
+                                   cls.pads_short_admissions, prefill_scheduled, running_scheduled, chunked_prefill)
+
+    @classmethod
+    def victim(cls, priority_scheduling: BoolLike, running: Sequence[BoolLike], priority: Sequence[IntLike],
+               arrival: Sequence[IntLike]) -> list[BoolLike]:
+        """One-hot over the running queue: the request preempted when an allocation fails
+        (``decisions.victim``); all False when none runs."""
+        return decisions.victim(priority_scheduling, running, priority, arrival)  # type: ignore[no-any-return]
+
+    @classmethod
+    def cursor_after_preemption(cls, index: IntLike, victim_index: IntLike) -> IntLike:
+        """The running pass's cursor (``index``, the request being scheduled) after the
+        victim at ``victim_index`` left the running queue: one back when it stood before."""
+        return ite(victim_index < index, index - 1, index)
+
+    @classmethod
+    def structure_changes(cls) -> list[str]:
+        """The flags and hooks of the pass's structure this loop changes from the shared
+        loop's (the prover's induction assumes none of them changed)."""
+        out = [name for name in ("running_checks_exit_rule", "waiting_checks_exit_rule", "unschedules_refunded")
+               if not getattr(cls, name)]
+        for name in ("victim", "cursor_after_preemption"):
+            if getattr(cls, name).__func__ is not getattr(SchedulerLoop, name).__func__:
+                out.append(name)
+        return out
 
     def __init__(self, cfg: BudgetConfig, policy: BudgetPolicy, validate: bool = True) -> None:
         """Raises ConfigError when ``validate`` and the policy refuses cfg."""
@@ -185,8 +236,11 @@ class SchedulerLoop:
         raise NotImplementedError
 
     def _pick_victim(self) -> Request:
-        """The running request to preempt when an allocation fails."""
-        raise NotImplementedError
+        """The running request to preempt when an allocation fails (``victim``)."""
+        running = self.running
+        onehot = self.victim(self.cfg.scheduling_policy == "priority", [True] * len(running),
+                             [r.priority for r in running], [r.arrival for r in running])
+        return running[onehot.index(True)]
 
     def _progress_possible(self, step: StepPass) -> bool:
         """Could some request take a token at the start of the pass?"""
@@ -204,11 +258,11 @@ class SchedulerLoop:
             victim = self._pick_victim()
             victim_index = self.running.index(victim)
             del self.running[victim_index]
-            if victim_index < index:
-                index -= 1
+            index = int(self.cursor_after_preemption(index, victim_index))
             if victim.request_id in step.grants:
-                step.record_refund(victim)
-                step.scheduled_running.remove(victim)
+                step.record_refund(victim, unschedule=self.unschedules_refunded)
+                if self.unschedules_refunded:
+                    step.scheduled_running.remove(victim)
             self._preempt(victim)
             step.preempted.append(victim.request_id)
             if victim is req:
@@ -223,16 +277,16 @@ class SchedulerLoop:
         """The waiting pass: admit the head of the queue while the exit rule, the sequence
         cap, the admission decision and the KV pool let it; stop at the first that cannot."""
         policy, cfg, k = self.policy, self.cfg, self.k
-        while self.waiting and step.may_schedule():
+        while self.waiting and (step.may_schedule() or not self.waiting_checks_exit_rule):
             if len(self.running) >= cfg.max_num_seqs:
                 break
             req = self.waiting[0]
             hits = self.pool.find_cached_prefix(req) if req.num_computed_tokens == 0 else []
             computed = req.num_computed_tokens + len(hits) * cfg.block_size
-            decision = decisions.admission(
+            decision = self.admission(
                 policy, self.params, step.budgets, req.num_tokens - computed, computed, threshold,
-                cfg.max_model_len, k, self.pads_short_admissions, step.prefill_scheduled,
-                bool(step.scheduled_running), self.params.enable_chunked_prefill,
+                cfg.max_model_len, k, step.prefill_scheduled, bool(step.scheduled_running),
+                self.params.enable_chunked_prefill,
             )
             if decision.stop:
                 break

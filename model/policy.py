@@ -7,10 +7,10 @@ reference scheduler (ints) and the prover (z3 terms) run the same code.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Optional
+from typing import Any, ClassVar, Optional
 
 from . import methods
-from .config import BudgetConfig, ConfigError, Requirement
+from .config import BudgetConfig, ConfigError, Requirement, config_requirements
 from ..spec.intlike import BoolLike, IntLike, and_, is_concrete, min_
 
 
@@ -20,6 +20,8 @@ class BudgetParams:
 
     ``decode_rows`` is what a decoding request physically runs on the engine's model
     runner; ``draft_slots`` (d) the extra runner rows every scheduled request occupies.
+    ``method`` is the drafting method's name (None without speculation): compare it with
+    ``==`` (``p.method == "mtp"``), which the prover answers with a z3 Bool over every method.
     """
 
     max_num_batched_tokens: IntLike  # B
@@ -38,6 +40,7 @@ class BudgetParams:
     chunked_prefill_knob: BoolLike  # enable_chunked_prefill as the user set it, for validation
     parallel_drafting: BoolLike
     priority_scheduling: BoolLike  # scheduling_policy == "priority"
+    method: Any = None  # the method's name: a str or None here, a ``proofs.symbolic.SymbolicMethod`` in the prover
 
 
 def plain(*values: object) -> bool:
@@ -71,13 +74,21 @@ class BudgetPolicy:
     # -- configuration ---------------------------------------------------------------
     def validate(self, cfg: BudgetConfig) -> None:
         """Raise ConfigError (naming the knob to change) when the engine would refuse cfg:
-        a method outside this policy's table, or the first of ``requirements`` that fails."""
+        a method outside this policy's table, or the first of ``shared_requirements`` and
+        then of ``requirements`` that fails."""
         if cfg.method is not None and cfg.method not in methods.TABLES[self.table]:
             known = ", ".join(sorted(methods.TABLES[self.table]))
             raise ConfigError(f"{self.name} does not model method {cfg.method!r}; set method to one of {known}")
-        for r in self.requirements(self.params(cfg)):
+        for r in [*self.shared_requirements(cfg), *self.requirements(self.params(cfg))]:
             if not r.holds:
                 raise ConfigError(r.message())
+
+    def shared_requirements(self, c: Any) -> list[Requirement]:
+        """What every engine asks of a config (``config.config_requirements``), as this
+        policy's engine asks it. ``c`` has BudgetConfig's field names (the prover passes
+        one whose numbers are z3 terms). Override to drop a requirement by its ``name``
+        or to add one; BudgetConfig enforces the ``STRUCTURAL`` ones whatever this returns."""
+        return config_requirements(c)
 
     def requirements(self, p: BudgetParams) -> list[Requirement]:
         """The engine's acceptance conditions over IntLike, in the order it checks them.
@@ -116,6 +127,7 @@ class BudgetPolicy:
             chunked_prefill_knob=cfg.enable_chunked_prefill,
             parallel_drafting=cfg.parallel_drafting,
             priority_scheduling=cfg.scheduling_policy == "priority",
+            method=cfg.method,
         )
 
     def lookahead(self, cfg: BudgetConfig) -> int:

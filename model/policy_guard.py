@@ -29,7 +29,8 @@ from .policy import BudgetParams, BudgetPolicy, Budgets
 INT, BOOL = "an int", "a bool"
 # method -> what it returns on concrete arguments (None: not checked)
 RETURNS: dict[str, Any] = {
-    "validate": None, "requirements": list, "accepts": BOOL, "in_scope": BOOL, "params": BudgetParams,
+    "validate": None, "shared_requirements": list, "requirements": list, "accepts": BOOL, "in_scope": BOOL,
+    "params": BudgetParams,
     "lookahead": INT, "token_cap": INT, "initial_budgets": Budgets, "may_schedule": BOOL, "grant": INT,
     "charge": Budgets, "refund": Budgets, "runner_rows": INT, "spend": Budgets,
 }

@@ -57,15 +57,19 @@ class StepPass:
         if not is_decode and req.num_computed_tokens < req.num_tokens - 1:
             self.prefill.add(rid)
 
-    def record_refund(self, req: Request) -> None:
-        """Take back the grant of req, preempted in the same pass that scheduled it."""
+    def record_refund(self, req: Request, unschedule: bool = True) -> None:
+        """Take back the grant of req, preempted in the same pass that scheduled it: the
+        budgets, and (``unschedule``) its place among the step's scheduled requests."""
         rid = req.request_id
-        grant = self.grants.pop(rid)
+        grant = self.grants[rid]
         before = self.budgets
-        refund = self.policy.refund(self.params, grant, self.charged_as_decode.pop(rid))
+        refund = self.policy.refund(self.params, grant, self.charged_as_decode[rid])
         after = self.budgets = self.policy.spend(before, refund, +1)
         self.ledger.append(LedgerEntry("refund", rid, grant, before.token, after.token, before.input, after.input))
-        for table in (self.drafts, self.rows, self.computed_before, self.num_tokens):
+        if not unschedule:
+            return
+        for table in (self.grants, self.charged_as_decode, self.drafts, self.rows, self.computed_before,
+                      self.num_tokens):
             del table[rid]
         self.padded.discard(rid)
         self.prefill.discard(rid)

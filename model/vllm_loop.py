@@ -5,15 +5,17 @@ and breaks at the first request it cannot visit. A decode's demand includes its 
 so its grant counts them. When KV blocks run out, vLLM preempts a victim (refunding its
 grant if the pass already scheduled it) until the allocation fits; a request that
 preempts itself ends the running pass ("No more request to preempt"), and a pass that
-preempted skips the waiting pass. The waiting pass (``SchedulerLoop._schedule_waiting``)
-pads a 1-token admission to 1 + k (lines 1131-1153), then applies the long-prefill
+preempted skips the waiting pass. The victim is ``max(running, key=(priority,
+arrival))`` under priority scheduling and the tail under FCFS (lines 796-802: the shared
+``victim``); removing a victim that stood before the request being scheduled moves the
+cursor back one (808-812: the shared ``cursor_after_preemption``). The waiting pass
+(``SchedulerLoop._schedule_waiting``) pads a 1-token admission to 1 + k (lines 1131-1153), then applies the long-prefill
 threshold (1155-1156), and admits only what the whole-sequence gate lets through.
 """
 from __future__ import annotations
 
 from . import decisions
 from .loop import SchedulerLoop
-from .request import Request
 from .step_pass import StepPass
 
 
@@ -26,12 +28,12 @@ class VllmLoop(SchedulerLoop):
         policy, cfg = self.policy, self.cfg
         i = 0
         while i < len(self.running):
-            if not step.may_schedule():
+            if self.running_checks_exit_rule and not step.may_schedule():
                 break
             req = self.running[i]
             computed = req.num_computed_tokens
-            grant = decisions.running_grant(policy, self.params, step.budgets, req.num_tokens_with_spec - computed,
-                                            computed, threshold, cfg.max_model_len, False)
+            grant = self.running_grant(policy, self.params, step.budgets, req.num_tokens_with_spec - computed,
+                                       computed, threshold, cfg.max_model_len, False)
             if grant <= 0:
                 i += 1
                 continue
@@ -41,14 +43,6 @@ class VllmLoop(SchedulerLoop):
             if next_index is None:
                 break
             i = next_index
-
-    def _pick_victim(self) -> Request:
-        """The largest (priority, arrival) under priority scheduling, ``max(running, key=...)``;
-        the tail of the running queue under FCFS."""
-        running = self.running
-        onehot = decisions.victim(self.cfg.scheduling_policy == "priority", [True] * len(running),
-                                  [r.priority for r in running], [r.arrival for r in running])
-        return running[onehot.index(True)]
 
     def _progress_possible(self, step: StepPass) -> bool:
         """KV for some request's next token. The exit rule is not asked: progress is judged

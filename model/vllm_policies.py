@@ -23,11 +23,13 @@ class _VllmPolicy(BudgetPolicy):
                 or_(p.enable_chunked_prefill, b >= max_len),
                 lambda: f"max_num_batched_tokens ({b}) is smaller than max_model_len ({max_len}) with chunked prefill "
                 "off; raise max_num_batched_tokens, lower max_model_len or set enable_chunked_prefill=true",
+                name="batch-holds-model-len",
             ),
             Requirement(
                 b >= s,
                 lambda: f"max_num_batched_tokens ({b}) must be >= max_num_seqs ({s}); raise max_num_batched_tokens "
                 "or lower max_num_seqs",
+                name="batch-holds-seqs",
             ),
         ]
 
@@ -59,11 +61,13 @@ class VllmAdaptive(_VllmPolicy):
                 cap > 0,
                 lambda: f"max_num_scheduled_tokens is {cap}, which allows no token; raise max_num_scheduled_tokens "
                 "(or leave it unset)",
+                name="token-cap-positive",
             ),
             Requirement(
                 b > d,
                 lambda: f"max_num_batched_tokens ({b}) must exceed the draft slots of one request (d={d}); raise "
                 "max_num_batched_tokens or lower num_speculative_tokens",
+                name="batch-exceeds-draft-slots",
             ),
         ]
 

@@ -8,9 +8,9 @@ runner rows are affine in the grant within a class (checked, not assumed), so th
 charges and rows are exact functions of those sums: ``n * f(0) + G * (f(1) - f(0))``.
 
 The **steps** between ledger points over-approximate everything the Scheduler's pass
-can do, with the policy's own functions on z3 terms: a running-loop grant
-(``decisions.running_grant``, after the policy's exit rule unless the decode bypasses
-the budget), an admission (``decisions.admission``, while fewer than S run), a refund
+can do, with the policy's own functions on z3 terms: a running-loop grant (the loop's
+``running_grant``, after the policy's exit rule unless the decode bypasses the budget),
+an admission (the loop's ``admission``, while fewer than S run), a refund
 of any live grant (only under priority scheduling: an FCFS victim is the tail of the
 running queue, never scheduled yet in the pass), a preemption of an unscheduled
 request, and the boundary to the next pass (finishes, then ``initial_budgets`` for any
@@ -56,6 +56,11 @@ from ..spec.invariants import INVARIANTS, LEDGER
 from .solving import check, solver, value
 from .violations import MODEL_ERROR
 from .symbolic import SymbolicConfig
+
+# The loop variants' structure changes the steps below widen to (``SchedulerLoop.structure_changes``):
+# a victim rule of any order, a cursor that skips a request after a preemption, a loop that
+# does not stop at the exit rule. A cursor moved back (a revisit) is not followed.
+_FOLLOWED = frozenset({"victim", "cursor_after_preemption", "running_checks_exit_rule", "waiting_checks_exit_rule"})
 
 LEDGER_INVARIANTS = tuple(inv.id for inv in INVARIANTS.values() if inv.kind == LEDGER)
 DECISION_PROPERTIES = tuple(inv.id for inv in INVARIANTS.values() if inv.per_grant)
@@ -123,6 +128,12 @@ def prove_by_induction(policy: BudgetPolicy, timeout_s: float, fixed: Optional[d
     Raises Unknown on a z3 timeout."""
     start = time.perf_counter()
     out = InductionResult()
+    changes = [c for c in policy.loop.structure_changes() if c not in _FOLLOWED]
+    if changes:  # a refund that leaves its grant scheduled is outside the ledger abstraction
+        why = f"its loop changes the pass's structure ({', '.join(changes)}), which induction does not follow"
+        out.reasons = {name: why for name in LEDGER_INVARIANTS + DECISION_PROPERTIES}
+        out.proved = {name: False for name in out.reasons}
+        return out
     for scheduled_set in (False, True):
         run = _Houdini(policy, SymbolicConfig(policy, scheduled_set, fixed=fixed), timeout_s, check_validation)
         run.solve()
@@ -145,6 +156,10 @@ class _Houdini:
         self.dropped: dict[str, str] = {}  # candidate -> the step that broke it
         self.has_input = policy.initial_budgets(self.p, z3.Int("probe_d0")).input is not None
         self.loop = policy.loop
+        changes = set(self.loop.structure_changes())
+        # any running request may be a victim (the shared rule: only under priority scheduling)
+        self.any_victim = z3.Or(self.p.priority_scheduling, z3.BoolVal("victim" in changes))
+        self.cursor_skips = "cursor_after_preemption" in changes
         self.max_decode_grant = 1 + (self.p.num_speculative_tokens if self.loop.drafts_in_grant else 0)
         self.sums = self._affine_sums()
         self.candidates = self._candidates()
@@ -271,15 +286,17 @@ class _Houdini:
         else:
             facts.append(drafts == 0)
         bypass = self.loop.decodes_bypass_budget and cls
-        grant = decisions.running_grant(policy, p, pre.budgets, demand, computed, threshold, p.max_model_len, bypass)
+        grant = self.loop.running_grant(policy, p, pre.budgets, demand, computed, threshold, p.max_model_len, bypass)
         take = self._take(demand, computed, threshold, bypass)
         facts += [pre.tail, pre.ahead == 0] if at_tail else [take >= 1, take <= pre.ahead]
         moved = pre.but(ahead=pre.ahead - (0 if at_tail else take), tail=z3.BoolVal(False) if at_tail else pre.tail,
                         visited=pre.visited + (1 if cls else 0))
         where = f"{'the tail' if at_tail else 'a request ahead of the tail'} ({'decode' if cls else 'prefill chunk'})"
-        may = True if bypass else policy.may_schedule(p, pre.budgets)
+        checks = self.loop.running_checks_exit_rule and not bypass
+        may = policy.may_schedule(p, pre.budgets) if checks else True
         if not granted:
-            guard = z3.And(*facts, z3.Or(z3.Not(may), grant <= 0))
+            skipped = z3.Or(z3.Not(may), grant <= 0, z3.BoolVal(self.cursor_skips))
+            guard = z3.And(*facts, skipped)
             return Step(f"the running loop skipping {where}", guard, moved.but(clean=z3.BoolVal(False)))
         post = self._granted(moved, cls, grant, grant == take)
         record = Decision(grant, computed,
@@ -292,7 +309,7 @@ class _Houdini:
         """The full take: ``running_grant`` with budgets larger than the demand."""
         p = self.p
         ample = demand + p.draft_slots + 1
-        return decisions.running_grant(self.policy, p, Budgets(ample, ample), demand, computed, threshold,
+        return self.loop.running_grant(self.policy, p, Budgets(ample, ample), demand, computed, threshold,
                                        p.max_model_len, bypass)
 
     def _admission(self, pre: Point) -> Step:
@@ -301,16 +318,16 @@ class _Houdini:
         threshold = z3.If(z3.Bool(self._name("threshold")), self.sc.long_prefill_token_threshold, 0)
         prefill_scheduled, running_scheduled = (z3.Bool(self._name("prefill_scheduled")),
                                                  z3.Bool(self._name("running_scheduled")))
-        pads = self.loop.pads_short_admissions
-        decision = decisions.admission(policy, p, pre.budgets, demand, hits, threshold, p.max_model_len,
-                                       p.num_speculative_tokens, pads, prefill_scheduled, running_scheduled,
+        decision = self.loop.admission(policy, p, pre.budgets, demand, hits, threshold, p.max_model_len,
+                                       p.num_speculative_tokens, prefill_scheduled, running_scheduled,
                                        p.enable_chunked_prefill)
         attempt = z3.And(demand >= 1, hits >= 0, hits + demand <= p.max_model_len - 1, pre.ahead == 0,
-                         z3.Not(pre.tail), policy.may_schedule(p, pre.budgets), pre.run < p.max_num_seqs,
-                         z3.Not(decision.stop))
+                         z3.Not(pre.tail),
+                         policy.may_schedule(p, pre.budgets) if self.loop.waiting_checks_exit_rule else True,
+                         pre.run < p.max_num_seqs, z3.Not(decision.stop))
         ample = demand + p.draft_slots + p.num_speculative_tokens + 1
-        full = decisions.admission(policy, p, Budgets(ample, ample), demand, hits, threshold, p.max_model_len,
-                                   p.num_speculative_tokens, pads, prefill_scheduled, running_scheduled,
+        full = self.loop.admission(policy, p, Budgets(ample, ample), demand, hits, threshold, p.max_model_len,
+                                   p.num_speculative_tokens, prefill_scheduled, running_scheduled,
                                    p.enable_chunked_prefill)
         post = self._granted(pre.but(run=pre.run + 1), PREFILL, decision.grant, decision.grant == full.grant)
         record = Decision(decision.grant, hits, z3.If(decision.padded, p.num_speculative_tokens, 0),
@@ -340,7 +357,7 @@ class _Houdini:
         havoc, sane = self._havoc_queue(pre)
         # the victim's grant is refunded because another running request, not scheduled yet,
         # needs its blocks
-        guard = z3.And(self.p.priority_scheduling, pre.run - pre.n[0] - pre.n[1] >= 1,
+        guard = z3.And(self.any_victim, pre.run - pre.n[0] - pre.n[1] >= 1,
                        rest >= 0, grant >= 1, pre.g[cls] - grant >= rest, sane,
                        z3.Implies(rest == 0, pre.g[cls] == grant),
                        *((grant <= self.max_decode_grant, pre.g[cls] - grant <= rest * self.max_decode_grant)
@@ -358,7 +375,7 @@ class _Houdini:
         havoc, sane = self._havoc_queue(pre)
         post = havoc.but(run=pre.run - 1, clean=pre.clean, kept=pre.kept, latest=pre.latest, full=pre.full)
         fcfs = z3.And(post.ahead <= pre.ahead, z3.Implies(post.tail, pre.tail))
-        guard = z3.And(pre.run - pre.n[0] - pre.n[1] >= 1, sane, z3.Or(self.p.priority_scheduling, fcfs))
+        guard = z3.And(pre.run - pre.n[0] - pre.n[1] >= 1, sane, z3.Or(self.any_victim, fcfs))
         return Step("a preemption of an unscheduled request", guard, post)
 
     def _next_pass(self, pre: Point) -> Step:
@@ -372,7 +389,7 @@ class _Houdini:
         visited_all = z3.And(pre.ahead == 0, z3.Not(pre.tail))
         broke = z3.BoolVal(False) if self.loop.decodes_bypass_budget else z3.Not(
             self.policy.may_schedule(self.p, pre.budgets))
-        ended = z3.Or(visited_all, broke, self.p.priority_scheduling)  # a priority victim may end it anywhere
+        ended = z3.Or(visited_all, broke, self.any_victim)  # a victim of any order may end it anywhere
         in_full = z3.And(visited_all, pre.clean, pre.full, self.next_take_bounded)
         guard = z3.And(ended, 0 <= start.d0, start.d0 <= start.run, start.run <= pre.run,
                        start.tail == (start.run >= 1), start.ahead >= 0, z3.Implies(start.run <= 1, start.ahead == 0),
@@ -400,7 +417,7 @@ class _Houdini:
             threshold = z3.If(z3.Bool(self._name("threshold")), self.sc.long_prefill_token_threshold, 0)
             num_tokens = computed + (1 if cls else demand)
             bypass = self.loop.decodes_bypass_budget and cls
-            grant = decisions.running_grant(policy, p, budgets, demand, computed, threshold, p.max_model_len, bypass)
+            grant = self.loop.running_grant(policy, p, budgets, demand, computed, threshold, p.max_model_len, bypass)
             drafts = decisions.scheduled_drafts(self.loop.drafts_in_grant, k if cls else 0, computed, grant,
                                                 num_tokens, cls)
             facts = [demand >= 1, computed >= 0, num_tokens <= p.max_model_len - 1,
@@ -410,12 +427,11 @@ class _Houdini:
         demand, hits = z3.Int(self._name("demand")), z3.Int(self._name("hits"))
         threshold = z3.If(z3.Bool(self._name("threshold")), self.sc.long_prefill_token_threshold, 0)
         flags = (z3.Bool(self._name("prefill_scheduled")), z3.Bool(self._name("running_scheduled")))
-        pads = self.loop.pads_short_admissions
-        decision = decisions.admission(policy, p, budgets, demand, hits, threshold, p.max_model_len, k, pads, *flags,
+        decision = self.loop.admission(policy, p, budgets, demand, hits, threshold, p.max_model_len, k, *flags,
                                        p.enable_chunked_prefill)
         ample = demand + p.draft_slots + k + 1
-        full = decisions.admission(policy, p, Budgets(ample, ample), demand, hits, threshold, p.max_model_len, k,
-                                   pads, *flags, p.enable_chunked_prefill)
+        full = self.loop.admission(policy, p, Budgets(ample, ample), demand, hits, threshold, p.max_model_len, k,
+                                   *flags, p.enable_chunked_prefill)
         facts = [demand >= 1, hits >= 0, hits + demand <= p.max_model_len - 1, z3.Not(decision.stop),
                  decision.grant > 0, decision.grant == full.grant]
         cases.append((facts, hits, decision.grant, hits + demand, z3.If(decision.padded, k, 0), decision.padded))
@@ -444,7 +460,7 @@ class _Houdini:
         self._prune(Step("the empty system", z3.And(empty.run == 0, empty.d0 == 0, empty.ahead == 0,
                                                     z3.Not(empty.tail)), empty), None, {})
         pre = self._point()
-        at_pre = {c: self.candidates[c](pre) for c in self.candidates}
+        at_pre = {c: _term(self.candidates[c](pre)) for c in self.candidates}
         steps = self._steps(pre)
         changed = True
         while changed:
@@ -468,7 +484,7 @@ class _Houdini:
         """Drop the candidates that the step can break from a point where all surviving ones
         hold (``at_pre``: the candidates at ``pre``); True when some were dropped."""
         dropped = False
-        at_post = {c: self.candidates[c](step.post) for c in self.alive}
+        at_post = {c: _term(self.candidates[c](step.post)) for c in self.alive}
         structure = self._structure(step.post)
         while self.alive:
             assumptions = [*self.config, step.guard]
@@ -510,6 +526,11 @@ class _Houdini:
         if cfg["max_num_scheduled_tokens"] is not None:
             knobs.insert(2, f"T={cfg['max_num_scheduled_tokens']}")
         return ", ".join(knobs)
+
+
+def _term(holds: object) -> z3.BoolRef:
+    """A candidate as a z3 Bool: on a fully fixed config one can fold to a Python bool."""
+    return z3.BoolVal(holds) if isinstance(holds, bool) else holds  # type: ignore[return-value]
 
 
 def _input(b: Budgets) -> z3.ArithRef:

@@ -4,9 +4,13 @@ This is the prover's loop skeleton: the only code here that is not the model's. 
 strings the slots together the way the policy's loop (``model/vllm_loop.py``,
 ``model/fastdeploy_loop.py``, both on ``model/loop.py``) walks its queues, following the
 loop's stated control flow (``drafts_in_grant``, ``pads_short_admissions``,
-``decodes_bypass_budget``, ``applies_long_prefill_threshold``), and for every decision calls the model itself: the policy's
+``decodes_bypass_budget``, ``applies_long_prefill_threshold``, ``running_checks_exit_rule``,
+``waiting_checks_exit_rule``, ``unschedules_refunded``), and for every decision calls the model itself: the policy's
 ``initial_budgets``, ``may_schedule``, ``charge``, ``refund``, ``runner_rows`` and
-``spend``, the ``decisions`` of a pass and ``grant_rules.kv_slots_needed``. Every Python
+``spend``, the loop's hooks (``running_grant``, ``admission``, ``victim``,
+``cursor_after_preemption``), the ``decisions`` of a pass and ``grant_rules.kv_slots_needed``.
+A cursor hook that moves the cursor forward past running requests skips them, as the loop
+does; one that moves it back (a revisit) is outside what the skeleton follows. Every Python
 ``if`` of a loop that depends on a value becomes a condition here, so the loop
 structure itself (break versus continue, the FastDeploy stop flag and its paused decodes, the preemption loop
 and its victims, skipping the waiting loop after a preemption, the sequence cap) is
@@ -25,7 +29,7 @@ from typing import Callable, Protocol, Sequence
 
 from ..model import BudgetParams, BudgetPolicy, Budgets, decisions
 from ..spec import grant_rules
-from ..spec.intlike import BoolLike, IntLike, and_, ite, min_, not_, or_
+from ..spec.intlike import BoolLike, IntLike, and_, ite, max_, min_, not_, or_
 
 
 @dataclass
@@ -157,10 +161,14 @@ def _running_loop(cfg: PassConfig, slots: Sequence[Slot], kv: KVModel, out: Pass
     active: BoolLike = True  # the loop has not broken
     stopped: BoolLike = False  # FastDeploy: the budget stopped the visits; a decode runs on its own blocks or pauses
     prefill_scheduled: BoolLike = False
+    skips: IntLike = 0  # running requests the cursor jumped over after a preemption (``cursor_after_preemption``)
     for i, s in enumerate(slots):
         visit = and_(active, out.running_after[i])
+        jumped = and_(visit, skips > 0)
+        skips = skips - ite(jumped, 1, 0)
+        visit = and_(visit, not_(jumped))
         bypass = and_(loop.decodes_bypass_budget, s.decoding)
-        may = policy.may_schedule(p, out.budgets)
+        may = policy.may_schedule(p, out.budgets) if loop.running_checks_exit_rule else True
         unvisited: BoolLike = False
         if loop.decodes_bypass_budget:
             stopped = or_(stopped, and_(visit, not_(may)))
@@ -171,8 +179,7 @@ def _running_loop(cfg: PassConfig, slots: Sequence[Slot], kv: KVModel, out: Pass
             active = and_(active, not_(skip))
         go = and_(visit, not_(skip))
         pending = s.num_tokens + s.drafts if loop.drafts_in_grant else s.num_tokens
-        grant = decisions.running_grant(policy, p, out.budgets, pending - s.computed, s.computed, threshold, max_len,
-                                        bypass)
+        grant = loop.running_grant(policy, p, out.budgets, pending - s.computed, s.computed, threshold, max_len, bypass)
         tries = and_(go, grant > 0)
         drafts = decisions.scheduled_drafts(loop.drafts_in_grant, s.drafts, s.computed, grant, s.num_tokens,
                                             s.decoding)
@@ -184,6 +191,7 @@ def _running_loop(cfg: PassConfig, slots: Sequence[Slot], kv: KVModel, out: Pass
         for _ in range(len(slots)):  # each round preempts one victim while the allocation fails
             fails = and_(allocates, not_(self_preempted), not_(kv.running_fits(i, need_slots)))
             victims = [and_(fails, v) for v in cfg.victim(cfg, slots, out.running_after)]
+            skips = skips + _cursor_jump(loop, out.running_after, victims, i)
             _preempt(cfg, kv, out, victims)
             self_preempted = or_(self_preempted, victims[i])
         scheduled = or_(runs_on_own, and_(allocates, not_(self_preempted)))
@@ -197,17 +205,34 @@ def _running_loop(cfg: PassConfig, slots: Sequence[Slot], kv: KVModel, out: Pass
 
 
 def scheduler_victim(cfg: PassConfig, slots: Sequence[Slot], running: Sequence[BoolLike]) -> list[BoolLike]:
-    """One-hot: the running request the loop preempts (``decisions.victim``: the largest
-    (priority, arrival) under priority scheduling, the tail of the running queue under
-    FCFS, the only order FastDeploy schedules in)."""
-    return decisions.victim(cfg.priority_scheduling, running, [s.priority for s in slots],
-                            [s.arrival for s in slots])
+    """One-hot: the running request the loop preempts (the loop's ``victim``; the shared one
+    takes the largest (priority, arrival) under priority scheduling, the tail of the running
+    queue under FCFS, the only order FastDeploy schedules in)."""
+    loop = cfg.policy.loop
+    return loop.victim(cfg.priority_scheduling, running, [s.priority for s in slots],  # type: ignore[no-any-return]
+                       [s.arrival for s in slots])
+
+
+def _cursor_jump(loop: type, running: Sequence[BoolLike], victims: Sequence[BoolLike], i: int) -> IntLike:
+    """How many running requests after slot i the cursor jumps over when the picked victim
+    (one-hot, another slot) leaves the running queue: the loop's ``cursor_after_preemption``
+    against the position slot i really moves to. Never negative."""
+    here = count(running[:i])
+    jump: IntLike = 0
+    for v, picked in enumerate(victims):
+        if v == i:
+            continue
+        there = count(running[:v])
+        moved = loop.cursor_after_preemption(here, there) - (here - (1 if v < i else 0))
+        jump = jump + ite(picked, max_(0, moved), 0)
+    return jump
 
 
 def _preempt(cfg: PassConfig, kv: KVModel, out: PassResult, victims: Sequence[BoolLike]) -> None:
     """Preempt the one victim picked (``victims`` one-hot, all False for none): refund its
     grant if it holds one, free its blocks."""
     policy, p = cfg.policy, cfg.params
+    unschedules = cfg.policy.loop.unschedules_refunded
     refunded = [and_(picked, out.scheduled[v]) for v, picked in enumerate(victims)]
     refund = _pick(refunded, [policy.refund(p, out.grant[v], out.charged_as_decode[v]) for v in range(len(victims))])
     charge = _pick(refunded, [policy.charge(p, out.grant[v], out.charged_as_decode[v]) for v in range(len(victims))])
@@ -217,7 +242,8 @@ def _preempt(cfg: PassConfig, kv: KVModel, out: PassResult, victims: Sequence[Bo
     out.ledger.append(LedgerEvent(happened, "refund", -1, before, after, charge))
     out.budgets = choose(happened, after, before)
     for v, picked in enumerate(victims):
-        out.scheduled[v] = and_(out.scheduled[v], not_(picked))
+        if unschedules:
+            out.scheduled[v] = and_(out.scheduled[v], not_(picked))
         out.running_after[v] = and_(out.running_after[v], not_(picked))
         out.preempted[v] = or_(out.preempted[v], picked)
         kv.preempt(v, picked)
@@ -258,12 +284,12 @@ def _waiting_loop(cfg: PassConfig, slots: Sequence[Slot], kv: KVModel, out: Pass
     for i, s in enumerate(slots):
         visit = and_(active, s.present, not_(s.running))
         hits = kv.hits(i)
-        decision = decisions.admission(policy, p, out.budgets, s.num_tokens - hits, hits, threshold, max_len, k,
-                                       policy.loop.pads_short_admissions, prefill_scheduled, running_scheduled,
-                                       p.enable_chunked_prefill)
+        decision = policy.loop.admission(policy, p, out.budgets, s.num_tokens - hits, hits, threshold, max_len, k,
+                                         prefill_scheduled, running_scheduled, p.enable_chunked_prefill)
         need_slots = grant_rules.kv_slots_needed(hits, decision.grant, cfg.lookahead, max_len)
         fits = kv.admission_fits(i, hits, need_slots, min_(s.num_tokens, max_len))
-        attempts = and_(visit, policy.may_schedule(p, out.budgets), running < p.max_num_seqs, not_(decision.stop))
+        may = policy.may_schedule(p, out.budgets) if policy.loop.waiting_checks_exit_rule else True
+        attempts = and_(visit, may, running < p.max_num_seqs, not_(decision.stop))
         admit = and_(attempts, fits)
         active = and_(active, or_(not_(visit), admit))
         out.crashed = or_(out.crashed, and_(attempts, decision.grant <= 0))  # the loop asserts before allocating

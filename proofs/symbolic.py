@@ -5,9 +5,10 @@ Bools) shared by every case; its categorical knobs (method, parallel_drafting,
 scheduling_policy) are enumerated as *cases* of plain Python values, one per
 combination the config and the policy's method table allow, and a z3 selector picks
 one. For every case the prover calls the policy's own ``params``, ``lookahead``,
-``requirements`` and BudgetConfig's ``config_requirements`` on a view that holds the
-case's categorical values and the shared terms, then merges the results with ``If``
-over the selector. Nothing of a policy is re-encoded here.
+``requirements`` and ``shared_requirements`` (with BudgetConfig's structural ones) on a
+view that holds the case's categorical values and the shared terms, then merges the
+results with ``If`` over the selector (the method's name as a ``SymbolicMethod``).
+Nothing of a policy is re-encoded here.
 
 ``max_num_scheduled_tokens`` is unset or set (a term) per SymbolicConfig, because
 policies branch on ``is None`` in Python: a proof covers both by building two.
@@ -21,7 +22,7 @@ from typing import Any, Optional, Sequence
 import z3
 
 from ..model import BudgetConfig, BudgetParams, BudgetPolicy, methods
-from ..model.config import SCHEDULING_POLICIES, Requirement, config_requirements
+from ..model.config import SCHEDULING_POLICIES, Requirement, structural_requirements
 from ..spec.intlike import BoolLike, IntLike
 
 # The domain of the config obligations: B up to 2^20, S up to 4096, k up to 32.
@@ -64,6 +65,29 @@ class View:
 
 
 assert {f.name for f in fields(View)} == {f.name for f in fields(BudgetConfig)}, "View must mirror BudgetConfig"
+
+
+class SymbolicMethod:
+    """``BudgetParams.method`` in the prover: the method of the case the selector picks.
+    ``==`` and ``!=`` with a name (or None) give a z3 Bool; other uses of it are refused,
+    because a Python branch on it would pick one case silently."""
+
+    def __init__(self, selector: z3.ArithRef, names: Sequence[Optional[str]]) -> None:
+        self.selector, self.names = selector, tuple(names)
+
+    def __eq__(self, other: object) -> z3.BoolRef:  # type: ignore[override]
+        return z3.Or([self.selector == i for i, name in enumerate(self.names) if name == other] or [z3.BoolVal(False)])
+
+    def __ne__(self, other: object) -> z3.BoolRef:  # type: ignore[override]
+        return z3.Not(self == other)
+
+    def __bool__(self) -> bool:
+        raise TypeError("BudgetParams.method is symbolic here; compare it with == (p.method == \"mtp\")")
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"SymbolicMethod({'|'.join(map(str, self.names))})"
 
 
 def merge(selector: z3.ArithRef, values: Sequence[Any]) -> Any:
@@ -118,9 +142,11 @@ class SymbolicConfig:
         self.selector = z3.Int(prefix + "case")
         views = [self.view(c) for c in self.cases]
         per_case = [policy.params(v) for v in views]
-        self.params: BudgetParams = BudgetParams(**{
-            f.name: merge(self.selector, [getattr(p, f.name) for p in per_case]) for f in fields(BudgetParams)
-        })
+        merged = {f.name: merge(self.selector, [getattr(p, f.name) for p in per_case])
+                  for f in fields(BudgetParams) if f.name != "method"}
+        names = [p.method for p in per_case]
+        method = names[0] if len(set(names)) == 1 else SymbolicMethod(self.selector, names)
+        self.params: BudgetParams = BudgetParams(**merged, method=method)
         self.lookahead: IntLike = merge(self.selector, [policy.lookahead(v) for v in views])  # type: ignore[arg-type]
         self.drops_last_hit_block: BoolLike = merge(
             self.selector, [methods.drops_last_hit_block(policy.table, c.method) for c in self.cases])
@@ -134,11 +160,15 @@ class SymbolicConfig:
             if isinstance(knobs[name], z3.ExprRef):
                 bounds.append(knobs[name] <= top)
         self.domain: z3.BoolRef = z3.And(*bounds, z3.Or([
-            z3.And(s, *(r.holds for r in config_requirements(v))) for s, v in zip(select, views)]))
+            z3.And(s, *(r.holds for r in self._shared(v))) for s, v in zip(select, views)]))
+
+    def _shared(self, view: View) -> list[Requirement]:
+        """BudgetConfig's structural requirements and the shared ones the policy keeps."""
+        return [*structural_requirements(view), *self.policy.shared_requirements(view)]
 
     def _case_possible(self, case: Case) -> bool:
-        """False when BudgetConfig refuses the case whatever the numbers."""
-        return all(r.holds is not False for r in config_requirements(self.view(case)))
+        """False when BudgetConfig or the policy refuses the case whatever the numbers."""
+        return all(r.holds is not False for r in self._shared(self.view(case)))
 
     def view(self, case: Case) -> View:
         return View(**self.knobs, method=case.method, parallel_drafting=case.parallel_drafting,

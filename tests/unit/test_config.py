@@ -1,9 +1,9 @@
-"""BudgetConfig validates itself with messages that name the knob."""
+"""BudgetConfig and a policy's validation refuse bad knobs with messages that name the knob."""
 from __future__ import annotations
 
 import pytest
 
-from tokenbudget.model import BudgetConfig, ConfigError
+from tokenbudget.model import BudgetConfig, ConfigError, get_policy
 
 
 @pytest.mark.parametrize(
@@ -24,8 +24,8 @@ from tokenbudget.model import BudgetConfig, ConfigError
     ],
 )
 def test_bad_knob_is_named(knobs, knob):
-    with pytest.raises(ConfigError, match=knob):
-        BudgetConfig(**knobs)
+    with pytest.raises(ConfigError, match=knob):  # structural knobs at construction, the others in validate
+        get_policy("vllm-adaptive").validate(BudgetConfig(**knobs))
 
 
 def test_from_dict_rejects_unknown_keys():

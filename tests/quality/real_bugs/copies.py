@@ -1,0 +1,22 @@
+"""Correct copies of built-in policies and of an engine loop, with no change: they must pass."""
+from tokenbudget.model import FastDeployLoop, VllmLoop
+from tokenbudget.model.fastdeploy_policies import FastDeploySpecMethod
+from tokenbudget.model.vllm_policies import VllmAdaptive
+
+
+class VllmAdaptiveCopy(VllmAdaptive):
+    name = "vllm-adaptive-copy"
+
+
+class VllmLoopCopy(VllmAdaptive):
+    name = "vllm-loop-copy"
+
+    class loop(VllmLoop):  # noqa: N801 (the policy's ``loop`` attribute)
+        pass
+
+
+class FastDeploySpecMethodCopy(FastDeploySpecMethod):
+    name = "fastdeploy-spec-method-copy"
+
+    class loop(FastDeployLoop):  # noqa: N801
+        pass
