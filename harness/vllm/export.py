@@ -31,11 +31,13 @@ from ...model import BudgetConfig
 from ...model.findings import explaining_finding
 from ...model.methods import VLLM_0_32
 from ...model.replay import BadInput, replay_on_model
+from ...spec.corpus import CORPUS_DIR
 from ...spec.invariants import Violation
 from ...spec.trace import AbortOp, AddOp, StepOp, Trace
 from .engine import VOCAB_SIZE
 from .target import VLLM_POLICY
 
+VLLM_TESTS_DIR = CORPUS_DIR / "vllm_tests"  # the exported test of each vLLM finding
 EXPORTED_STEP_INVARIANTS = ("token-cap", "seq-cap", "spec-shape")  # asserted on every step's output
 EXPORTED_INVARIANTS = (*EXPORTED_STEP_INVARIANTS, "progress")
 WIDTH = 92
