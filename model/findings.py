@@ -156,7 +156,7 @@ FINDINGS: dict[str, Finding] = {f.id: f for f in (
             "f3-vllm-adaptive-priority-self-preemption.json",
             "under priority scheduling a request that preempts itself ends the step, which grants nothing",
             False, _self_preemption_stalls, _priority),
-    Finding("F4", "vllm", ("0.32",), "progress", "spec/SPEC.md §6 F4",
+    Finding("F4", "vllm", ("0.32", "0.33"), "progress", "spec/SPEC.md §6 F4",
             "f4-vllm-adaptive-padded-admission-over-budget.json",
             "a padded admission of 1 + k rows larger than min(T, B - d) is never scheduled",
             False, _padding_over_room, _room_below_padding),

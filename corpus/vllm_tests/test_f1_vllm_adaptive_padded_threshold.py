@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A token-budget counterexample for vLLM's scheduler (finding F1, trace f1-vllm-adaptive-padded-threshold.json).
+"""A token-budget counterexample for vLLM's scheduler: finding F1.
+
+Trace: f1-vllm-adaptive-padded-threshold.json.
 
 Finding F1 (SPEC.md): 'b' hits the 16-token prefix 'a' cached and has 1 token left, so vLLM
 pads its admission to 1 + k = 4 rows, then long_prefill_token_threshold = 2 cuts it to 2
@@ -41,7 +43,9 @@ def create_scheduler(model_dir):
         "max_position_embeddings": 64,
     }
     (model_dir / "config.json").write_text(json.dumps(hf_config))
-    model_config = ModelConfig(model=str(model_dir), max_model_len=64, dtype="float16", seed=0, skip_tokenizer_init=True)
+    model_config = ModelConfig(
+        model=str(model_dir), max_model_len=64, dtype="float16", seed=0, skip_tokenizer_init=True,
+    )
     scheduler_config = SchedulerConfig(
         max_model_len=64,
         is_encoder_decoder=False,

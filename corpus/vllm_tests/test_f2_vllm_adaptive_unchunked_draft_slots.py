@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A token-budget counterexample for vLLM's scheduler (finding F2, trace f2-vllm-adaptive-unchunked-draft-slots.json).
+"""A token-budget counterexample for vLLM's scheduler: finding F2.
+
+Trace: f2-vllm-adaptive-unchunked-draft-slots.json.
 
 Finding F2 (SPEC.md): chunked prefill off, B = max_model_len = 64, parallel eagle3 with k =
 4 (d = 3). vLLM accepts the config (it asks only B >= max_model_len), but a waiting request
@@ -41,7 +43,9 @@ def create_scheduler(model_dir):
         "max_position_embeddings": 64,
     }
     (model_dir / "config.json").write_text(json.dumps(hf_config))
-    model_config = ModelConfig(model=str(model_dir), max_model_len=64, dtype="float16", seed=0, skip_tokenizer_init=True)
+    model_config = ModelConfig(
+        model=str(model_dir), max_model_len=64, dtype="float16", seed=0, skip_tokenizer_init=True,
+    )
     scheduler_config = SchedulerConfig(
         max_model_len=64,
         is_encoder_decoder=False,

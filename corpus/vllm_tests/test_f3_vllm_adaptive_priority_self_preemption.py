@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A token-budget counterexample for vLLM's scheduler (finding F3, trace f3-vllm-adaptive-priority-self-preemption.json).
+"""A token-budget counterexample for vLLM's scheduler: finding F3.
+
+Trace: f3-vllm-adaptive-priority-self-preemption.json.
 
 Finding F3 (SPEC.md): priority scheduling, a pool of 16 blocks of 4. 'low' (priority 1) runs
 ahead of 'high' (priority 0) in the running queue. In step 7 'low' needs a new block, none
@@ -42,7 +44,9 @@ def create_scheduler(model_dir):
         "max_position_embeddings": 64,
     }
     (model_dir / "config.json").write_text(json.dumps(hf_config))
-    model_config = ModelConfig(model=str(model_dir), max_model_len=64, dtype="float16", seed=0, skip_tokenizer_init=True)
+    model_config = ModelConfig(
+        model=str(model_dir), max_model_len=64, dtype="float16", seed=0, skip_tokenizer_init=True,
+    )
     scheduler_config = SchedulerConfig(
         max_model_len=64,
         is_encoder_decoder=False,

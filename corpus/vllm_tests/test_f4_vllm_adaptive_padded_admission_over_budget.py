@@ -1,12 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A token-budget counterexample for vLLM's scheduler (finding F4, trace f4-vllm-adaptive-padded-admission-over-budget.json).
+"""A token-budget counterexample for vLLM's scheduler: finding F4.
 
-Finding F4 (SPEC.md): B = 4, draft_model with k = 4 (d = 1). 'b' shares the 8-token system
-prompt 'a' cached (two full blocks of 4) and has 1 token left, so vLLM pads its admission to
-1 + k = 5 rows; a waiting request may take at most min(T, B - d) = 3, and vLLM prefers not
-to schedule rather than schedule un-padded (`break`). 'b' is never scheduled, and nothing
-reports it; vLLM accepts the config, since it asks only B > d. The model and vLLM 0.32 agree
-on every step.
+Trace: f4-vllm-adaptive-padded-admission-over-budget.json.
+
+Finding F4 (SPEC.md): B = 5, draft_model with k = 4 (d = 1, L = 4). 'b' shares the 8-token
+system prompt 'a' cached (two full blocks of 4) and has 1 token left, so vLLM pads its
+admission to 1 + k = 5 rows; a waiting request may take at most min(T, B - d) = 4, and vLLM
+prefers not to schedule rather than schedule un-padded (`break`). 'b' is never scheduled,
+and nothing reports it; vLLM accepts the config, since 0.32 asks only B > d and 0.33 B > L.
+The model and vLLM 0.32 agree on every step; vLLM 0.33 schedules the same.
 
 The reference model reports progress: step 5: a request could take a token but the step
 granted none.
@@ -42,11 +44,13 @@ def create_scheduler(model_dir):
         "max_position_embeddings": 64,
     }
     (model_dir / "config.json").write_text(json.dumps(hf_config))
-    model_config = ModelConfig(model=str(model_dir), max_model_len=64, dtype="float16", seed=0, skip_tokenizer_init=True)
+    model_config = ModelConfig(
+        model=str(model_dir), max_model_len=64, dtype="float16", seed=0, skip_tokenizer_init=True,
+    )
     scheduler_config = SchedulerConfig(
         max_model_len=64,
         is_encoder_decoder=False,
-        max_num_batched_tokens=4,
+        max_num_batched_tokens=5,
         max_num_scheduled_tokens=None,
         max_num_seqs=2,
         long_prefill_token_threshold=0,

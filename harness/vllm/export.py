@@ -100,10 +100,11 @@ def _wrap(text: str, indent: str = "") -> list[str]:
 
 
 def _header(trace: Trace, name: str, finding: str | None, violations: tuple[Violation, ...]) -> str:
-    about = f"finding {finding}, " if finding else ""
+    about = f": finding {finding}" if finding else ""
     first = violations[0]
     lines = ["# SPDX-License-Identifier: Apache-2.0",
-             f'"""A token-budget counterexample for vLLM\'s scheduler ({about}trace {_docstring(name)}).', ""]
+             f'"""A token-budget counterexample for vLLM\'s scheduler{about}.', "",
+             *_wrap(f"Trace: {name}."), ""]
     if trace.description:
         lines += [*_wrap(trace.description), ""]
     lines += _wrap(f"The reference model reports {first}.")
@@ -141,8 +142,10 @@ def _create_scheduler(cfg: BudgetConfig) -> str:
         f'        "max_position_embeddings": {cfg.max_model_len},',
         "    }",
         '    (model_dir / "config.json").write_text(json.dumps(hf_config))',
-        f"    model_config = ModelConfig(model=str(model_dir), max_model_len={cfg.max_model_len}, dtype=\"float16\", "
-        "seed=0, skip_tokenizer_init=True)",
+        "    model_config = ModelConfig(",
+        f'        model=str(model_dir), max_model_len={cfg.max_model_len}, dtype="float16", seed=0, '
+        "skip_tokenizer_init=True,",
+        "    )",
         "    scheduler_config = SchedulerConfig(",
         f"        max_model_len={cfg.max_model_len},",
         "        is_encoder_decoder=False,",
