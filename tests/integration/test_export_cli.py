@@ -91,3 +91,11 @@ def test_text_from_the_trace_cannot_break_the_file(tmp_path: Path) -> None:
     module = ast.parse(export_vllm_test(load_trace(path)))
     assert nasty in {node.value for node in ast.walk(module) if isinstance(node, ast.Constant)}
     assert [node.name for node in module.body if isinstance(node, ast.FunctionDef)][-1] == "test_we_ird_name"
+
+
+@pytest.mark.parametrize("path", sorted(VLLM_TESTS_DIR.glob("*.py")), ids=lambda p: p.stem)
+def test_an_exported_test_imports_only_vllm_torch_and_the_standard_library(path: Path) -> None:
+    module = ast.parse(path.read_text(encoding="utf-8"))
+    imported = {alias.name for node in ast.walk(module) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module for node in ast.walk(module) if isinstance(node, ast.ImportFrom)}
+    assert {name.split(".")[0] for name in imported} == {"json", "zlib", "torch", "vllm"}
