@@ -175,3 +175,5 @@ def test_f2_vllm_adaptive_unchunked_draft_slots(tmp_path, monkeypatch):
     assert output.total_num_scheduled_tokens > 0, "step 0 scheduled nothing although a request could take a token"
     for _ in range(159):  # steps 1-159
         run_step(scheduler, {})
+    # The reference model: the drain ran past the progress bound; after 160 steps every request should have finished.
+    assert scheduler.get_num_unfinished_requests() == 0, "requests left unfinished after the last step"

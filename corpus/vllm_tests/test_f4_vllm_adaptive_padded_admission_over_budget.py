@@ -178,3 +178,5 @@ def test_f4_vllm_adaptive_padded_admission_over_budget(tmp_path, monkeypatch):
     assert output.total_num_scheduled_tokens > 0, "step 5 scheduled nothing although a request could take a token"
     for _ in range(31):  # steps 6-36
         run_step(scheduler, {})
+    # The reference model: the drain ran past the progress bound; after 37 steps every request should have finished.
+    assert scheduler.get_num_unfinished_requests() == 0, "requests left unfinished after the last step"

@@ -5,7 +5,8 @@
 (as ``harness/vllm/engine.py`` does: a fake OPT config in pytest's ``tmp_path``, nothing
 downloaded), adds the trace's requests, and runs ``schedule()`` / ``update_from_output()``
 / ``update_draft_token_ids()`` for each step with a fake model runner. The file imports
-vLLM and pytest only, so an engine developer can drop it into vLLM's test suite.
+vLLM, torch and the standard library only (pytest runs it), so an engine developer can
+drop it into vLLM's test suite.
 
 What it asserts, as plain asserts on the ``SchedulerOutput``:
 
@@ -32,7 +33,7 @@ from ...model.findings import explaining_finding
 from ...model.methods import VLLM_0_32
 from ...model.replay import BadInput, replay_on_model
 from ...spec.corpus import CORPUS_DIR
-from ...spec.invariants import Violation
+from ...spec.invariants import INVARIANTS, Breach, Violation
 from ...spec.trace import AbortOp, AddOp, StepOp, Trace
 from .engine import VOCAB_SIZE
 from .target import VLLM_POLICY
@@ -68,8 +69,9 @@ def export_vllm_test(trace: Trace) -> str:
     cfg = BudgetConfig.from_dict(trace.config)
     finding = explaining_finding(trace, result.violations[0].invariant)
     name = Path(trace.source).name
-    stalls = [v for v in result.violations if v.invariant == "progress" and v.step is not None]
-    drains = any(v.invariant == "progress" and v.step is None for v in result.violations)
+    progress = INVARIANTS["progress"]
+    stalls = [breach for rec in result.run.steps for breach in progress.predicate(rec)]
+    drains = bool(progress.run_predicate(result.run))
     parts = [
         _header(trace, name, finding.id if finding else None, result.violations),
         _IMPORTS,
@@ -96,7 +98,9 @@ def _docstring(text: str) -> str:
 
 
 def _wrap(text: str, indent: str = "") -> list[str]:
-    return textwrap.wrap(_docstring(text), WIDTH - len(indent), initial_indent=indent, subsequent_indent=indent)
+    # Unbroken words: a line cut inside an escape would change the text.
+    return textwrap.wrap(_docstring(text), WIDTH - len(indent), initial_indent=indent, subsequent_indent=indent,
+                         break_long_words=False, break_on_hyphens=False)
 
 
 def _header(trace: Trace, name: str, finding: str | None, violations: tuple[Violation, ...]) -> str:
@@ -273,7 +277,9 @@ def run_step(scheduler, accepted):
     return output'''
 
 
-def _test_body(trace: Trace, name: str, stall: Violation | None, drains: bool) -> str:
+def _test_body(trace: Trace, name: str, stall: Breach | None, drains: bool) -> str:
+    """The test function; ``stall`` is the first step half of ``progress`` the model
+    reports, ``drains`` whether it reports the run half."""
     lines = [
         f"def test_{_identifier(Path(name).stem)}(tmp_path, monkeypatch):",
         '    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "0")',
@@ -295,11 +301,11 @@ def _test_body(trace: Trace, name: str, stall: Violation | None, drains: bool) -
             lines.append(f"    scheduler.finish_requests({_literal(op.id)}, RequestStatus.FINISHED_ABORTED)")
             index += 1
         else:
-            run = _same_steps(ops, index, step, stall.step if stall else None)
+            run = _same_steps(ops, index, step, stall[0] if stall else None)
             accepted = _literal(dict(sorted(op.accepted.items())))
-            if stall is not None and step == stall.step:
+            if stall is not None and step == stall[0]:
                 lines += [f"    output = run_step(scheduler, {accepted})  # step {step}",
-                          f"    # The reference model: {_docstring(stall.message)}.",
+                          f"    # The reference model: {_docstring(stall[1])}.",
                           "    assert output.total_num_scheduled_tokens > 0, "
                           f"\"step {step} scheduled nothing although a request could take a token\""]
             elif run == 1:
@@ -310,7 +316,8 @@ def _test_body(trace: Trace, name: str, stall: Violation | None, drains: bool) -
             step += run
             index += run
     if drains:
-        lines += [f"    # The reference model: every request finishes within the trace's {step} steps.",
+        lines += [f"    # The reference model: the drain ran past the progress bound; after {step} steps every request "
+                  "should have finished.",
                   "    assert scheduler.get_num_unfinished_requests() == 0, "
                   "\"requests left unfinished after the last step\""]
     return "\n".join(lines) + "\n"
