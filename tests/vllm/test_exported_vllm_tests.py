@@ -50,11 +50,13 @@ def run_exported_tests(tmp_path: Path, engine_path: str | None) -> tuple[str, di
     if engine_path is not None:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (engine_path, env.get("PYTHONPATH")) if p)
     report = tmp_path / "report.xml"
-    subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-o", "addopts=", "-W", "ignore",
-                    "--rootdir", str(tmp_path), f"--junitxml={report}", str(tmp_path)],
-                   cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-o", "addopts=", "-W", "ignore",
+                           "--rootdir", str(tmp_path), f"--junitxml={report}", str(tmp_path)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert report.exists(), done.stdout[-2000:] + done.stderr[-2000:]
     suite = ElementTree.parse(report).getroot().find("testsuite")
-    version = next(p.get("value") for p in suite.iter("property") if p.get("name") == "vllm_version")
+    version = next((p.get("value") for p in suite.iter("property") if p.get("name") == "vllm_version"), None)
+    assert version is not None, f"vLLM did not import: {done.stdout[-2000:]}"
     outcomes = {}
     for case in suite.iter("testcase"):
         file_name = case.get("classname").rsplit(".", 1)[-1] + ".py"
