@@ -19,7 +19,7 @@ from typing import NoReturn
 from hypothesis.configuration import set_hypothesis_home_dir
 from z3 import Z3Exception
 
-from . import campaign_cmd, check_cmd, conform_cmd, fuzz_cmd, policies_cmd, prove_cmd, replay_cmd
+from . import campaign_cmd, check_cmd, conform_cmd, export_cmd, fuzz_cmd, policies_cmd, prove_cmd, replay_cmd
 from .args import UsageError
 from .console import Console
 from .exits import BAD_INPUT, INTERRUPTED, OK
@@ -32,7 +32,8 @@ from .model.replay import BadInput
 from .spec.trace import TraceError
 
 COMMANDS = {"policies": policies_cmd, "replay": replay_cmd, "check": check_cmd, "prove": prove_cmd,
-            "conform": conform_cmd, "fuzz": fuzz_cmd, "campaign": campaign_cmd}
+            "conform": conform_cmd, "fuzz": fuzz_cmd, "campaign": campaign_cmd,
+            "export": export_cmd}
 # PolicyError reaches here only from prove, whose policy calls run on z3 terms: the policy cannot be used
 BAD_INPUT_ERRORS = (UsageError, TraceError, BadInput, ConfigError, EngineUnavailable, DatabaseError, PolicyError)
 MAX_ERROR = 1000  # characters of an error line
