@@ -61,6 +61,7 @@ class View:
     scheduling_policy: str
     enable_chunked_prefill: Any
     enable_prefix_caching: Any
+    engine_version: Optional[str] = None  # None: the policy's newest version
 
 
 assert {f.name for f in fields(View)} == {f.name for f in fields(BudgetConfig)}, "View must mirror BudgetConfig"
@@ -104,6 +105,8 @@ class SymbolicConfig:
                 continue
             if f.name in fixed:
                 knobs[f.name] = fixed[f.name]
+            elif f.name == "engine_version":
+                knobs[f.name] = None
             elif f.name in _BOOL_KNOBS:
                 knobs[f.name] = z3.Bool(prefix + f.name)
             else:

@@ -33,7 +33,7 @@ def symbolic_params(p: BudgetParams) -> tuple[BudgetParams, dict]:
     subst = {}
     fields = {}
     for name, value in p.__dict__.items():
-        if isinstance(value, bool) or value is None:
+        if isinstance(value, (bool, str)) or value is None:
             fields[name] = value
         else:
             const = z3.Int(name)
