@@ -142,11 +142,11 @@ def _full_decode_batch_spends_budget(policy: BudgetPolicy, cfg: BudgetConfig) ->
 
 
 FINDINGS: dict[str, Finding] = {f.id: f for f in (
-    Finding("F1", "vllm", ("0.32",), "spec-shape", "spec/SPEC.md §6 F1", "f1-vllm-adaptive-padded-threshold.json",
+    Finding("F1", "vllm", ("0.32", "0.33"), "spec-shape", "spec/SPEC.md §6 F1", "f1-vllm-adaptive-padded-threshold.json",
             "a padded admission cut by long_prefill_token_threshold: vLLM's schedule() raises AssertionError "
             "(pad_spec_decode needs 1 + k rows); the model reports spec-shape for the same step",
             True, _threshold_cuts_padding, _threshold_at_most_k),
-    Finding("F2", "vllm", ("0.32",), "progress", "spec/SPEC.md §6 F2", "f2-vllm-adaptive-unchunked-draft-slots.json",
+    Finding("F2", "vllm", ("0.32", "0.33"), "progress", "spec/SPEC.md §6 F2", "f2-vllm-adaptive-unchunked-draft-slots.json",
             "chunked prefill off: a waiting request longer than min(T, B - d) is never scheduled, nor is any "
             "request behind it under FCFS",
             False, _unchunked_head_too_long, _unchunked),
@@ -154,7 +154,7 @@ FINDINGS: dict[str, Finding] = {f.id: f for f in (
             "f3-vllm-adaptive-priority-self-preemption.json",
             "under priority scheduling a request that preempts itself ends the step, which grants nothing",
             False, _self_preemption_stalls, _priority),
-    Finding("F4", "vllm", ("0.32",), "progress", "spec/SPEC.md §6 F4",
+    Finding("F4", "vllm", ("0.32", "0.33"), "progress", "spec/SPEC.md §6 F4",
             "f4-vllm-adaptive-padded-admission-over-budget.json",
             "a padded admission of 1 + k rows larger than min(T, B - d) is never scheduled",
             False, _padding_over_room, _room_below_padding),
@@ -166,15 +166,17 @@ FINDINGS: dict[str, Finding] = {f.id: f for f in (
 )}
 
 
-def findings_of(engine: str | None) -> tuple[Finding, ...]:
-    """The findings about the loop of ``engine`` (none for None)."""
-    return tuple(f for f in FINDINGS.values() if f.engine == engine)
+def findings_of(engine: str | None, version: str | None = None) -> tuple[Finding, ...]:
+    """The findings about the loop of ``engine`` (none for None) that affect ``version``
+    (every version when None)."""
+    return tuple(f for f in FINDINGS.values() if f.engine == engine and (version is None or version in f.versions))
 
 
-def shown_finding(engine: str | None, invariant: str, cfg: BudgetConfig, run: RunRecord) -> Finding | None:
-    """The finding about ``engine``'s loop that breaks ``invariant`` and whose mechanism the
-    run shows, or None."""
-    return next((f for f in findings_of(engine) if f.invariant == invariant and f.shows(cfg, run)), None)
+def shown_finding(engine: str | None, invariant: str, cfg: BudgetConfig, run: RunRecord,
+                  version: str | None = None) -> Finding | None:
+    """The finding about ``engine``'s loop at ``version`` that breaks ``invariant`` and whose
+    mechanism the run shows, or None."""
+    return next((f for f in findings_of(engine, version) if f.invariant == invariant and f.shows(cfg, run)), None)
 
 
 def explaining_finding(trace: Trace, invariant: str, policy: str | BudgetPolicy | None = None) -> Finding | None:
@@ -183,9 +185,10 @@ def explaining_finding(trace: Trace, invariant: str, policy: str | BudgetPolicy 
     resolved = policy if isinstance(policy, BudgetPolicy) else get_policy(policy or trace.policy)
     engine = getattr(resolved, "engine", None)  # a user policy need not name one
     cfg = BudgetConfig.from_dict(trace.config)
-    if not any(f.invariant == invariant and f.opens(resolved, cfg) for f in findings_of(engine)):
+    version = resolved.engine_version(cfg)
+    if not any(f.invariant == invariant and f.opens(resolved, cfg) for f in findings_of(engine, version)):
         return None
     result = replay_on_model(trace, resolved)
     if result.run is None:
         return None
-    return shown_finding(engine, invariant, cfg, result.run)
+    return shown_finding(engine, invariant, cfg, result.run, version)

@@ -249,6 +249,11 @@ class SchedulerLoop:
             self.pool.cache_full_blocks(req, min(computed + grant, req.num_tokens))
             step.record_grant(req, grant, k if decision.padded else 0, decision.padded)
 
+    def _caches_blocks_at_output(self) -> bool:
+        """Whether a decode's output publishes the blocks its new tokens complete (else the
+        next pass that visits the request does)."""
+        return False
+
     def _admission_seq_cap(self) -> int:
         """The most requests the waiting pass lets run: max_num_seqs, unless the engine caps it."""
         return self.cfg.max_num_seqs
@@ -308,9 +313,9 @@ class SchedulerLoop:
                 record.num_scheduled_tokens[rid], record.num_tokens[rid], taken)
             room = min(req.max_tokens - req.num_output_tokens, cfg.max_model_len - req.num_tokens)
             req.num_output_tokens += min(1 + taken, room)
+            if self._caches_blocks_at_output():
+                self.pool.cache_full_blocks(req, req.num_computed_tokens)
             if req.num_output_tokens >= req.max_tokens or req.num_tokens >= cfg.max_model_len:
-                if self.pool.hash_lookahead:  # the last block's key needed the token just sampled
-                    self.pool.cache_full_blocks(req, req.num_computed_tokens)
                 self.running.remove(req)
                 self.pool.free(req)
                 req.status = Status.FINISHED

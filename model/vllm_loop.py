@@ -63,6 +63,10 @@ class VllmLoop(SchedulerLoop):
         preempted itself (the requests after it rank higher); 0.32 ends the pass."""
         return self.cfg.scheduling_policy == "priority" and not self.rules.self_preemption_ends_pass
 
+    def _caches_blocks_at_output(self) -> bool:
+        """0.33, with speculation: ``update_from_output`` caches a decode's completed blocks."""
+        return self.rules.caches_blocks_at_output and self.k > 0
+
     def _admission_seq_cap(self) -> int:
         """0.33: DFlash and DSpark draft in a pass of B // L query rows at most, so at most
         that many requests run (``max_num_active_seqs``)."""

@@ -13,7 +13,10 @@ vLLM 0.33.0 against 0.32.0 (vllm/v1/core/sched/scheduler.py and vllm/config/ of 
   (``max_num_active_seqs``, vllm/config/vllm.py:2380-2397; read at
   vllm/v1/core/sched/scheduler.py:1073 (vLLM 0.33.0));
 - under priority scheduling a request that preempts itself no longer ends the running pass:
-  the pass goes on with the next request (vllm/v1/core/sched/scheduler.py:983-992 (vLLM 0.33.0)).
+  the pass goes on with the next request (vllm/v1/core/sched/scheduler.py:983-992 (vLLM 0.33.0));
+- with speculative decoding, a decode's output publishes the prefix-cache blocks its new
+  tokens complete, so they are cached even if the request is preempted or finishes before
+  the next pass visits it (vllm/v1/core/sched/scheduler.py:2407-2415 (vLLM 0.33.0)).
 
 Not modelled because no modelled config reaches it: a waiting request left 0 tokens by
 the multi-module MTP prefill lookahead is requeued instead of ending the waiting pass
@@ -36,6 +39,7 @@ class VllmVersion:
     validation_reserves_lookahead: bool  # config check B > L (True) or B > d (False)
     draft_pass_caps_seqs: bool  # DFlash/DSpark admit at most B // L sequences into RUNNING
     self_preemption_ends_pass: bool  # priority: a request that preempts itself ends the running pass
+    caches_blocks_at_output: bool  # with speculation, a decode's output publishes its completed blocks
     release: str  # the release the row was read from
 
     def __post_init__(self) -> None:
@@ -43,9 +47,9 @@ class VllmVersion:
 
 
 VLLM_VERSIONS: Mapping[str, VllmVersion] = {
-    # version:   method table   B > L   B // L cap   self-preemption ends pass   release
-    "0.32": VllmVersion("0.32", "vllm-0.32", False, False, True, "0.32.0"),
-    "0.33": VllmVersion("0.33", "vllm-0.33", True, True, False, "0.33.0"),
+    # version:   method table   B > L   B // L cap   self-preemption ends pass   cache at output   release
+    "0.32": VllmVersion("0.32", "vllm-0.32", False, False, True, False, "0.32.0"),
+    "0.33": VllmVersion("0.33", "vllm-0.33", True, True, False, True, "0.33.0"),
 }
 MODELLED: tuple[str, ...] = tuple(VLLM_VERSIONS)
 NEWEST = MODELLED[-1]

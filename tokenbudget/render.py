@@ -268,14 +268,14 @@ def campaign(doc: Mapping[str, Any], interrupted: bool) -> str:
 def conform(report: ConformReport) -> str:
     """Agreement, coverage, every divergence with its trace and explanation."""
     lines = [
-        f"conform  model (vllm-adaptive) vs {report.engine} 0.32, seed {report.seed}, "
-        f"{report.workloads} workloads in {report.seconds:.1f} s",
+        f"conform  model (vllm-adaptive, vLLM {report.model_version}) vs {report.engine} {report.release}, "
+        f"seed {report.seed}, {report.workloads} workloads in {report.seconds:.1f} s",
         f"agreement: {report.agreeing}/{report.workloads} workloads ({100 * report.agreement:.1f}%), "
         f"{report.steps_agreeing} steps agreeing",
     ]
     features = [f for f in FEATURES if f in report.coverage]
     methods = sorted(f for f in report.coverage if f.startswith("method:"))
-    lines.append("coverage (workloads exercising each feature):")
+    lines.append("coverage (workloads exercising each path):")
     lines += ["  " + line for line in table(["feature", "workloads"],
                                             [[f, str(report.coverage[f])] for f in features + methods], right=(1,))]
     if report.divergences:
