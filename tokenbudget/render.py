@@ -75,7 +75,7 @@ def counts(values: Mapping[str, int], limit: int = 6) -> str:
 
 # -- policies ---------------------------------------------------------------------------
 def policies(rows: Sequence[Mapping[str, str]]) -> str:
-    header = ["name", "engine", "version", "description"]
+    header = ["name", "engine", "version", "models", "description"]
     return "\n".join(table(header, [[r[h] for h in header] for r in rows]))
 
 
@@ -91,6 +91,8 @@ def replay(result: ReplayResult, description: str | None) -> str:
     else:
         lines.append(f"policy  {clean(result.policy)}  B={lim.max_num_batched_tokens} T={lim.max_num_scheduled_tokens} "
                      f"S={lim.max_num_seqs} k={lim.num_speculative_tokens} d={lim.draft_slots} L={lim.lookahead}")
+        if result.engine_version:
+            lines.append(f"version {clean(result.engine_version)}")
         rows = [[str(s.step), counts(s.num_scheduled_tokens), counts(s.scheduled_draft_tokens),
                  f"{s.tokens}/{s.token_cap}", f"{s.rows}/{s.row_cap}", clean(",".join(s.preempted)) or "-",
                  ",".join(dict.fromkeys(v.invariant for v in s.violations)) or "-"]
