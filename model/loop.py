@@ -64,7 +64,8 @@ class SchedulerLoop:
         self.lookahead = policy.lookahead(cfg)
         table = policy.table_for(cfg)
         self.pool = KVBlockPool(cfg.num_kv_blocks, cfg.block_size, cfg.enable_prefix_caching,
-                                methods.drops_last_hit_block(table, cfg.method), methods.hash_lookahead(table, cfg.method))
+                                methods.drops_last_hit_block(table, cfg.method),
+                                methods.hash_lookahead(table, cfg.method))
         self.requests: dict[str, Request] = {}
         self.waiting: list[Request] = []
         self.running: list[Request] = []

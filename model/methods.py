@@ -6,7 +6,7 @@ its drafts and whether the method drafts only in parallel. Every count is affine
 (``num_speculative_tokens``): ``(a, b)`` means ``a * k + b``, so the same table serves
 ints and z3 terms. Versions differ; add a table, not a branch.
 
-Sources (vLLM 0.32.0): ``SpeculativeConfig.max_num_new_slots_for_drafting`` in
+Sources (vLLM 0.32.0; 0.33.0 above its table): ``SpeculativeConfig.max_num_new_slots_for_drafting`` in
 ``vllm/config/speculative.py`` and ``VllmConfig.num_lookahead_tokens`` in
 ``vllm/config/vllm.py``. FastDeploy: a decoding request runs its ``k + 1`` target
 rows every step (``decode_rows``), whatever the scheduler charged for it.
@@ -66,13 +66,14 @@ VLLM_0_32: Mapping[str, MethodRow] = {
 }
 
 # vLLM 0.33.0: DFlash and DSpark draft in a separate query pass and add no draft slots
-# (``max_num_new_slots_for_drafting``, vllm/config/speculative.py:2082). No method drops the
-# last hit block any more: DFlash and DSpark never need it (``needs_eagle_block_drop``,
-# vllm/config/speculative.py:2122), and for EAGLE3 and MTP the block keys cover the one
-# token after the block instead (``VllmConfig.num_hash_lookahead_tokens``,
-# vllm/config/vllm.py:678; the scheduler turns the drop off, vllm/v1/core/sched/scheduler.py:342).
+# (``max_num_new_slots_for_drafting``, vllm/config/speculative.py:2082 (vLLM 0.33.0)). No
+# method drops the last hit block: DFlash and DSpark never need it (``needs_eagle_block_drop``,
+# vllm/config/speculative.py:2122 (vLLM 0.33.0)); for EAGLE3 and MTP the block keys cover the
+# token after the block instead (``num_hash_lookahead_tokens``, vllm/config/vllm.py:678
+# (vLLM 0.33.0)), and the scheduler turns the drop off (vllm/v1/core/sched/scheduler.py:342-345
+# (vLLM 0.33.0)). "hash": tokens past a block that its key covers.
 VLLM_0_33: Mapping[str, MethodRow] = {
-    # method:      serial d  parallel d   lookahead L   rows of a decode   drafter  drop hit block  parallel only  hash lookahead
+    # method:      serial d  parallel d   lookahead L   rows of a decode   drafter  drop hit block  parallel only  hash
     "eagle3": MethodRow((0, 0), (1, -1), (1, 0), (1, 1), _M, False, False, 1),
     "mtp": MethodRow((0, 0), (1, -1), (1, 0), (1, 1), _M, False, False, 1),
     "dflash": MethodRow((0, 0), (0, 0), (1, 1), (1, 1), _M, False, True),

@@ -8,9 +8,9 @@ vLLM 0.33.0 against 0.32.0 (vllm/v1/core/sched/scheduler.py and vllm/config/ of 
 - method table ``vllm-0.33``: DFlash and DSpark add no draft slots, no method drops the last
   prefix-cache hit block, EAGLE3 and MTP keys cover the next token (``model/methods.py``);
 - validation asks ``B > L`` (``num_lookahead_tokens``), no longer ``B > d``
-  (``VllmConfig._set_max_num_scheduled_tokens``, vllm/config/vllm.py:2371);
+  (``VllmConfig._set_max_num_scheduled_tokens``, vllm/config/vllm.py:2371 (vLLM 0.33.0));
 - DFlash and DSpark cap the sequences admitted into RUNNING to ``B // L``
-  (``max_num_active_seqs``, vllm/config/vllm.py:2380-2397; read at
+  (``max_num_active_seqs``, vllm/config/vllm.py:2380-2397 (vLLM 0.33.0); read at
   vllm/v1/core/sched/scheduler.py:1073 (vLLM 0.33.0));
 - under priority scheduling a request that preempts itself no longer ends the running pass:
   the pass goes on with the next request (vllm/v1/core/sched/scheduler.py:983-992 (vLLM 0.33.0));
@@ -21,8 +21,11 @@ vLLM 0.33.0 against 0.32.0 (vllm/v1/core/sched/scheduler.py and vllm/config/ of 
 Not modelled because no modelled config reaches it: a waiting request left 0 tokens by
 the multi-module MTP prefill lookahead is requeued instead of ending the waiting pass
 (vllm/v1/core/sched/scheduler.py:1394-1398 (vLLM 0.33.0)); the local prefill interval
-(``prefill_schedule_interval``, default 1: off; scheduler.py:771-792); ``drafts_needed`` /
-``skip_drafts`` (only with the V2 model runner; it changes no grant, scheduler.py:732).
+(``prefill_schedule_interval``, default 1: off; vllm/v1/core/sched/scheduler.py:771-792
+(vLLM 0.33.0)); ``drafts_needed`` / ``skip_drafts`` (only with the V2 model runner; it
+changes no grant; vllm/v1/core/sched/scheduler.py:732-734 (vLLM 0.33.0)).
+The prover's pass skeleton follows 0.32's loop: a policy modelling 0.32 is proved at 0.32
+(``proofs.symbolic.PROVED_VLLM_VERSION``).
 """
 from __future__ import annotations
 

@@ -29,6 +29,9 @@ MAX_B, MAX_S, MAX_K = 1 << 20, 4096, 32
 
 _BOOL_KNOBS = ("enable_chunked_prefill", "enable_prefix_caching")
 _CATEGORICAL = ("method", "parallel_drafting", "scheduling_policy", "max_num_scheduled_tokens")
+# The pass skeleton follows vLLM 0.32's loop (a self-preemption ends the running pass, no
+# B // L sequence cap), so a policy that models 0.32 is proved at 0.32 (SPEC.md §8).
+PROVED_VLLM_VERSION = "0.32"
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,7 @@ class SymbolicConfig:
             if f.name in fixed:
                 knobs[f.name] = fixed[f.name]
             elif f.name == "engine_version":
-                knobs[f.name] = None
+                knobs[f.name] = PROVED_VLLM_VERSION if PROVED_VLLM_VERSION in policy.versions else None
             elif f.name in _BOOL_KNOBS:
                 knobs[f.name] = z3.Bool(prefix + f.name)
             else:
@@ -126,7 +129,8 @@ class SymbolicConfig:
         })
         self.lookahead: IntLike = merge(self.selector, [policy.lookahead(v) for v in views])  # type: ignore[arg-type]
         self.drops_last_hit_block: BoolLike = merge(
-            self.selector, [methods.drops_last_hit_block(policy.table, c.method) for c in self.cases])
+            self.selector,
+            [methods.drops_last_hit_block(policy.table_for(v), c.method) for c, v in zip(self.cases, views)])
         self.case_requirements: list[list[Requirement]] = [policy.requirements(p) for p in per_case]
         select = [self.selector == i for i in range(len(self.cases))]
         self.accepts: z3.BoolRef = z3.Or([z3.And(s, policy.accepts(p)) for s, p in zip(select, per_case)])
@@ -166,7 +170,7 @@ class SymbolicConfig:
                 out[f.name] = getattr(case, f.name)
                 continue
             value = self.knobs[f.name]
-            if value is None or isinstance(value, (bool, int)):
+            if value is None or isinstance(value, (bool, int, str)):
                 out[f.name] = value
             elif z3.is_bool(value):
                 out[f.name] = z3.is_true(model.eval(value, model_completion=True))
