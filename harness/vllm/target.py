@@ -35,7 +35,7 @@ from typing import Mapping
 from ...model import BudgetConfig, BudgetPolicy, ConfigError
 from ...spec.records import StepLimits, StepOutcome, StepRecord
 from ...spec.trace import AddOp
-from .engine import EngineVersion, VllmEngine, VllmStep, incompatible
+from .engine import EngineVersion, VllmEngine, VllmStep, engine_version, incompatible
 
 VLLM_POLICY = "vllm-adaptive"
 # vLLM's BlockPool (vllm/v1/core/block_pool.py, 0.32) makes a KVCacheBlock object per block
@@ -45,7 +45,8 @@ VLLM_BYTES_PER_BLOCK = 140
 
 
 class VllmTarget:
-    """One deployment of vLLM's scheduler. Construction raises EngineUnavailable without
+    """One deployment of vLLM's scheduler, validated at the config's ``engine_version`` (none:
+    the modelled version of the vLLM driven). Construction raises EngineUnavailable without
     vLLM, and ConfigError (one line) for another policy than ``vllm-adaptive``, a config
     the policy refuses (when ``validate``), a pool larger than MAX_VLLM_KV_BLOCKS, or one
     vLLM's own config checks refuse."""
@@ -54,6 +55,8 @@ class VllmTarget:
         if policy.name != VLLM_POLICY:
             raise ConfigError(f"the vllm target runs vLLM's scheduler, whose policy is {VLLM_POLICY}, not "
                               f"{policy.name}; replay this trace with --target model")
+        if cfg.engine_version is None:  # the trace names no version: the one of the vLLM driven
+            cfg = cfg.replace(engine_version=engine_version().model_version)
         if validate:
             policy.validate(cfg)
         if cfg.num_kv_blocks > MAX_VLLM_KV_BLOCKS:
