@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ...model import methods
-from ...model.vllm_versions import modelled_version, nearest_version
+from ...model.vllm_versions import VLLM_VERSIONS, modelled_version, nearest_version
 from ...spec.records import RequestState
 from ...spec.target import describe
 
@@ -228,7 +228,7 @@ def _vllm_config(cfg: BudgetConfig, model_dir: Path) -> VllmConfig:
     )
     if spec_config is not None and cfg.method != "ngram":
         spec_config.method = cfg.method
-        table = methods.TABLES[f"vllm-{nearest_version(installed_release())}"]
+        table = methods.TABLES[VLLM_VERSIONS[nearest_version(installed_release())].table]
         spec_config.parallel_drafting = cfg.parallel_drafting or table[cfg.method].parallel_only
         vllm_config._set_max_num_scheduled_tokens()
     _check_knobs_kept(cfg, vllm_config)
