@@ -1,4 +1,5 @@
-"""Conformance: the reference model (``vllm-adaptive``) against the real vLLM 0.32 scheduler.
+"""Conformance: the reference model (``vllm-adaptive``) against the real vLLM scheduler,
+whichever is importable, compared with the model of the nearest modelled version.
 
 ``run_conformance(seed, n)`` runs workloads ``0 .. n-1`` of ``fuzz.workloads`` on both
 sides in lockstep (``fuzz.lockstep``) and compares every step: grants, scheduled drafts,
@@ -26,6 +27,7 @@ from typing import Any, Callable, Hashable
 from ..model import ConfigError
 from ..spec.trace import StepExpectation, Trace, ViolationExpectation, write_trace
 from .known_divergences import KnownDivergence, explain
+from .vllm.engine import engine_version
 from .lockstep import Lockstep, run_lockstep
 from ..spec.shrink import cut_after_step, shrink
 from .conform_workloads import workload
@@ -60,6 +62,9 @@ class ConformReport:
     engine: str
     seed: int
     workloads: int
+    release: str = "?"  # the vLLM release driven
+    model_version: str = "?"  # the modelled version it is compared with
+    warning: str | None = None  # the release is not modelled: the version used instead
     agreeing: int = 0
     steps_agreeing: int = 0
     seconds: float = 0.0
@@ -81,7 +86,8 @@ class ConformReport:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "ok": self.ok, "engine": self.engine, "seed": self.seed, "workloads": self.workloads,
+            "ok": self.ok, "engine": self.engine, "release": self.release, "model_version": self.model_version,
+            "warning": self.warning, "seed": self.seed, "workloads": self.workloads,
             "agreeing": self.agreeing, "agreement": round(self.agreement, 6), "steps_agreeing": self.steps_agreeing,
             "seconds": round(self.seconds, 2), "corpus": str(self.corpus) if self.corpus else None,
             "divergences": [d.to_json() for d in self.divergences],
@@ -96,11 +102,13 @@ def run_conformance(seed: int, workloads: int, corpus: Path | None = None,
 
     Raises EngineUnavailable without vLLM, OSError when the corpus cannot be written.
     """
-    report = ConformReport(engine="vllm", seed=seed, workloads=workloads, corpus=corpus)
+    version = engine_version()
+    report = ConformReport(engine="vllm", seed=seed, workloads=workloads, corpus=corpus, release=version.release,
+                           model_version=version.model_version, warning=version.warning)
     started = time.perf_counter()
     for index in range(workloads):
         progress(f"conform: workload {index + 1}/{workloads}, {len(report.divergences)} divergences")
-        trace = workload(seed, index)
+        trace = workload(seed, index, version.model_version)
         result = run_lockstep(trace)
         report.coverage.update(result.features)
         report.steps_agreeing += result.steps_agreeing

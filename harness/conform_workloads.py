@@ -1,9 +1,10 @@
 """Seeded conformance workloads: random configs and op lists, as traces under ``vllm-adaptive``.
 
-``workload(seed, index)`` is a pure function of its arguments: the same pair always gives
-the same Trace, whatever else ran. Every config it draws is valid for ``vllm-adaptive``
-and for vLLM 0.32's own config checks (B >= S, B >= max_model_len without chunked prefill,
-B > d, threshold <= max_model_len), and every request fits ``max_model_len``.
+``workload(seed, index, version)`` is a pure function of its arguments: the same triple
+always gives the same Trace, whatever else ran. Every config it draws names the vLLM
+version and is valid for ``vllm-adaptive`` at that version and for that vLLM's own config
+checks (B >= S, B >= max_model_len without chunked prefill, B > d in 0.32 and B > L in
+0.33, threshold <= max_model_len), and every request fits ``max_model_len``.
 
 What the draws cover, so that each vLLM scheduler feature is exercised often:
 
@@ -12,7 +13,9 @@ What the draws cover, so that each vLLM scheduler feature is exercised often:
 * padding of 1-token admissions: 1-token prompts, full-prefix hits, resumed requests;
 * ``long_prefill_token_threshold``, including values <= k (vLLM's finding F1);
 * FCFS and PRIORITY scheduling; KV pools from one ``max_model_len`` up, so preemption
-  (and, under PRIORITY, same-step refunds) happens;
+  happens; one workload in five is shaped for a same-step refund (PRIORITY, a pool of
+  about one ``max_model_len``, long decodes, the least urgent request admitted first, so
+  that a more urgent one behind it in the running queue preempts it after its grant);
 * requests that run into ``max_model_len``;
 * every method of the vLLM method table, serial and parallel, k from 1 to 5, and no
   speculation at all;
@@ -28,32 +31,36 @@ from ..model import ConfigError, get_policy
 from ..model.config import BudgetConfig
 from ..spec.intlike import cdiv
 from ..model.methods import VLLM_0_32
+from ..model.vllm_versions import NEWEST
 from ..spec.trace import AbortOp, AddOp, Op, StepOp, Trace
 
 POLICY = "vllm-adaptive"
 METHODS: tuple[str, ...] = tuple(sorted(VLLM_0_32))
 GROUPS = ("sys", "tools")
+REFUND_SHARE = 0.2  # workloads shaped for a same-step refund
 
 
-def workload(seed: int, index: int) -> Trace:
-    """Workload ``index`` of the stream ``seed``: a config and ops, as a trace."""
+def workload(seed: int, index: int, version: str = NEWEST) -> Trace:
+    """Workload ``index`` of the stream ``seed`` for vLLM ``version``: a config and ops, as a trace."""
     rng = random.Random(f"tokenbudget-conform:{seed}:{index}")
-    config = draw_config(rng)
+    refund = rng.random() < REFUND_SHARE
+    config = draw_config(rng, version, refund)
     cfg = BudgetConfig.from_dict(config)
     return Trace(
         policy=POLICY,
         config=config,
-        ops=tuple(draw_ops(rng, cfg)),
+        ops=tuple(_refund_ops(rng, cfg) if refund else draw_ops(rng, cfg)),
         description=f"conformance workload {index} of seed {seed}",
         found_by=f"tokenbudget conform --seed {seed} (workload {index})",
     )
 
 
-def draw_config(rng: random.Random) -> dict[str, Any]:
-    """A config accepted by ``vllm-adaptive`` and vLLM; only keys that differ from the defaults."""
+def draw_config(rng: random.Random, version: str = NEWEST, refund: bool = False) -> dict[str, Any]:
+    """A config accepted by ``vllm-adaptive`` at ``version`` and by that vLLM; only keys that
+    differ from the defaults, and the version."""
     policy = get_policy(POLICY)
     while True:
-        config = _config_candidate(rng)
+        config = {**(_refund_candidate(rng) if refund else _config_candidate(rng)), "engine_version": version}
         try:
             policy.validate(BudgetConfig.from_dict(config))
         except ConfigError:
@@ -87,6 +94,37 @@ def _config_candidate(rng: random.Random) -> dict[str, Any]:
     if chunked and rng.random() < 0.15:
         config["max_num_scheduled_tokens"] = rng.randint(1, batched)
     return config
+
+
+def _refund_candidate(rng: random.Random) -> dict[str, Any]:
+    """PRIORITY scheduling, small blocks and a pool of about one max_model_len: decodes
+    outgrow it, and the victim is often a request already granted in the same pass."""
+    config = _config_candidate(rng)
+    block_size = rng.choice((2, 4))
+    max_model_len = config["max_model_len"]
+    config.update(scheduling_policy="priority", block_size=block_size, enable_chunked_prefill=True,
+                  num_kv_blocks=cdiv(max_model_len, block_size) + rng.choice((0, 1, 2)),
+                  max_num_seqs=max(2, config["max_num_seqs"]),
+                  max_num_batched_tokens=max(config["max_num_batched_tokens"], max_model_len))
+    config.pop("max_num_scheduled_tokens", None)
+    return config
+
+
+def _refund_ops(rng: random.Random, cfg: BudgetConfig) -> list[Op]:
+    """Two to four requests with short prompts and long outputs, each more urgent than the
+    one before and arriving a step or two after it (so the least urgent runs first in the
+    running queue: the waiting queue would otherwise admit the most urgent first); then
+    steps until the pool is outgrown."""
+    k, max_len = cfg.num_speculative_tokens, cfg.max_model_len
+    n = rng.randint(2, min(4, cfg.max_num_seqs))
+    ops: list[Op] = []
+    for i in range(n):
+        ops.append(AddOp(id=str(i), prompt_len=rng.randint(1, max(1, max_len // (2 * n))), max_tokens=max_len,
+                         priority=n - i))
+        ops += [StepOp({})] * rng.randint(1, 2)
+    for _ in range(rng.randint(16, 40)):
+        ops.append(StepOp({str(i): a for i in range(n) if (a := _leading_successes(rng, k, 0.6))}))
+    return ops
 
 
 def draw_ops(rng: random.Random, cfg: BudgetConfig) -> list[Op]:

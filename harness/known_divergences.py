@@ -5,8 +5,8 @@ matches none is unexplained and fails the run. An entry is either a ``finding`` 
 vLLM (the findings table, ``model.findings``; SPEC.md §6) or a deliberate
 ``simplification`` of the model (SPEC.md §5; none of them diverges today).
 
-A finding explains a divergence when vLLM raised in the step where the finding says it
-raises, the model reports the finding's invariant there, and the model's run shows the
+A finding explains a divergence when it affects the version compared, vLLM raised in the
+step where the finding says it raises, the model reports the finding's invariant there, and the model's run shows the
 finding's mechanism.
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ class KnownDivergence:
 def _finding(f: Finding) -> KnownDivergence:
     def matches(r: Lockstep) -> bool:
         assert r.model is not None and r.config is not None and r.model_run is not None
-        return (f.engine_raises and r.predicted_failure and f.invariant in r.model.violations
+        return (r.config.engine_version in f.affects_versions and f.engine_raises and r.predicted_failure and f.invariant in r.model.violations
                 and f.shows(r.config, r.model_run))
     return KnownDivergence(f.id, "finding", f.spec, f.summary, matches)
 

@@ -17,6 +17,7 @@ from ..spec.records import RunRecord, StepOutcome, StepRecord
 from ..spec.trace import AbortOp, AddOp, StepOp, Trace
 from .features import config_features, step_features
 from ..model.target import ModelTarget
+from .vllm.engine import engine_version
 from .vllm.target import VllmTarget
 
 COMPARED = ("num_scheduled_tokens", "scheduled_draft_tokens", "preempted", "finished")
@@ -105,12 +106,14 @@ def _view(record: StepRecord, outcome: StepOutcome, violations: tuple[str, ...] 
 
 def run_lockstep(trace: Trace) -> Lockstep:
     """Run the trace's ops on the model (``ModelTarget``) and on vLLM (``VllmTarget``);
-    compare every step.
+    compare every step. The model follows the modelled version nearest to the importable
+    vLLM, whatever ``engine_version`` the trace names.
 
     Raises EngineUnavailable without vLLM, ConfigError when a side refuses the config,
     ValueError when a side refuses a request.
     """
-    cfg, policy = BudgetConfig.from_dict(trace.config), get_policy(trace.policy)
+    policy = get_policy(trace.policy)
+    cfg = BudgetConfig.from_dict({**trace.config, "engine_version": engine_version().model_version})
     model, vllm = Execution(ModelTarget(cfg, policy)), VllmTarget(cfg, policy)
     features, running = config_features(cfg), frozenset[str]()
     changes_left = sum(not isinstance(op, StepOp) for op in trace.ops)

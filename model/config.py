@@ -133,6 +133,8 @@ class BudgetConfig:
 
     ``num_speculative_tokens == 0`` means speculative decoding is off; then ``method``
     must be None. ``max_num_scheduled_tokens`` None lets the policy derive it.
+    ``engine_version`` picks the row of the policy's version table (vLLM: "0.32", "0.33");
+    the policy checks it, None meaning its newest modelled version.
     Engine-specific limits (for example vLLM's ``B >= S``) live in each policy's
     ``validate``; this class checks the field types, that no knob exceeds its ``LIMITS``
     entry, and the ``STRUCTURAL`` requirements. The other shared requirements (a positive
@@ -153,6 +155,7 @@ class BudgetConfig:
     scheduling_policy: str = "fcfs"
     enable_chunked_prefill: bool = True
     enable_prefix_caching: bool = True
+    engine_version: str | None = None  # the engine version the policy follows; None: its newest
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -168,15 +168,17 @@ FINDINGS: dict[str, Finding] = {f.id: f for f in (
 )}
 
 
-def findings_of(engine: str | None) -> tuple[Finding, ...]:
-    """The findings about the loop of ``engine`` (none for None)."""
-    return tuple(f for f in FINDINGS.values() if f.engine == engine)
+def findings_of(engine: str | None, version: str | None = None) -> tuple[Finding, ...]:
+    """The findings about the loop of ``engine`` (none for None) that affect ``version``
+    (every version when None)."""
+    return tuple(f for f in FINDINGS.values() if f.engine == engine and (version is None or version in f.affects_versions))
 
 
-def shown_finding(engine: str | None, invariant: str, cfg: BudgetConfig, run: RunRecord) -> Finding | None:
-    """The finding about ``engine``'s loop that breaks ``invariant`` and whose mechanism the
-    run shows, or None."""
-    return next((f for f in findings_of(engine) if f.invariant == invariant and f.shows(cfg, run)), None)
+def shown_finding(engine: str | None, invariant: str, cfg: BudgetConfig, run: RunRecord,
+                  version: str | None = None) -> Finding | None:
+    """The finding about ``engine``'s loop at ``version`` that breaks ``invariant`` and whose
+    mechanism the run shows, or None."""
+    return next((f for f in findings_of(engine, version) if f.invariant == invariant and f.shows(cfg, run)), None)
 
 
 def explaining_finding(trace: Trace, invariant: str, policy: str | BudgetPolicy | None = None) -> Finding | None:
@@ -185,9 +187,10 @@ def explaining_finding(trace: Trace, invariant: str, policy: str | BudgetPolicy 
     resolved = policy if isinstance(policy, BudgetPolicy) else get_policy(policy or trace.policy)
     engine = getattr(resolved, "engine", None)  # a user policy need not name one
     cfg = BudgetConfig.from_dict(trace.config)
-    if not any(f.invariant == invariant and f.opens(resolved, cfg) for f in findings_of(engine)):
+    version = resolved.engine_version(cfg)
+    if not any(f.invariant == invariant and f.opens(resolved, cfg) for f in findings_of(engine, version)):
         return None
     result = replay_on_model(trace, resolved)
     if result.run is None:
         return None
-    return shown_finding(engine, invariant, cfg, result.run)
+    return shown_finding(engine, invariant, cfg, result.run, version)

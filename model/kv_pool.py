@@ -21,14 +21,17 @@ from .request import Request
 
 class KVBlockPool:
     def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool,
-                 drop_last_hit_block: bool = False) -> None:
+                 drop_last_hit_block: bool = False, hash_lookahead: int = 0) -> None:
         """``drop_last_hit_block``: every prefix-cache hit gives back its last block, as
-        vLLM does for the methods that draft from the target's hidden states (EAGLE, MTP,
-        DFlash, DSpark): the drafter's KV of the last hit block may hold a token past it."""
+        vLLM 0.32 does for the methods that draft from the target's hidden states (EAGLE, MTP,
+        DFlash, DSpark): the drafter's KV of the last hit block may hold a token past it.
+        ``hash_lookahead``: a block's key also covers that many tokens after it, so a block
+        is cached only once they exist (vLLM 0.33's lookahead block hashes)."""
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.enable_prefix_caching = enable_prefix_caching
         self.drop_last_hit_block = drop_last_hit_block
+        self.hash_lookahead = hash_lookahead
         self.next_fresh = 0  # blocks >= next_fresh were never handed out
         self.reuse_first: deque[int] = deque()  # freed blocks without content, the head first
         self.free_queue: OrderedDict[int, None] = OrderedDict()  # freed keyed blocks, least recently freed first
@@ -52,7 +55,7 @@ class KVBlockPool:
             return []
         hits: list[int] = []
         for index in range((req.num_tokens - 1) // self.block_size):
-            copies = self.blocks_of_key.get(req.block_key(index, self.block_size))
+            copies = self.blocks_of_key.get(req.block_key(index, self.block_size, self.hash_lookahead))
             if not copies:
                 break
             hits.append(next(iter(copies)))
@@ -101,11 +104,12 @@ class KVBlockPool:
         """Publish the content keys of req's blocks fully covered by its first num_tokens tokens."""
         if not self.enable_prefix_caching:
             return
-        full = min(num_tokens // self.block_size, len(req.block_ids))
+        full = min(num_tokens // self.block_size, len(req.block_ids),
+                   (req.num_tokens - self.hash_lookahead) // self.block_size)
         for index in range(req.num_cached_blocks, full):
             block = req.block_ids[index]
             if block not in self.key_of:
-                key = req.block_key(index, self.block_size)
+                key = req.block_key(index, self.block_size, self.hash_lookahead)
                 self.key_of[block] = key
                 self.blocks_of_key.setdefault(key, {})[block] = None
         req.num_cached_blocks = max(req.num_cached_blocks, full)

@@ -113,8 +113,10 @@ class SchedulerLoop:
         self.params = policy.params(cfg)
         self.k = cfg.num_speculative_tokens
         self.lookahead = policy.lookahead(cfg)
+        table = policy.table_for(cfg)
         self.pool = KVBlockPool(cfg.num_kv_blocks, cfg.block_size, cfg.enable_prefix_caching,
-                                methods.drops_last_hit_block(policy.table, cfg.method))
+                                methods.drops_last_hit_block(table, cfg.method),
+                                methods.hash_lookahead(table, cfg.method))
         self.requests: dict[str, Request] = {}
         self.waiting: list[Request] = []
         self.running: list[Request] = []
@@ -278,7 +280,7 @@ class SchedulerLoop:
         cap, the admission decision and the KV pool let it; stop at the first that cannot."""
         policy, cfg, k = self.policy, self.cfg, self.k
         while self.waiting and (step.may_schedule() or not self.waiting_checks_exit_rule):
-            if len(self.running) >= cfg.max_num_seqs:
+            if len(self.running) >= self._admission_seq_cap():
                 break
             req = self.waiting[0]
             hits = self.pool.find_cached_prefix(req) if req.num_computed_tokens == 0 else []
@@ -302,6 +304,15 @@ class SchedulerLoop:
             self.pool.cache_full_blocks(req, min(computed + grant, req.num_tokens))
             step.record_grant(req, grant, k if decision.padded else 0, decision.padded)
 
+    def _caches_blocks_at_output(self) -> bool:
+        """Whether a decode's output publishes the blocks its new tokens complete (else the
+        next pass that visits the request does)."""
+        return False
+
+    def _admission_seq_cap(self) -> int:
+        """The most requests the waiting pass lets run: max_num_seqs, unless the engine caps it."""
+        return self.cfg.max_num_seqs
+
     def _whole_sequence_fits(self, req: Request, hits: list[int]) -> bool:
         """The admission gate, vLLM's ``scheduler_reserve_full_isl`` (on by default, and
         shared by the FastDeploy model: SPEC.md §5): a waiting request is admitted only if
@@ -320,7 +331,7 @@ class SchedulerLoop:
             slots = grant_rules.kv_slots_needed(req.num_computed_tokens, 1, self.lookahead, cfg.max_model_len)
             if self.pool.blocks_needed(req, slots, []) <= free:
                 return True
-        if self.waiting and len(self.running) < cfg.max_num_seqs and admit:
+        if self.waiting and len(self.running) < self._admission_seq_cap() and admit:
             req = self.waiting[0]
             hits = self.pool.find_cached_prefix(req)
             slots = grant_rules.kv_slots_needed(len(hits) * cfg.block_size, 1, self.lookahead, cfg.max_model_len)
@@ -357,6 +368,8 @@ class SchedulerLoop:
                 record.num_scheduled_tokens[rid], record.num_tokens[rid], taken)
             room = min(req.max_tokens - req.num_output_tokens, cfg.max_model_len - req.num_tokens)
             req.num_output_tokens += min(1 + taken, room)
+            if self._caches_blocks_at_output():
+                self.pool.cache_full_blocks(req, req.num_computed_tokens)
             if req.num_output_tokens >= req.max_tokens or req.num_tokens >= cfg.max_model_len:
                 self.running.remove(req)
                 self.pool.free(req)

@@ -6,7 +6,7 @@ its drafts and whether the method drafts only in parallel. Every count is affine
 (``num_speculative_tokens``): ``(a, b)`` means ``a * k + b``, so the same table serves
 ints and z3 terms. Versions differ; add a table, not a branch.
 
-Sources (vLLM 0.32.0): ``SpeculativeConfig.max_num_new_slots_for_drafting`` in
+Sources (vLLM 0.32.0; 0.33.0 above its table): ``SpeculativeConfig.max_num_new_slots_for_drafting`` in
 ``vllm/config/speculative.py`` and ``VllmConfig.num_lookahead_tokens`` in
 ``vllm/config/vllm.py``. FastDeploy: a decoding request runs its ``k + 1`` target
 rows every step (``decode_rows``), whatever the scheduler charged for it.
@@ -36,6 +36,7 @@ class MethodRow:
     drafter: str  # NGRAM_DRAFTER | MODEL_DRAFTER
     drops_last_hit_block: bool = False  # a prefix-cache hit gives back its last block
     parallel_only: bool = False  # the engine turns parallel drafting on whatever the config says
+    hash_lookahead: int = 0  # tokens past a block that its prefix-cache key covers (vLLM 0.33)
 
     def __post_init__(self) -> None:
         assert self.drafter in (NGRAM_DRAFTER, MODEL_DRAFTER), self.drafter
@@ -64,6 +65,23 @@ VLLM_0_32: Mapping[str, MethodRow] = {
     "draft_model": MethodRow((0, 1), (1, 0), (1, 0), (1, 1), _M, False),
 }
 
+# vLLM 0.33.0: DFlash and DSpark draft in a separate query pass and add no draft slots
+# (``max_num_new_slots_for_drafting``, vllm/config/speculative.py:2082 (vLLM 0.33.0)). No
+# method drops the last hit block: DFlash and DSpark never need it (``needs_eagle_block_drop``,
+# vllm/config/speculative.py:2122 (vLLM 0.33.0)); for EAGLE3 and MTP the block keys cover the
+# token after the block instead (``num_hash_lookahead_tokens``, vllm/config/vllm.py:678
+# (vLLM 0.33.0)), and the scheduler turns the drop off (vllm/v1/core/sched/scheduler.py:342-345
+# (vLLM 0.33.0)). "hash": tokens past a block that its key covers.
+VLLM_0_33: Mapping[str, MethodRow] = {
+    # method:      serial d  parallel d   lookahead L   rows of a decode   drafter  drop hit block  parallel only  hash
+    "eagle3": MethodRow((0, 0), (1, -1), (1, 0), (1, 1), _M, False, False, 1),
+    "mtp": MethodRow((0, 0), (1, -1), (1, 0), (1, 1), _M, False, False, 1),
+    "dflash": MethodRow((0, 0), (0, 0), (1, 1), (1, 1), _M, False, True),
+    "dspark": MethodRow((0, 0), (0, 0), (1, 0), (1, 1), _M, False, True),
+    "ngram": MethodRow((0, 0), (1, -1), (0, 0), (1, 1), _N, False),
+    "draft_model": MethodRow((0, 1), (1, 0), (1, 0), (1, 1), _M, False),
+}
+
 # FastDeploy's runner has no separate draft slots in the target batch: a decode
 # simply runs 1 + k rows. Its scheduler reserves KV for the drafts of a decode.
 FASTDEPLOY: Mapping[str, MethodRow] = {
@@ -73,6 +91,7 @@ FASTDEPLOY: Mapping[str, MethodRow] = {
 
 TABLES: Mapping[str, Mapping[str, MethodRow]] = {
     "vllm-0.32": VLLM_0_32,
+    "vllm-0.33": VLLM_0_33,
     "fastdeploy": FASTDEPLOY,
 }
 
@@ -121,3 +140,8 @@ def first_pass_drafts(d: int, k: int) -> int:
 def drops_last_hit_block(table: str, method: str | None) -> bool:
     """Whether a prefix-cache hit under ``method`` gives back its last block (False without speculation)."""
     return method is not None and method_row(table, method).drops_last_hit_block
+
+
+def hash_lookahead(table: str, method: str | None) -> int:
+    """Tokens past a block that its prefix-cache key covers (0 without speculation)."""
+    return 0 if method is None else method_row(table, method).hash_lookahead

@@ -41,6 +41,8 @@ class BudgetParams:
     parallel_drafting: BoolLike
     priority_scheduling: BoolLike  # scheduling_policy == "priority"
     method: Any = None  # the method's name: a str or None here, a ``proofs.symbolic.SymbolicMethod`` in the prover
+    lookahead: IntLike = 0  # L: KV slots reserved past a request's scheduled tokens
+    engine_version: Optional[str] = None  # the row of the policy's version table (None: no table)
 
 
 def plain(*values: object) -> bool:
@@ -70,14 +72,23 @@ class BudgetPolicy:
     table: ClassVar[str] = methods.DEFAULT_TABLE
     loop: ClassVar[type]  # the engine's loop, a ``loop.SchedulerLoop`` subclass: the pass's control flow
     refunds: ClassVar[bool] = True  # a same-step preemption gives the charge back
+    versions: ClassVar[tuple[str, ...]] = ()  # the engine versions modelled, oldest first; () for one unnamed
 
     # -- configuration ---------------------------------------------------------------
     def validate(self, cfg: BudgetConfig) -> None:
         """Raise ConfigError (naming the knob to change) when the engine would refuse cfg:
-        a method outside this policy's table, or the first of ``shared_requirements`` and
-        then of ``requirements`` that fails."""
-        if cfg.method is not None and cfg.method not in methods.TABLES[self.table]:
-            known = ", ".join(sorted(methods.TABLES[self.table]))
+        an engine version it does not model, a method outside its table, or the first of
+        ``shared_requirements`` and then of ``requirements`` that fails."""
+        wanted = getattr(cfg, "engine_version", None)
+        if wanted is not None and wanted not in self.versions:
+            if not self.versions:
+                raise ConfigError(f"{self.name} models one {self.engine or 'engine'} version; remove engine_version "
+                                  f"{wanted!r} from the config")
+            raise ConfigError(f"{self.name} does not model engine_version {wanted!r}; set engine_version to one of "
+                              f"{', '.join(self.versions)} (or leave it out for the newest)")
+        table = self.table_for(cfg)
+        if cfg.method is not None and cfg.method not in methods.TABLES[table]:
+            known = ", ".join(sorted(methods.TABLES[table]))
             raise ConfigError(f"{self.name} does not model method {cfg.method!r}; set method to one of {known}")
         for r in [*self.shared_requirements(cfg), *self.requirements(self.params(cfg))]:
             if not r.holds:
@@ -106,12 +117,25 @@ class BudgetPolicy:
         """Whether every ``scope`` requirement holds: the config uses only features the engine has."""
         return and_(*(r.holds for r in self.requirements(p) if r.scope))
 
+    def engine_version(self, cfg: BudgetConfig) -> Optional[str]:
+        """The engine version cfg asks for: its ``engine_version``, else the newest the policy
+        models (None for a policy without versions)."""
+        wanted = getattr(cfg, "engine_version", None)
+        if wanted is not None:
+            return wanted  # type: ignore[no-any-return]
+        return self.versions[-1] if self.versions else None
+
+    def table_for(self, cfg: BudgetConfig) -> str:
+        """The method table cfg is read with: the policy's own, or its version's."""
+        return self.table
+
     def params(self, cfg: BudgetConfig) -> BudgetParams:
         """Concrete parameters of cfg under this policy's method table."""
         k = cfg.num_speculative_tokens
         spec = cfg.method is not None
-        d = methods.draft_slots(self.table, cfg.method, k, cfg.parallel_drafting) if spec else 0
-        rows = methods.decode_rows(self.table, cfg.method, k) if spec else 1
+        table = self.table_for(cfg)
+        d = methods.draft_slots(table, cfg.method, k, cfg.parallel_drafting) if spec else 0
+        rows = methods.decode_rows(table, cfg.method, k) if spec else 1
         return BudgetParams(
             max_num_batched_tokens=cfg.max_num_batched_tokens,
             max_num_seqs=cfg.max_num_seqs,
@@ -128,11 +152,13 @@ class BudgetPolicy:
             parallel_drafting=cfg.parallel_drafting,
             priority_scheduling=cfg.scheduling_policy == "priority",
             method=cfg.method,
+            lookahead=self.lookahead(cfg),
+            engine_version=self.engine_version(cfg),
         )
 
     def lookahead(self, cfg: BudgetConfig) -> int:
         """L: KV slots reserved past the scheduled tokens of each scheduled request."""
-        return methods.lookahead(self.table, cfg.method, cfg.num_speculative_tokens) if cfg.method else 0
+        return methods.lookahead(self.table_for(cfg), cfg.method, cfg.num_speculative_tokens) if cfg.method else 0
 
     # -- the budget arithmetic (IntLike) ---------------------------------------------
     def token_cap(self, p: BudgetParams) -> IntLike:

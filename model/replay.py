@@ -87,6 +87,7 @@ class ReplayResult:
     max_work_gap: int
     errors: tuple[str, ...] = ()
     run: RunRecord | None = field(default=None, repr=False, compare=False)  # None when refused
+    engine_version: str | None = None  # the engine version followed, and why, e.g. "vllm 0.33 (the newest ...)"
 
     @property
     def expected_violations(self) -> frozenset[str]:
@@ -123,7 +124,7 @@ class ReplayResult:
             "violations": [{"invariant": v.invariant, "step": v.step, "message": v.message} for v in self.violations],
             "expectations": [r.to_json() for r in self.expectations],
             "max_work_gap": self.max_work_gap, "errors": list(self.errors),
-            "policy_error": self.policy_error,
+            "policy_error": self.policy_error, "engine_version": self.engine_version,
         }
 
 
@@ -148,9 +149,23 @@ def replay_on_model(trace: Trace, policy: str | BudgetPolicy | None = None,
         return _judge(trace, name, None, None, crash=f"{describe(e)} while it was built")
     execution = Execution(target)
     crash = _run(trace, execution)
+    version = _version_used(cfg, pol, target)
     if crash is not None and POLICY_ERROR + ":" in crash:
-        return replace(_judge(trace, name, None, execution.run), errors=(crash,))
-    return _judge(trace, name, None, execution.run, crash)
+        return replace(_judge(trace, name, None, execution.run), errors=(crash,), engine_version=version)
+    return replace(_judge(trace, name, None, execution.run, crash), engine_version=version)
+
+
+def _version_used(cfg: BudgetConfig, policy: BudgetPolicy, target: object) -> str | None:
+    """Which engine version ran: a real engine's release, or the version the model followed
+    (and that it is the newest modelled when the trace names none); None without versions."""
+    real = getattr(target, "version", None)
+    if real is not None:
+        return f"vLLM {real.release} (the real scheduler)"
+    version = policy.engine_version(cfg)
+    if version is None:
+        return None
+    source = "the trace's engine_version" if cfg.engine_version else "the newest modelled; the trace names none"
+    return f"{getattr(policy, 'engine', '')} {version} ({source})".strip()
 
 
 def _refused(trace: Trace, name: str, refusal: str, what: str) -> ReplayResult:

@@ -53,9 +53,10 @@ class Request:
     def is_finished(self) -> bool:
         return self.status in (Status.FINISHED, Status.ABORTED)
 
-    def block_key(self, index: int, block_size: int) -> tuple[str, str, int]:
-        """Content key of full block ``index``: shared by a prefix group while the block
-        lies wholly inside the group's prefix, private to the request otherwise."""
-        if self.prefix_group is not None and (index + 1) * block_size <= self.prefix_len:
+    def block_key(self, index: int, block_size: int, lookahead: int = 0) -> tuple[str, str, int]:
+        """Content key of full block ``index`` (and the ``lookahead`` tokens after it): shared
+        by a prefix group while those tokens lie wholly inside the group's prefix, private
+        to the request otherwise."""
+        if self.prefix_group is not None and (index + 1) * block_size + lookahead <= self.prefix_len:
             return ("group", self.prefix_group, index)
         return ("request", self.request_id, index)

@@ -11,12 +11,20 @@ arrival))`` under priority scheduling and the tail under FCFS (lines 796-802: th
 cursor back one (808-812: the shared ``cursor_after_preemption``). The waiting pass
 (``SchedulerLoop._schedule_waiting``) pads a 1-token admission to 1 + k (lines 1131-1153), then applies the long-prefill
 threshold (1155-1156), and admits only what the whole-sequence gate lets through.
+
+Versions differ in data (``vllm_versions.VLLM_VERSIONS``), read through ``rules``: in vLLM
+0.33.0 a priority self-preemption goes on with the next running request
+(vllm/v1/core/sched/scheduler.py:983-992 (vLLM 0.33.0)), and DFlash and DSpark admit at
+most B // L running requests (scheduler.py:1073 (vLLM 0.33.0); vllm/config/vllm.py:2380-2397).
 """
 from __future__ import annotations
+
+from functools import cached_property
 
 from . import decisions
 from .loop import SchedulerLoop
 from .step_pass import StepPass
+from .vllm_versions import DRAFT_PASS_METHODS, VllmVersion, rules_for
 
 
 class VllmLoop(SchedulerLoop):
@@ -39,10 +47,35 @@ class VllmLoop(SchedulerLoop):
                 continue
             num_drafts = decisions.scheduled_drafts(self.drafts_in_grant, req.num_draft_tokens, computed, grant,
                                                     req.num_tokens, req.is_decoding)
+            after = self.running[i + 1:]
             next_index = self._grant_running(step, i, grant, num_drafts, kv_tokens=grant)
             if next_index is None:
-                break
+                if not self._continues_after_self_preemption():
+                    break
+                next_index = next((self.running.index(r) for r in after if r in self.running), len(self.running))
             i = next_index
+
+    @cached_property
+    def rules(self) -> VllmVersion:
+        """The row of the version table this loop follows."""
+        return rules_for(self.params.engine_version, self.policy.table_for(self.cfg))
+
+    def _continues_after_self_preemption(self) -> bool:
+        """0.33: under priority scheduling the running pass goes on past a request that
+        preempted itself (the requests after it rank higher); 0.32 ends the pass."""
+        return self.cfg.scheduling_policy == "priority" and not self.rules.self_preemption_ends_pass
+
+    def _caches_blocks_at_output(self) -> bool:
+        """0.33, with speculation: ``update_from_output`` caches a decode's completed blocks."""
+        return self.rules.caches_blocks_at_output and self.k > 0
+
+    def _admission_seq_cap(self) -> int:
+        """0.33: DFlash and DSpark draft in a pass of B // L query rows at most, so at most
+        that many requests run (``max_num_active_seqs``)."""
+        cap = self.cfg.max_num_seqs
+        if self.rules.draft_pass_caps_seqs and self.cfg.method in DRAFT_PASS_METHODS and self.lookahead > 0:
+            cap = min(cap, self.cfg.max_num_batched_tokens // self.lookahead)
+        return cap
 
     def _progress_possible(self, step: StepPass) -> bool:
         """KV for some request's next token. The exit rule is not asked: progress is judged

@@ -2,19 +2,30 @@
 worst-case reservation (<= 0.27)."""
 from __future__ import annotations
 
-from .config import Requirement
+from .config import BudgetConfig, Requirement
 from ..spec.intlike import BoolLike, IntLike, and_, min_, or_
 from .policy import BudgetParams, BudgetPolicy, Budgets, plain  # noqa: F401 (plain: the PEP 316 contracts)
 from .vllm_loop import VllmLoop
+from .vllm_versions import MODELLED, VLLM_VERSIONS, VllmVersion
 
 
 class _VllmPolicy(BudgetPolicy):
     """Shared by both vLLM policies: the scheduler-config checks of
-    ``SchedulerConfig.verify_max_model_len`` (vllm/config/scheduler.py, 0.32)."""
+    ``SchedulerConfig.verify_max_model_len`` (vllm/config/scheduler.py, 0.32 and 0.33), and
+    the version table (``vllm_versions.VLLM_VERSIONS``) that picks the method table and
+    the version's rules from ``engine_version``."""
 
     engine = "vllm"
     table = "vllm-0.32"
     loop = VllmLoop
+    versions = MODELLED
+
+    def rules(self, version: str | None) -> VllmVersion:
+        """The version table's row for ``version`` (None: the newest this policy models)."""
+        return VLLM_VERSIONS[version if version is not None else self.versions[-1]]
+
+    def table_for(self, cfg: BudgetConfig) -> str:
+        return self.rules(self.engine_version(cfg)).table
 
     def requirements(self, p: BudgetParams) -> list[Requirement]:
         b, s, max_len = p.max_num_batched_tokens, p.max_num_seqs, p.max_model_len
@@ -43,7 +54,9 @@ class VllmAdaptive(_VllmPolicy):
     ``min(demand, token_budget, input_budget - d)`` and charges ``grant`` and
     ``grant + d``; both loops stop when ``input_budget <= d``; a same-step preemption
     (priority policy) refunds ``grant`` and ``grant + d``. ``VllmConfig`` only asks for
-    ``B > d`` (``_set_max_num_scheduled_tokens`` in vllm/config/vllm.py).
+    ``B > d`` (``_set_max_num_scheduled_tokens`` in vllm/config/vllm.py); 0.33.0 asks for
+    ``B > L`` instead (vllm/config/vllm.py:2371 (vLLM 0.33.0)), L being at least d for every
+    method but parallel n-gram.
 
     Leaves out: encoder budgets, LoRA slots, KV connectors and async loads, pipeline
     parallel and async-scheduling placeholders, Mamba alignment, prefill lookahead of
@@ -54,8 +67,25 @@ class VllmAdaptive(_VllmPolicy):
     description = "T = B; each scheduled request charges grant + d to the input budget; refund grant + d"
     version = "0.32"
 
+    versions = MODELLED
+    table = "vllm-0.33"  # the newest version's, which a config without engine_version follows
+
     def requirements(self, p: BudgetParams) -> list[Requirement]:
-        cap, b, d = self.token_cap(p), p.max_num_batched_tokens, p.draft_slots
+        cap, b, d, lookahead = self.token_cap(p), p.max_num_batched_tokens, p.draft_slots, p.lookahead
+        reserve = Requirement(
+            b > d,
+            lambda: f"max_num_batched_tokens ({b}) must exceed the draft slots of one request (d={d}); raise "
+            "max_num_batched_tokens or lower num_speculative_tokens",
+            name="batch-exceeds-draft-slots",
+        )
+        if self.rules(p.engine_version).validation_reserves_lookahead:
+            reserve = Requirement(
+                b > lookahead,
+                lambda: f"max_num_batched_tokens ({b}) must exceed the lookahead slots of one request "
+                f"(L={lookahead}, vLLM {p.engine_version or self.versions[-1]}); raise max_num_batched_tokens or "
+                "lower num_speculative_tokens",
+                name="batch-exceeds-draft-slots",
+            )
         return super().requirements(p) + [
             Requirement(
                 cap > 0,
@@ -63,12 +93,7 @@ class VllmAdaptive(_VllmPolicy):
                 "(or leave it unset)",
                 name="token-cap-positive",
             ),
-            Requirement(
-                b > d,
-                lambda: f"max_num_batched_tokens ({b}) must exceed the draft slots of one request (d={d}); raise "
-                "max_num_batched_tokens or lower num_speculative_tokens",
-                name="batch-exceeds-draft-slots",
-            ),
+            reserve,
         ]
 
     def token_cap(self, p: BudgetParams) -> IntLike:
@@ -109,6 +134,7 @@ class VllmStatic(_VllmPolicy):
     name = "vllm-static"
     description = "T = B - d*S reserved up front; only the token budget is charged"
     version = "0.27"
+    versions = ("0.32",)  # the loop and method table it runs on
 
     def requirements(self, p: BudgetParams) -> list[Requirement]:
         cap, b, d, s = self.token_cap(p), p.max_num_batched_tokens, p.draft_slots, p.max_num_seqs

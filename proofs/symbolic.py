@@ -30,6 +30,9 @@ MAX_B, MAX_S, MAX_K = 1 << 20, 4096, 32
 
 _BOOL_KNOBS = ("enable_chunked_prefill", "enable_prefix_caching")
 _CATEGORICAL = ("method", "parallel_drafting", "scheduling_policy", "max_num_scheduled_tokens")
+# The pass skeleton follows vLLM 0.32's loop (a self-preemption ends the running pass, no
+# B // L sequence cap), so a policy that models 0.32 is proved at 0.32 (SPEC.md §8).
+PROVED_VLLM_VERSION = "0.32"
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ class View:
     scheduling_policy: str
     enable_chunked_prefill: Any
     enable_prefix_caching: Any
+    engine_version: Optional[str] = None  # None: the policy's newest version
 
 
 assert {f.name for f in fields(View)} == {f.name for f in fields(BudgetConfig)}, "View must mirror BudgetConfig"
@@ -128,6 +132,8 @@ class SymbolicConfig:
                 continue
             if f.name in fixed:
                 knobs[f.name] = fixed[f.name]
+            elif f.name == "engine_version":
+                knobs[f.name] = PROVED_VLLM_VERSION if PROVED_VLLM_VERSION in policy.versions else None
             elif f.name in _BOOL_KNOBS:
                 knobs[f.name] = z3.Bool(prefix + f.name)
             else:
@@ -149,7 +155,8 @@ class SymbolicConfig:
         self.params: BudgetParams = BudgetParams(**merged, method=method)
         self.lookahead: IntLike = merge(self.selector, [policy.lookahead(v) for v in views])  # type: ignore[arg-type]
         self.drops_last_hit_block: BoolLike = merge(
-            self.selector, [methods.drops_last_hit_block(policy.table, c.method) for c in self.cases])
+            self.selector,
+            [methods.drops_last_hit_block(policy.table_for(v), c.method) for c, v in zip(self.cases, views)])
         self.case_requirements: list[list[Requirement]] = [policy.requirements(p) for p in per_case]
         select = [self.selector == i for i in range(len(self.cases))]
         self.accepts: z3.BoolRef = z3.Or([z3.And(s, policy.accepts(p)) for s, p in zip(select, per_case)])
@@ -193,7 +200,7 @@ class SymbolicConfig:
                 out[f.name] = getattr(case, f.name)
                 continue
             value = self.knobs[f.name]
-            if value is None or isinstance(value, (bool, int)):
+            if value is None or isinstance(value, (bool, int, str)):
                 out[f.name] = value
             elif z3.is_bool(value):
                 out[f.name] = z3.is_true(model.eval(value, model_completion=True))

@@ -22,6 +22,7 @@ from z3 import Z3Exception
 from . import campaign_cmd, check_cmd, conform_cmd, export_cmd, fuzz_cmd, policies_cmd, prove_cmd, replay_cmd
 from .args import UsageError
 from .console import Console
+from .engine_path import in_child, run_in_child
 from .exits import BAD_INPUT, INTERRUPTED, OK
 from .fuzz.database import DatabaseError, cache_folder
 from .render import clean
@@ -65,6 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         console.quiet = args.quiet
+        engine_path = getattr(args, "engine_path", None)
+        if engine_path is not None and not in_child(engine_path):
+            if getattr(args, "target", "vllm") != "vllm":
+                raise UsageError("--engine-path runs a vLLM: use it with --target vllm (or conform)")
+            return run_in_child(engine_path, sys.argv[1:] if argv is None else list(argv))
         return args.run(args, console)
     except BAD_INPUT_ERRORS as e:
         return _error(console, str(e))

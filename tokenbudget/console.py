@@ -47,6 +47,12 @@ class Console:
             sys.stderr.write(f"tokenbudget: {message}\n")
             sys.stderr.flush()
 
+    def warn(self, message: str) -> None:
+        """One line on stderr, ``tokenbudget: warning: ...``, even with --quiet."""
+        self.clear()
+        sys.stderr.write(f"tokenbudget: warning: {clean(message, 300)}\n")
+        sys.stderr.flush()
+
     def clear(self) -> None:
         if self.showing:
             sys.stderr.write("\r\033[K")

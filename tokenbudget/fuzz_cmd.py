@@ -23,6 +23,7 @@ from . import render
 from .args import UsageError, add_database, add_json, add_policy, at_most, positive_float, positive_int, seed
 from .check import is_known
 from .console import Console
+from .engine_path import add_engine_path
 from .exits import FAILED, INTERRUPTED, OK
 from .fuzz.database import open_database
 from .fuzz.parallel import Job, fuzz_workers
@@ -58,7 +59,7 @@ def process_started() -> float:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_policy(parser, "fuzz this policy (repeatable; default: every built-in; for --target vllm: vllm-adaptive)")
     parser.add_argument("--target", choices=tuple(FACTORIES), default=MODEL,
-                        help="what executes the ops: the reference model, or vLLM 0.32's real scheduler")
+                        help="what executes the ops: the reference model, or the real vLLM scheduler (the importable one, or --engine-path's)")
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--examples", type=at_most(positive_int, MAX_EXAMPLES), metavar="N",
                         help="Hypothesis examples per policy, shrinking included")
@@ -73,6 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_database(parser)
     parser.add_argument("--corpus", type=Path, metavar="DIR",
                         help="where counterexample traces go (default: a new temp dir); existing files are kept")
+    add_engine_path(parser)
     add_json(parser)
 
 

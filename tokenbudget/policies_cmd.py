@@ -18,7 +18,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    rows = [{"name": name, "engine": cls.engine, "version": cls.version, "description": cls.description}
+    rows = [{"name": name, "engine": cls.engine, "version": cls.version, "models": ", ".join(cls.versions) or "-",
+             "description": cls.description}
             for name, cls in builtin_policies().items()]
     if args.json:
         console.json({"policies": rows})

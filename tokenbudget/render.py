@@ -75,7 +75,7 @@ def counts(values: Mapping[str, int], limit: int = 6) -> str:
 
 # -- policies ---------------------------------------------------------------------------
 def policies(rows: Sequence[Mapping[str, str]]) -> str:
-    header = ["name", "engine", "version", "description"]
+    header = ["name", "engine", "version", "models", "description"]
     return "\n".join(table(header, [[r[h] for h in header] for r in rows]))
 
 
@@ -91,6 +91,8 @@ def replay(result: ReplayResult, description: str | None) -> str:
     else:
         lines.append(f"policy  {clean(result.policy)}  B={lim.max_num_batched_tokens} T={lim.max_num_scheduled_tokens} "
                      f"S={lim.max_num_seqs} k={lim.num_speculative_tokens} d={lim.draft_slots} L={lim.lookahead}")
+        if result.engine_version:
+            lines.append(f"version {clean(result.engine_version)}")
         rows = [[str(s.step), counts(s.num_scheduled_tokens), counts(s.scheduled_draft_tokens),
                  f"{s.tokens}/{s.token_cap}", f"{s.rows}/{s.row_cap}", clean(",".join(s.preempted)) or "-",
                  ",".join(dict.fromkeys(v.invariant for v in s.violations)) or "-"]
@@ -275,14 +277,14 @@ def campaign(doc: Mapping[str, Any], interrupted: bool) -> str:
 def conform(report: ConformReport) -> str:
     """Agreement, coverage, every divergence with its trace and explanation."""
     lines = [
-        f"conform  model (vllm-adaptive) vs {report.engine} 0.32, seed {report.seed}, "
-        f"{report.workloads} workloads in {report.seconds:.1f} s",
+        f"conform  model (vllm-adaptive, vLLM {report.model_version}) vs {report.engine} {report.release}, "
+        f"seed {report.seed}, {report.workloads} workloads in {report.seconds:.1f} s",
         f"agreement: {report.agreeing}/{report.workloads} workloads ({100 * report.agreement:.1f}%), "
         f"{report.steps_agreeing} steps agreeing",
     ]
     features = [f for f in FEATURES if f in report.coverage]
     methods = sorted(f for f in report.coverage if f.startswith("method:"))
-    lines.append("coverage (workloads exercising each feature):")
+    lines.append("coverage (workloads exercising each path):")
     lines += ["  " + line for line in table(["feature", "workloads"],
                                             [[f, str(report.coverage[f])] for f in features + methods], right=(1,))]
     if report.divergences:

@@ -1,6 +1,6 @@
 """``tokenbudget replay``: replay trace files on a target and judge them.
 
-Targets: ``model`` (the reference scheduler), ``vllm`` (vLLM 0.32's real scheduler with
+Targets: ``model`` (the reference scheduler), ``vllm`` (the importable vLLM's real scheduler with
 the trace's accepted drafts) and ``runner`` (the reference scheduler with a small torch
 model runner executing every step it makes, ``kernels/``). The runner's faults
 (InputRowsOverflow, KVOverflow, CUDA out of memory) end the run as target errors, which
@@ -20,6 +20,7 @@ from typing import Sequence
 from . import render
 from .args import UsageError, add_json, add_policy, seed, whole
 from .console import Console
+from .engine_path import add_engine_path
 from .exits import FAILED, OK
 from .harness.vllm.target import VllmTarget
 from .kernels.arrivals import MAX_STEPS
@@ -40,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("traces", nargs="+", metavar="TRACE", help="trace file (format tokenbudget.trace/1)")
     parser.add_argument("--target", choices=TARGETS, default=MODEL,
                         help="what executes the trace: model, or runner (the model with a torch runner executing "
-                             "its steps), or vllm (vLLM 0.32's scheduler)")
+                             "its steps), or vllm (the importable vLLM's scheduler, or --engine-path's)")
     parser.add_argument("--device", choices=("cpu", "cuda"), help="device of the runner target")
     parser.add_argument("--mode", choices=("forced", "live"),
                         help="mode of the runner and vllm targets: forced takes the accepted drafts from the trace "
@@ -68,6 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="runner: draw the rows of each step, stacked by request, against B (one TRACE; "
                              "never overwrites a file)")
     add_policy(parser, "replay under this policy instead of the trace's (name or pkg.module:Class)", repeatable=False)
+    add_engine_path(parser)
     add_json(parser)
 
 

@@ -1,7 +1,17 @@
-"""Drive the real vLLM 0.32 scheduler on the CPU, one engine step at a time.
+"""Drive the real vLLM scheduler (0.32 or 0.33, whichever is importable) on the CPU, one
+engine step at a time.
 
-Importing this module does not import vLLM; the first ``build_vllm_scheduler`` or
-``VllmEngine`` call does, and raises ``EngineUnavailable`` (one line) when it cannot.
+Importing this module does not import vLLM; the first ``build_vllm_scheduler``,
+``VllmEngine`` or ``installed_release`` call does, and raises ``EngineUnavailable`` (one
+line) when it cannot. A vLLM whose internals the harness reads are gone raises
+``EngineUnavailable`` too, naming the missing attribute (``EngineIncompatible``).
+
+Versions: the harness reads ``vllm.__version__`` and the modelled version nearest to it
+(``model.vllm_versions``). Where 0.33 differs from 0.32 in what the harness touches, it
+asks the engine instead of assuming: the block hasher gets
+``VllmConfig.num_hash_lookahead_tokens`` where it exists (0.33:
+vllm/v1/engine/core.py:226-230); the parallel-only methods come from the version's
+method table.
 
 What is real and what is faked
 ------------------------------
@@ -55,7 +65,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ...model.methods import VLLM_0_32
+from ...model import methods
+from ...model.vllm_versions import VLLM_VERSIONS, modelled_version, nearest_version
 from ...spec.records import RequestState
 from ...spec.target import describe
 
@@ -70,12 +81,20 @@ if TYPE_CHECKING:
 VOCAB_SIZE = 32000  # token ids are drawn from [1, VOCAB_SIZE); the model has no EOS
 
 
+ENGINE_PATH_ENV = "TOKENBUDGET_ENGINE_PATH"  # set by --engine-path in the child process it starts
+
+
 class EngineUnavailable(RuntimeError):
     """vLLM cannot be imported here; the message says why in one line."""
 
 
+class EngineIncompatible(EngineUnavailable):
+    """This vLLM lacks something the harness reads; the message names it in one line."""
+
+
 def _import_vllm() -> None:
-    """Import vLLM quietly, or raise EngineUnavailable."""
+    """Import vLLM quietly, or raise EngineUnavailable. Under ``--engine-path`` the vLLM
+    imported must be the one in that folder."""
     os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     logging.getLogger("vllm").setLevel(logging.ERROR)  # import-time warnings go via the root logger
@@ -85,15 +104,64 @@ def _import_vllm() -> None:
     except Exception as exc:  # ImportError, or a broken install failing at import
         raise EngineUnavailable(f"vllm is not importable: {type(exc).__name__}: {exc}") from None
     logging.getLogger("vllm").setLevel(logging.ERROR)
+    wanted = os.environ.get(ENGINE_PATH_ENV)
+    if wanted and not Path(vllm.__file__).resolve().is_relative_to(Path(wanted).resolve()):
+        raise EngineUnavailable(f"vllm was imported from {Path(vllm.__file__).parent}, not from --engine-path "
+                                f"{wanted}; check that {wanted}/vllm is a vLLM package")
+
+
+def installed_release() -> str:
+    """``vllm.__version__`` of the importable vLLM. Raises EngineUnavailable."""
+    _import_vllm()
+    import vllm
+
+    return str(getattr(vllm, "__version__", "unknown"))
+
+
+@dataclass(frozen=True)
+class EngineVersion:
+    """The vLLM release the harness drives, the modelled version it is compared with, and,
+    when that release is not modelled, the one-line warning naming both."""
+
+    release: str
+    model_version: str
+
+    @property
+    def warning(self) -> str | None:
+        if modelled_version(self.release) is not None:
+            return None
+        return (f"vLLM {self.release} is not modelled; comparing it with the model of vLLM {self.model_version}, "
+                f"the nearest modelled version")
+
+
+def engine_version() -> EngineVersion:
+    """The importable vLLM's release and the modelled version nearest to it."""
+    release = installed_release()
+    return EngineVersion(release, nearest_version(release))
+
+
+def incompatible(exc: Exception) -> EngineIncompatible:
+    import vllm
+
+    return EngineIncompatible(f"vLLM {getattr(vllm, '__version__', '?')} ({Path(vllm.__file__).parent}) breaks the "
+                              f"harness: {type(exc).__name__}: {exc}; the harness knows vLLM 0.32 and 0.33")
 
 
 def build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
     """A fresh ``vllm.v1.core.sched.scheduler.Scheduler`` for ``cfg``.
 
-    Raises EngineUnavailable without vLLM, ValueError (vLLM's own message) for a config
-    vLLM rejects, and RuntimeError if vLLM silently changed a knob we set.
+    Raises EngineUnavailable without vLLM (EngineIncompatible when a class or attribute the
+    harness uses is gone), ValueError (vLLM's own message) for a config vLLM rejects, and
+    RuntimeError if vLLM silently changed a knob we set.
     """
     _import_vllm()
+    try:
+        return _build_vllm_scheduler(cfg)
+    except (AttributeError, ImportError) as exc:
+        raise incompatible(exc) from None
+
+
+def _build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
     import torch
     from vllm.v1.core.sched.scheduler import Scheduler
     from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
@@ -160,7 +228,8 @@ def _vllm_config(cfg: BudgetConfig, model_dir: Path) -> VllmConfig:
     )
     if spec_config is not None and cfg.method != "ngram":
         spec_config.method = cfg.method
-        spec_config.parallel_drafting = cfg.parallel_drafting or VLLM_0_32[cfg.method].parallel_only
+        table = methods.TABLES[VLLM_VERSIONS[nearest_version(installed_release())].table]
+        spec_config.parallel_drafting = cfg.parallel_drafting or table[cfg.method].parallel_only
         vllm_config._set_max_num_scheduled_tokens()
     _check_knobs_kept(cfg, vllm_config)
     return vllm_config
@@ -234,8 +303,18 @@ class VllmEngine:
     """
 
     def __init__(self, cfg: BudgetConfig) -> None:
+        """Raises as ``build_vllm_scheduler``."""
         self.cfg = cfg
         self.scheduler = build_vllm_scheduler(cfg)
+        self.version = engine_version()
+        try:
+            self._attach()
+        except (AttributeError, ImportError) as exc:
+            raise incompatible(exc) from None
+
+    def _attach(self) -> None:
+        """Bind the request, output and hashing classes of this vLLM, and observe preemptions."""
+        cfg = self.cfg
         from vllm.sampling_params import SamplingParams
         from vllm.utils.hashing import get_hash_fn_by_name
         from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
@@ -248,7 +327,9 @@ class VllmEngine:
         if cfg.enable_prefix_caching:  # as EngineCore.__init__ does (vllm/v1/engine/core.py:231-240)
             hash_fn = get_hash_fn_by_name(self.scheduler.cache_config.prefix_caching_hash_algo)
             init_none_hash(hash_fn)
-            self._block_hasher = get_request_block_hasher(cfg.block_size, hash_fn)
+            lookahead = getattr(self.scheduler, "num_hash_lookahead_tokens", None)  # 0.33 only
+            extra = () if lookahead is None else (lookahead,)
+            self._block_hasher = get_request_block_hasher(cfg.block_size, hash_fn, *extra)
         self._token_base: dict[str, int] = {}
         self._arrivals = 0
         self._preempted: list[str] = []

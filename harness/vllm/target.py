@@ -1,4 +1,4 @@
-"""VllmTarget: the real vLLM 0.32 scheduler as a fuzz and replay target.
+"""VllmTarget: the real vLLM scheduler (whichever is importable) as a fuzz and replay target.
 
 It wraps ``VllmEngine`` (vLLM's own ``Scheduler``, KV cache manager and block pool on a
 fake model; see ``harness/vllm/engine.py``) and turns each engine step into the spec's
@@ -24,8 +24,9 @@ and ``unserved_demand``. Hence ``input-budget-nonnegative``, ``exact-refund``, t
 half of ``progress`` and ``work-conserving`` are not judged on this target; vLLM's own
 ``assert input_budget >= 0`` at the end of the pass still fires as an ``error``.
 
-The policy must be ``vllm-adaptive``: vLLM 0.32 runs its own accounting, which is that
-policy; traces written for another policy cannot run on it.
+The policy must be ``vllm-adaptive``: vLLM runs its own accounting, which is that
+policy; traces written for another policy cannot run on it. ``version`` is the vLLM release
+driven and the modelled version nearest to it (``engine.EngineVersion``).
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ from typing import Mapping
 from ...model import BudgetConfig, BudgetPolicy, ConfigError
 from ...spec.records import StepLimits, StepOutcome, StepRecord
 from ...spec.trace import AddOp
-from .engine import VllmEngine, VllmStep
+from .engine import EngineVersion, VllmEngine, VllmStep, engine_version, incompatible
 
 VLLM_POLICY = "vllm-adaptive"
 # vLLM's BlockPool (vllm/v1/core/block_pool.py, 0.32) makes a KVCacheBlock object per block
@@ -44,15 +45,18 @@ VLLM_BYTES_PER_BLOCK = 140
 
 
 class VllmTarget:
-    """One deployment of vLLM's scheduler. Construction raises EngineUnavailable without
+    """One deployment of vLLM's scheduler, validated at the config's ``engine_version`` (none:
+    the modelled version of the vLLM driven). Construction raises EngineUnavailable without
     vLLM, and ConfigError (one line) for another policy than ``vllm-adaptive``, a config
     the policy refuses (when ``validate``), a pool larger than MAX_VLLM_KV_BLOCKS, or one
     vLLM's own config checks refuse."""
 
     def __init__(self, cfg: BudgetConfig, policy: BudgetPolicy, validate: bool = True) -> None:
         if policy.name != VLLM_POLICY:
-            raise ConfigError(f"the vllm target runs vLLM 0.32, whose policy is {VLLM_POLICY}, not {policy.name}; "
-                              "replay this trace with --target model")
+            raise ConfigError(f"the vllm target runs vLLM's scheduler, whose policy is {VLLM_POLICY}, not "
+                              f"{policy.name}; replay this trace with --target model")
+        if cfg.engine_version is None:  # the trace names no version: the one of the vLLM driven
+            cfg = cfg.replace(engine_version=engine_version().model_version)
         if validate:
             policy.validate(cfg)
         if cfg.num_kv_blocks > MAX_VLLM_KV_BLOCKS:
@@ -63,7 +67,11 @@ class VllmTarget:
             self.engine = VllmEngine(cfg)
         except ValueError as exc:
             raise ConfigError(f"vLLM refuses the config: {' '.join(str(exc).split())}") from None
-        self.limits = _limits(self.engine)
+        self.version: EngineVersion = self.engine.version
+        try:
+            self.limits = _limits(self.engine)
+        except AttributeError as exc:
+            raise incompatible(exc) from None
         self.num_steps = 0
 
     def add(self, op: AddOp) -> None:

@@ -63,7 +63,8 @@ def test_policies_json(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "policies", "--json")
     rows = json.loads(out)["policies"]
     assert code == 0 and [r["name"] for r in rows] == list(builtin_policies())
-    assert set(rows[0]) == {"name", "engine", "version", "description"}
+    assert set(rows[0]) == {"name", "engine", "version", "models", "description"}
+    assert rows[0]["models"] == "0.32, 0.33" and rows[-1]["models"] == "-"  # vllm-adaptive; a FastDeploy policy
 
 
 # -- replay -----------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from tokenbudget.model import (
 )
 from tokenbudget.model.request import Request, Status
 from tokenbudget.proofs.pass_skeleton import PassConfig, PassResult, Slot, run_pass, scheduler_victim
+from tokenbudget.proofs.symbolic import PROVED_VLLM_VERSION
 from tokenbudget.proofs.violations import VIOLATED
 from tokenbudget.spec.corpus import corpus_paths
 from tokenbudget.spec import StepRecord, check_step
@@ -109,6 +110,8 @@ def random_config(rng: random.Random, policy: str) -> BudgetConfig | None:
                  enable_prefix_caching=rng.random() < 0.6)
     if k and rng.random() < 0.4:
         knobs["parallel_drafting"] = True
+    if PROVED_VLLM_VERSION in get_policy(policy).versions:  # the skeleton follows 0.32's loop
+        knobs["engine_version"] = PROVED_VLLM_VERSION
     try:
         cfg = BudgetConfig(**knobs)
         get_policy(policy).validate(cfg)

@@ -40,9 +40,11 @@ def test_method_table_matches_vllm_0_32_docstring():
         "eagle3": k, "mtp": k, "dflash": k + 1, "dspark": k, "ngram": 0, "draft_model": k}
 
 
-def test_vllm_adaptive_needs_b_above_d():
-    assert not accepts("vllm-adaptive", max_num_batched_tokens=3, max_num_seqs=1, max_model_len=64, **SPEC)
-    assert accepts("vllm-adaptive", max_num_batched_tokens=4, max_num_seqs=1, max_model_len=64, **SPEC)
+def test_vllm_adaptive_needs_b_above_d_in_0_32():
+    assert not accepts("vllm-adaptive", max_num_batched_tokens=3, max_num_seqs=1, max_model_len=64,
+                       engine_version="0.32", **SPEC)
+    assert accepts("vllm-adaptive", max_num_batched_tokens=4, max_num_seqs=1, max_model_len=64,
+                   engine_version="0.32", **SPEC)
 
 
 def test_vllm_adaptive_accepts_the_seed_config_that_static_refuses():

@@ -1,0 +1,44 @@
+"""``--engine-path``: bad folders and a vLLM the harness cannot drive are one line, exit 2."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+
+def tokenbudget(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tokenbudget.cli", *args], capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+def one_error_line(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 2 and done.stdout == "", (done.returncode, done.stdout)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tokenbudget: error: "), done.stderr
+    return lines[0]
+
+
+def test_a_folder_without_vllm_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    line = one_error_line(tokenbudget("conform", "--engine-path", str(tmp_path), "--workloads", "1"))
+    assert "holds no vllm package" in line and str(tmp_path) in line
+
+
+def test_engine_path_needs_the_vllm_target(tmp_path: Path) -> None:
+    (tmp_path / "vllm").mkdir()
+    (tmp_path / "vllm" / "__init__.py").write_text("")
+    trace = Path(__file__).resolve().parents[2] / "corpus" / "seed-000-vllm-adaptive.json"
+    line = one_error_line(tokenbudget("replay", str(trace), "--engine-path", str(tmp_path)))
+    assert "--target vllm" in line
+
+
+def test_a_vllm_whose_internals_moved_fails_naming_what_is_missing(tmp_path: Path) -> None:
+    """A future vLLM: the scheduler imports, but a config class the harness builds is gone."""
+    sched = tmp_path / "vllm" / "v1" / "core" / "sched"
+    sched.mkdir(parents=True)
+    (tmp_path / "vllm" / "__init__.py").write_text('__version__ = "0.99.0"\n')
+    for folder in (tmp_path / "vllm" / "v1", tmp_path / "vllm" / "v1" / "core", sched):
+        (folder / "__init__.py").touch()
+    (sched / "scheduler.py").write_text("class Scheduler:\n    pass\n")
+    (tmp_path / "vllm" / "v1" / "kv_cache_interface.py").write_text("class KVCacheConfig:\n    pass\n")
+    line = one_error_line(tokenbudget("conform", "--engine-path", str(tmp_path), "--workloads", "1"))
+    assert "vLLM 0.99.0" in line and "FullAttentionSpec" in line and "0.32 and 0.33" in line, line

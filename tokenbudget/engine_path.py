@@ -1,0 +1,49 @@
+"""``--engine-path DIR``: run a command against the vLLM in DIR (an unpacked wheel or a source
+checkout) instead of the installed one.
+
+The command runs again in a child process whose import path starts with DIR, with
+``VLLM_TARGET_DEVICE=cpu``; the child knows it is the child by ``TOKENBUDGET_ENGINE_PATH``
+and checks that the vLLM it imports is DIR's. The parent returns the child's exit status.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .args import UsageError
+from .harness.vllm.engine import ENGINE_PATH_ENV
+
+_CHILD = "import sys; from tokenbudget.cli import main; sys.exit(main())"
+
+
+def add_engine_path(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--engine-path", type=Path, metavar="DIR",
+                        help="run the vLLM in DIR (an unpacked wheel or a vLLM checkout) instead of the installed one")
+
+
+def engine_folder(path: Path) -> Path:
+    """DIR resolved, once it holds a ``vllm`` package; UsageError naming the fix otherwise."""
+    folder = path.expanduser().resolve()
+    if not (folder / "vllm" / "__init__.py").is_file():
+        raise UsageError(f"--engine-path {path} holds no vllm package ({path}/vllm/__init__.py); point it at an "
+                         "unpacked vLLM wheel or the root of a vLLM checkout")
+    return folder
+
+
+def in_child(path: Path) -> bool:
+    """Whether this process is the child started for ``--engine-path path``."""
+    return os.environ.get(ENGINE_PATH_ENV) == str(engine_folder(path))
+
+
+def run_in_child(path: Path, argv: list[str]) -> int:
+    """Run ``tokenbudget argv`` again with the vLLM in ``path`` first on the import path;
+    its exit status. Its output goes where this process's goes."""
+    folder = engine_folder(path)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(folder), *filter(None, [env.get("PYTHONPATH")])])
+    env["VLLM_TARGET_DEVICE"] = "cpu"
+    env[ENGINE_PATH_ENV] = str(folder)
+    return subprocess.run([sys.executable, "-c", _CHILD, *argv], env=env, check=False).returncode
