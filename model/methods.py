@@ -36,6 +36,7 @@ class MethodRow:
     drafter: str  # NGRAM_DRAFTER | MODEL_DRAFTER
     drops_last_hit_block: bool = False  # a prefix-cache hit gives back its last block
     parallel_only: bool = False  # the engine turns parallel drafting on whatever the config says
+    one_model: bool = False  # the target's forward drafts; no drafter object exists when the scheduler runs
 
     def __post_init__(self) -> None:
         assert self.drafter in (NGRAM_DRAFTER, MODEL_DRAFTER), self.drafter
@@ -71,9 +72,22 @@ FASTDEPLOY: Mapping[str, MethodRow] = {
     "ngram": MethodRow((0, 0), (0, 0), (1, 0), (1, 1), _N),
 }
 
+# TensorRT-LLM's PyTorch backend: a generation request runs 1 + D rows (D = k drafts), and
+# ``prepare_resources`` gives it KV for those 1 + D tokens (no lookahead past them). One-model
+# speculation (MTP, Eagle3 one-model) drafts inside the target's forward: ``get_spec_drafter``
+# returns None, so no placeholder drafts are attached before the scheduler runs
+# (tensorrt_llm/_torch/pyexecutor/py_executor.py ``_prepare_and_schedule_batch``, PR #16101).
+TRTLLM: Mapping[str, MethodRow] = {
+    "mtp": MethodRow((0, 0), (0, 0), (0, 0), (1, 1), _M, one_model=True),
+    "eagle3": MethodRow((0, 0), (0, 0), (0, 0), (1, 1), _M, one_model=True),
+    "draft_model": MethodRow((0, 0), (0, 0), (0, 0), (1, 1), _M),
+    "ngram": MethodRow((0, 0), (0, 0), (0, 0), (1, 1), _N),
+}
+
 TABLES: Mapping[str, Mapping[str, MethodRow]] = {
     "vllm-0.32": VLLM_0_32,
     "fastdeploy": FASTDEPLOY,
+    "trtllm": TRTLLM,
 }
 
 DEFAULT_TABLE = "vllm-0.32"
@@ -121,3 +135,9 @@ def first_pass_drafts(d: int, k: int) -> int:
 def drops_last_hit_block(table: str, method: str | None) -> bool:
     """Whether a prefix-cache hit under ``method`` gives back its last block (False without speculation)."""
     return method is not None and method_row(table, method).drops_last_hit_block
+
+
+def one_model(table: str, method: str | None) -> bool:
+    """Whether ``method`` drafts inside the target's forward, with no drafter object at
+    scheduling time (False without speculation)."""
+    return method is not None and method_row(table, method).one_model

@@ -38,6 +38,7 @@ class BudgetParams:
     chunked_prefill_knob: BoolLike  # enable_chunked_prefill as the user set it, for validation
     parallel_drafting: BoolLike
     priority_scheduling: BoolLike  # scheduling_policy == "priority"
+    one_model: BoolLike = False  # the method drafts inside the target's forward (``MethodRow.one_model``)
 
 
 def plain(*values: object) -> bool:
@@ -116,6 +117,7 @@ class BudgetPolicy:
             chunked_prefill_knob=cfg.enable_chunked_prefill,
             parallel_drafting=cfg.parallel_drafting,
             priority_scheduling=cfg.scheduling_policy == "priority",
+            one_model=methods.one_model(self.table, cfg.method),
         )
 
     def lookahead(self, cfg: BudgetConfig) -> int:
