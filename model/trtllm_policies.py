@@ -70,10 +70,10 @@ class _TrtllmPolicy(BudgetPolicy):
                 scope=True,
             ),
             Requirement(
-                or_(p.chunked_prefill_knob, b >= max_len),
-                lambda: f"without chunked prefill a prompt must fit max_num_tokens: max_num_batched_tokens ({b}) "
-                f"must be >= max_model_len ({max_len}); raise max_num_batched_tokens, lower max_model_len or set "
-                "enable_chunked_prefill=true",
+                or_(p.chunked_prefill_knob, b >= max_len - 1),
+                lambda: f"without chunked prefill a whole prompt must fit max_num_tokens: max_num_batched_tokens "
+                f"({b}) must be >= max_model_len - 1 ({max_len - 1}); raise max_num_batched_tokens, lower "
+                "max_model_len or set enable_chunked_prefill=true",
             ),
         ]
 
