@@ -73,14 +73,16 @@ FASTDEPLOY: Mapping[str, MethodRow] = {
 }
 
 # TensorRT-LLM's PyTorch backend: a generation request runs 1 + D rows (D = k drafts), and
-# ``prepare_resources`` gives it KV for those 1 + D tokens (no lookahead past them). One-model
+# ``prepare_resources`` gives it KV for those 1 + D tokens; a model drafter also writes KV
+# past the scheduled tokens (``num_extra_kv_tokens`` and the drafts a context's last chunk
+# proposes), which the lookahead L = k stands for; n-gram matching writes none. One-model
 # speculation (MTP, Eagle3 one-model) drafts inside the target's forward: ``get_spec_drafter``
 # returns None, so no placeholder drafts are attached before the scheduler runs
 # (tensorrt_llm/_torch/pyexecutor/py_executor.py ``_prepare_and_schedule_batch``, PR #16101).
 TRTLLM: Mapping[str, MethodRow] = {
-    "mtp": MethodRow((0, 0), (0, 0), (0, 0), (1, 1), _M, one_model=True),
-    "eagle3": MethodRow((0, 0), (0, 0), (0, 0), (1, 1), _M, one_model=True),
-    "draft_model": MethodRow((0, 0), (0, 0), (0, 0), (1, 1), _M),
+    "mtp": MethodRow((0, 0), (0, 0), (1, 0), (1, 1), _M, one_model=True),
+    "eagle3": MethodRow((0, 0), (0, 0), (1, 0), (1, 1), _M, one_model=True),
+    "draft_model": MethodRow((0, 0), (0, 0), (1, 0), (1, 1), _M),
     "ngram": MethodRow((0, 0), (0, 0), (0, 0), (1, 1), _N),
 }
 

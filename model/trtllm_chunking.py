@@ -6,7 +6,7 @@ The rules of ``PyMicroBatchScheduler._set_ctx_requests_chunk_size`` and its help
 ``_chunk_fcfs``, ``_chunk_forced``, ``_fit_draft_tokens``, ``_reuse_adjusted_compute``),
 on ints. ``TrtllmLoop`` grants context chunks FCFS with a unit of 1; these functions are
 the engine's other policies, judged by ``tests/unit/test_trtllm_chunking.py`` against the
-capacity they are given (SPEC.md §7).
+capacity they are given (SPEC.md §8).
 
 A context is ``Context(remaining, reusable, drafts)``: prompt tokens left, tokens a
 first chunk may take from the prefix cache (0 past the first chunk), and drafts attached

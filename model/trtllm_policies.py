@@ -13,7 +13,7 @@ The model charges a generation request's D drafts when the pass starts (``B - G 
 with G the requests decoding) and its one token when the pass grants it: the same total
 as TensorRT-LLM's ``1 + D`` at the visit whenever every generation request fits one step,
 which the model asks of a config (``B >= S * (1 + k)``, a scope requirement: TensorRT-LLM
-serves the rest by breaking its walk; SPEC.md §7).
+serves the rest by breaking its walk; SPEC.md §8).
 
 What D is depends on who attaches the drafts before the scheduler runs. Two-model
 speculation (``draft_model``, ``ngram``) sets ``request.draft_tokens = [0] * max_draft``
@@ -22,7 +22,7 @@ for every generation request (py_executor.py ``_prepare_and_schedule_batch``, th
 ``eagle3``: ``get_spec_drafter`` returns None) skipped that block until PR #16101 (with
 its follow-up #17836), so D was 0 while the forward still ran ``1 + k`` rows.
 
-Shared simplifications (SPEC.md §7): the model's paged KV pool and admission gate; FCFS
+Shared simplifications (SPEC.md §8): the model's paged KV pool and admission gate; FCFS
 chunking with a unit of 1; beam width 1; no encoder, LoRA, disaggregated or multimodal
 requests; the chunking policies and draft fitting of context chunks are in
 ``trtllm_chunking``, outside the pass (the model's context chunks carry no drafts).
