@@ -114,8 +114,9 @@ def _forced(contexts: Sequence[Context], capacity: Optional[int], unit: int,
 
 def kept_drafts(contexts: Sequence[Context], sizes: Sequence[int], capacity: Optional[int], unit: int,
                 max_context_length: Optional[int], clamped: bool = True) -> list[int]:
-    """The drafts each context keeps (``_fit_draft_tokens``): a last chunk keeps what fits
-    the slack of its last unit, of max_context_length and of the capacity left.
+    """The drafts that run with each context's chunk (``_fit_draft_tokens``): none with a
+    chunk short of the end; a last chunk keeps what fits the slack of its last unit, of
+    max_context_length and of the capacity left.
 
     ``clamped=False`` is the code before PR #13578: the capacity left was not clamped at
     0 and was charged whole instead of the drafts kept. When the chunks already overshoot
