@@ -2,7 +2,8 @@
 
 One source of truth for how many extra runner rows (draft slots, ``d``) a scheduled
 request occupies, how many lookahead KV slots (``L``) it reserves, which drafter proposes
-its drafts and whether the method drafts only in parallel. Every count is affine in ``k``
+its drafts, whether the method drafts only in parallel and whether it drafts inside the
+target's forward (one model). Every count is affine in ``k``
 (``num_speculative_tokens``): ``(a, b)`` means ``a * k + b``, so the same table serves
 ints and z3 terms. Versions differ; add a table, not a branch.
 
