@@ -15,10 +15,10 @@ chunk unit of 1 (SPEC.md §8 says what the other policies change).
 
 ``prepare_resources`` (kv_cache_manager.py) gives a generation request KV for its ``1 + D``
 tokens: the drafts ride outside the grant of 1; the method table's lookahead adds what a
-model drafter writes past them. The capacity
-scheduler's MAX_UTILIZATION pauses the last started request when one does not fit
-(``MaxUtilizationPolicy.schedule``): the model's victim is the tail of the RUNNING queue,
-its charge given back (the micro-batch never charged it). GUARANTEED_NO_EVICT reserves
+model drafter writes past them. The capacity scheduler's MAX_UTILIZATION pauses the last
+started request when one does not fit (``MaxUtilizationPolicy.schedule``): the model's
+victim is the tail of the RUNNING queue, its grant given back (the micro-batch never
+charged it). GUARANTEED_NO_EVICT reserves
 each admitted request's blocks to completion and never pauses; the model admits by the
 shared whole-sequence gate instead (SPEC.md §8). TensorRT-LLM schedules FCFS only and
 does not read ``long_prefill_token_threshold``.
