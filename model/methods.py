@@ -2,7 +2,8 @@
 
 One source of truth for how many extra runner rows (draft slots, ``d``) a scheduled
 request occupies, how many lookahead KV slots (``L``) it reserves, which drafter proposes
-its drafts and whether the method drafts only in parallel. Every count is affine in ``k``
+its drafts, whether the method drafts only in parallel and whether it drafts inside the
+target's forward (one model). Every count is affine in ``k``
 (``num_speculative_tokens``): ``(a, b)`` means ``a * k + b``, so the same table serves
 ints and z3 terms. Versions differ; add a table, not a branch.
 
@@ -37,6 +38,7 @@ class MethodRow:
     drops_last_hit_block: bool = False  # a prefix-cache hit gives back its last block
     parallel_only: bool = False  # the engine turns parallel drafting on whatever the config says
     hash_lookahead: int = 0  # tokens past a block that its prefix-cache key covers (vLLM 0.33)
+    one_model: bool = False  # the target's forward drafts; no drafter object exists when the scheduler runs
 
     def __post_init__(self) -> None:
         assert self.drafter in (NGRAM_DRAFTER, MODEL_DRAFTER), self.drafter
@@ -89,10 +91,25 @@ FASTDEPLOY: Mapping[str, MethodRow] = {
     "ngram": MethodRow((0, 0), (0, 0), (1, 0), (1, 1), _N),
 }
 
+# TensorRT-LLM's PyTorch backend: a generation request runs 1 + D rows (D = k drafts), and
+# ``prepare_resources`` gives it KV for those 1 + D tokens; a model drafter also writes KV
+# past the scheduled tokens (``num_extra_kv_tokens`` and the drafts a context's last chunk
+# proposes), which the lookahead L = k stands for; n-gram matching writes none. One-model
+# speculation (MTP, Eagle3 one-model) drafts inside the target's forward: ``get_spec_drafter``
+# returns None, so no placeholder drafts are attached before the scheduler runs
+# (tensorrt_llm/_torch/pyexecutor/py_executor.py ``_prepare_and_schedule_batch``, PR #16101).
+TRTLLM: Mapping[str, MethodRow] = {
+    "mtp": MethodRow((0, 0), (0, 0), (1, 0), (1, 1), _M, one_model=True),
+    "eagle3": MethodRow((0, 0), (0, 0), (1, 0), (1, 1), _M, one_model=True),
+    "draft_model": MethodRow((0, 0), (0, 0), (1, 0), (1, 1), _M),
+    "ngram": MethodRow((0, 0), (0, 0), (0, 0), (1, 1), _N),
+}
+
 TABLES: Mapping[str, Mapping[str, MethodRow]] = {
     "vllm-0.32": VLLM_0_32,
     "vllm-0.33": VLLM_0_33,
     "fastdeploy": FASTDEPLOY,
+    "trtllm": TRTLLM,
 }
 
 DEFAULT_TABLE = "vllm-0.32"
@@ -145,3 +162,9 @@ def drops_last_hit_block(table: str, method: str | None) -> bool:
 def hash_lookahead(table: str, method: str | None) -> int:
     """Tokens past a block that its prefix-cache key covers (0 without speculation)."""
     return 0 if method is None else method_row(table, method).hash_lookahead
+
+
+def one_model(table: str, method: str | None) -> bool:
+    """Whether ``method`` drafts inside the target's forward, with no drafter object at
+    scheduling time (False without speculation)."""
+    return method is not None and method_row(table, method).one_model

@@ -43,6 +43,7 @@ class BudgetParams:
     method: Any = None  # the method's name: a str or None here, a ``proofs.symbolic.SymbolicMethod`` in the prover
     lookahead: IntLike = 0  # L: KV slots reserved past a request's scheduled tokens
     engine_version: Optional[str] = None  # the row of the policy's version table (None: no table)
+    one_model: BoolLike = False  # the method drafts inside the target's forward (``MethodRow.one_model``)
 
 
 def plain(*values: object) -> bool:
@@ -154,6 +155,7 @@ class BudgetPolicy:
             method=cfg.method,
             lookahead=self.lookahead(cfg),
             engine_version=self.engine_version(cfg),
+            one_model=methods.one_model(self.table_for(cfg), cfg.method),
         )
 
     def lookahead(self, cfg: BudgetConfig) -> int:

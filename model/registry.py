@@ -15,12 +15,14 @@ from .fastdeploy_policies import (
 from .loop import SchedulerLoop
 from .policy import BudgetPolicy
 from .policy_guard import guard
+from .trtllm_policies import Trtllm, TrtllmOneModelUnreserved
 from .vllm_policies import VllmAdaptive, VllmStatic
 
 BUILTIN: tuple[type[BudgetPolicy], ...] = (
     VllmAdaptive, VllmStatic,
     FastDeployV0, FastDeployReserve, FastDeployReserveCherrypick, FastDeployDecodeCount, FastDeploySpecMethod,
     FastDeployMtpOnly,
+    Trtllm, TrtllmOneModelUnreserved,
 )
 assert len({cls.name for cls in BUILTIN}) == len(BUILTIN), "two built-in policies share a name"
 

@@ -15,6 +15,8 @@ CHECKED = (
     "tokenbudget.model.fastdeploy_policies.FastDeployDecodeCount",
     "tokenbudget.model.fastdeploy_policies.FastDeploySpecMethod",
     "tokenbudget.model.fastdeploy_policies.FastDeployMtpOnly",
+    "tokenbudget.model.trtllm_policies.Trtllm",
+    "tokenbudget.model.trtllm_policies.TrtllmOneModelUnreserved",
     "tokenbudget.proofs.contracts.step",
 )
 PLANTED = "tokenbudget.proofs.contracts.examples.bugs_detected.planted"
