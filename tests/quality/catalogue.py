@@ -79,9 +79,9 @@ def _refund_without_draft_slots(mp: pytest.MonkeyPatch) -> None:
 def _refund_twice(mp: pytest.MonkeyPatch) -> None:
     original = step_pass.StepPass.record_refund
 
-    def record_refund(self: step_pass.StepPass, req: Request) -> None:
+    def record_refund(self: step_pass.StepPass, req: Request, **kwargs: bool) -> None:
         grant, decode = self.grants[req.request_id], self.charged_as_decode[req.request_id]
-        original(self, req)
+        original(self, req, **kwargs)
         self.budgets = self.policy.spend(self.budgets, self.policy.refund(self.params, grant, decode), +1)
 
     mp.setattr(step_pass.StepPass, "record_refund", record_refund)
