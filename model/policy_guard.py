@@ -29,7 +29,8 @@ RETURNS: dict[str, Any] = {
     "lookahead": INT, "token_cap": INT, "initial_budgets": Budgets, "may_schedule": BOOL, "grant": INT,
     "charge": Budgets, "refund": Budgets, "runner_rows": INT, "spend": Budgets,
 }
-HELPERS = "ite, min_, max_, and_, or_, not_ from tokenbudget.model"
+HELPER_NAMES = "ite, min_, max_, and_, or_, not_"  # the IntLike helpers a policy uses on z3 terms
+HELPERS = f"{HELPER_NAMES} from tokenbudget.model"
 
 
 class PolicyError(Exception):
