@@ -34,7 +34,8 @@ RETURNS: dict[str, Any] = {
     "lookahead": INT, "token_cap": INT, "initial_budgets": Budgets, "may_schedule": BOOL, "grant": INT,
     "charge": Budgets, "refund": Budgets, "runner_rows": INT, "spend": Budgets,
 }
-HELPERS = "ite, min_, max_, and_, or_, not_ from tokenbudget.model"
+HELPER_NAMES = "ite, min_, max_, and_, or_, not_"  # the IntLike helpers a policy uses on z3 terms
+HELPERS = f"{HELPER_NAMES} from tokenbudget.model"
 
 LOOP_FLAGS = ("drafts_in_grant", "pads_short_admissions", "decodes_bypass_budget", "applies_long_prefill_threshold")
 # (flag values that cannot go together, why, the fix)

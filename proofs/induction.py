@@ -64,6 +64,7 @@ _FOLLOWED = frozenset({"victim", "cursor_after_preemption", "running_checks_exit
 
 LEDGER_INVARIANTS = tuple(inv.id for inv in INVARIANTS.values() if inv.kind == LEDGER)
 DECISION_PROPERTIES = tuple(inv.id for inv in INVARIANTS.values() if inv.per_grant)
+DECIDED = LEDGER_INVARIANTS + DECISION_PROPERTIES + (MODEL_ERROR,)  # what one induction run decides
 PREFILL, DECODE = False, True
 
 
@@ -140,7 +141,7 @@ def prove_by_induction(policy: BudgetPolicy, timeout_s: float, fixed: Optional[d
         for name, why in run.failed.items():
             out.reasons.setdefault(name, why)
         out.notes.update(run.notes)
-    for name in LEDGER_INVARIANTS + DECISION_PROPERTIES + (MODEL_ERROR,):
+    for name in DECIDED:
         out.proved[name] = name not in out.reasons
     out.seconds = time.perf_counter() - start
     return out
@@ -187,7 +188,7 @@ class _Houdini:
                 if check(s, f"{self.policy.name}: is {name} affine"):
                     why = (f"{name} of a {'decode' if cls else 'prefill chunk'} is not affine in the grant "
                            f"(grant {value(s.model(), g)}), so the live charges cannot be summed")
-                    self.failed.update({n: why for n in LEDGER_INVARIANTS + DECISION_PROPERTIES + (MODEL_ERROR,)})
+                    self.failed.update({n: why for n in DECIDED})
                     return None
 
         def total(fn: Callable[[z3.ArithRef, bool], z3.ArithRef]) -> Callable[[Point], z3.ArithRef]:

@@ -18,6 +18,7 @@ from typing import Optional
 import z3
 
 from ..model import POLICY_ERROR, PolicyError
+from ..model.policy_guard import HELPER_NAMES
 
 # What the failing line does with a z3 term -> the IntLike helper doing it on z3 terms;
 # the first match wins (``if a and b`` fails in ``and``).
@@ -26,7 +27,6 @@ HELPER_FOR: tuple[tuple[str, str, str], ...] = (
     (r"\bor\b", "or", "or_"), (r"\bnot\b", "not", "not_"), (r"\bbool\(", "bool()", "ite"),
     (r"\b(if|elif|while|assert)\b", "if", "ite"),
 )
-HELPERS = "ite, min_, max_, and_, or_, not_"
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _OURS = tuple(os.path.join(_ROOT, folder) + os.sep
               for folder in ("spec", "model", "fuzz", "proofs", "harness", "kernels", "tokenbudget"))
@@ -65,7 +65,7 @@ def _named(exc: z3.Z3Exception) -> Optional[SymbolicBranchError]:
     return SymbolicBranchError(
         f"{POLICY_ERROR}: {method} ({file}:{line}) branches on a z3 term with Python `{construct}` "
         f"(Z3Exception: the prover runs it on z3 terms); use {helper}(...) from tokenbudget.model "
-        f"(the IntLike helpers: {HELPERS})")
+        f"(the IntLike helpers: {HELPER_NAMES})")
 
 
 def _users(filename: str) -> bool:
