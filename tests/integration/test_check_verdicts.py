@@ -18,7 +18,7 @@ import z3
 from tokenbudget import check
 from tokenbudget.cli import main
 from tokenbudget.proofs.verdicts import REFUTED, Outcome
-from tokenbudget.spec.corpus import FINDINGS_DIR
+from tokenbudget.spec.corpus import FINDINGS_DIR, load_corpus
 from tokenbudget.spec.trace import load_trace
 
 UNIT = Path(__file__).parents[1] / "unit"  # verdict_policies
@@ -80,9 +80,9 @@ def test_a_symbolic_branch_stops_check_after_the_finished_sections(monkeypatch: 
     monkeypatch.setattr(check, "FUZZ_EXAMPLES", 5)
     code, out, err = run("check", "--policy", "bad_input_policies:BranchesInPython")
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
-    assert "BranchesInPython.grant (" in err and "bad_input_policies.py:" in err and "use ite, min_" in err
+    assert "BranchesInPython.grant (" in err and "bad_input_policies.py:" in err and "ite, min_, max_" in err
     row = next(line for line in out.splitlines() if line.startswith("bad_input_policies:BranchesInPython"))
-    assert " ok " in row and "17" in row  # the corpus and fuzz sections' cells are kept
+    assert " ok " in row and f" {len(load_corpus(findings=False))} " in row  # the corpus's and fuzz's cells are kept
     assert "stopped in the proofs: policy-error: BranchesInPython.grant" in out and "verdict: FAIL" in out
 
 
@@ -120,7 +120,11 @@ def test_more_undone_work_than_the_base_fails_unless_accepted(monkeypatch: pytes
     assert code == 1 and row["cells"]["work-conserving"] == "UNEXPECTED"
     assert any("seed-000-vllm-adaptive.json: work-conserving: step 0 leaves 4 tokens of work undone, its base "
                "vllm-adaptive 0 on the same state" in f for f in row["failures"])
-    code, out, _ = run("check", "--policy", THROTTLED, "--max-work-gap", "4")
+    assert any("seed-000-vllm-adaptive-dflash-0.33.json: work-conserving: step 0 leaves 10 tokens" in f
+               for f in row["failures"])  # the widest gap of the corpus
+    code, out, _ = run("check", "--policy", THROTTLED, "--max-work-gap", "9")
+    assert code == 1 and "(--max-work-gap 9)" in out
+    code, out, _ = run("check", "--policy", THROTTLED, "--max-work-gap", "10")
     assert code == 0 and "verdict: ok" in out
     code, out, _ = run("check", "--policy", COPY)
     assert code == 0
