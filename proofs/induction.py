@@ -132,7 +132,7 @@ def prove_by_induction(policy: BudgetPolicy, timeout_s: float, fixed: Optional[d
     changes = [c for c in policy.loop.structure_changes() if c not in _FOLLOWED]
     if changes:  # a refund that leaves its grant scheduled is outside the ledger abstraction
         why = f"its loop changes the pass's structure ({', '.join(changes)}), which induction does not follow"
-        out.reasons = {name: why for name in LEDGER_INVARIANTS + DECISION_PROPERTIES}
+        out.reasons = {name: why for name in DECIDED}
         out.proved = {name: False for name in out.reasons}
         return out
     for scheduled_set in (False, True):

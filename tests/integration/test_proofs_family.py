@@ -16,7 +16,7 @@ import z3
 from tokenbudget.model import TABLES, BudgetConfig, BudgetParams, ConfigError, builtin_policies, get_policy
 from tokenbudget.proofs.trace_family import Family
 from tokenbudget.proofs.solving import solver, value
-from tokenbudget.proofs.symbolic import PROVED_VLLM_VERSION, SymbolicConfig
+from tokenbudget.proofs.symbolic import PROVED_VLLM_VERSION, SymbolicConfig, SymbolicMethod
 from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.trace import StepExpectation
 
@@ -60,6 +60,8 @@ def test_symbolic_config_agrees_with_the_concrete_one(policy: str) -> None:
         concrete = pol.params(cfg)
         for f in fields(BudgetParams):
             term = getattr(sc.params, f.name)
+            if isinstance(term, SymbolicMethod):  # the method of the case the selector picks
+                term = term.names[value(model, term.selector)]
             assert (term if isinstance(term, str) else value(model, term)) == getattr(concrete, f.name), f.name
         assert value(model, sc.lookahead) == pol.lookahead(cfg)
         try:
