@@ -1,5 +1,7 @@
 """Model behaviours fixed by conformance with vLLM 0.32, one test each (the corpus holds a
-trace for each, replayed on vLLM by tests/vllm/test_vllm_target.py; this file needs no vLLM)."""
+trace for each, replayed on vLLM by tests/vllm/test_vllm_target.py; this file needs no vLLM).
+A config without ``engine_version`` follows the newest modelled vLLM, so a test of a
+0.32 behaviour that changed in 0.33 names its version."""
 from __future__ import annotations
 
 from tokenbudget.model import BudgetConfig, get_policy, scheduler_for
@@ -16,17 +18,23 @@ def request(rid: str, prompt: int, group: str | None = None, prefix: int = 0) ->
     return Request(rid, prompt, 4, arrival=0, prefix_group=group, prefix_len=prefix)
 
 
-def test_eagle_family_hits_give_back_their_last_block() -> None:
-    def hit_blocks(method: str) -> int:
-        s = scheduler_for(BudgetConfig(max_num_batched_tokens=64, max_num_seqs=4, num_speculative_tokens=2,
-                                   method=method, block_size=4, max_model_len=64), get_policy("vllm-adaptive"))
-        s.add_request("a", 12, 4, prefix_group="sys", prefix_len=12)
-        s.update_from_output(s.schedule())
-        s.add_request("b", 12, 4, prefix_group="sys", prefix_len=12)
-        return len(s.pool.find_cached_prefix(s.requests["b"]))
+def hit_blocks(method: str, version: str) -> int:
+    """Blocks of a 12-token prompt that a second request with the same prompt hits (block size 4)."""
+    s = scheduler_for(BudgetConfig(max_num_batched_tokens=64, max_num_seqs=4, num_speculative_tokens=2, method=method,
+                                   block_size=4, max_model_len=64, engine_version=version), get_policy("vllm-adaptive"))
+    s.add_request("a", 12, 4, prefix_group="sys", prefix_len=12)
+    s.update_from_output(s.schedule())
+    s.add_request("b", 12, 4, prefix_group="sys", prefix_len=12)
+    return len(s.pool.find_cached_prefix(s.requests["b"]))
 
-    assert hit_blocks("ngram") == 2 and hit_blocks("draft_model") == 2  # 2 of 3 blocks: never the last token
-    assert all(hit_blocks(m) == 1 for m in ("eagle3", "mtp", "dflash", "dspark"))
+
+def test_eagle_family_hits_give_back_their_last_block() -> None:
+    assert hit_blocks("ngram", "0.32") == 2 and hit_blocks("draft_model", "0.32") == 2  # 2 of 3: never the last token
+    assert all(hit_blocks(m, "0.32") == 1 for m in ("eagle3", "mtp", "dflash", "dspark"))
+
+
+def test_no_method_gives_back_a_hit_block_in_vllm_0_33() -> None:
+    assert all(hit_blocks(m, "0.33") == 2 for m in ("ngram", "draft_model", "eagle3", "mtp", "dflash", "dspark"))
 
 
 def test_a_waiting_request_is_admitted_only_if_its_whole_sequence_fits() -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from vllm_support import AGREEING_FINDINGS, RAISING_FINDINGS, skip_without_vllm
@@ -10,13 +11,15 @@ from vllm_support import AGREEING_FINDINGS, RAISING_FINDINGS, skip_without_vllm
 from tokenbudget.cli import main
 from tokenbudget.spec.corpus import corpus_paths
 from tokenbudget.harness.conform import run_conformance
+from tokenbudget.harness.conform_workloads import workload
 from tokenbudget.harness.known_divergences import explain
 from tokenbudget.harness.lockstep import run_lockstep
+from tokenbudget.harness.vllm.engine import engine_version
 from tokenbudget.harness.vllm.target import VllmTarget
 from tokenbudget.model import methods
 from tokenbudget.model.findings import Finding
 from tokenbudget.model.replay import replay_on_model
-from tokenbudget.spec.trace import load_trace
+from tokenbudget.spec.trace import Trace, load_trace
 
 pytestmark = pytest.mark.vllm
 skip_without_vllm()
@@ -46,10 +49,33 @@ def test_a_finding_where_vllm_raises_is_a_known_divergence(finding: Finding) -> 
     assert known is not None and known.id == finding.id and "SPEC.md" in known.spec
 
 
+def first_seed_whose_first_workload_shows(plant: Callable[[pytest.MonkeyPatch], None], version: str) -> int:
+    """The first conformance seed whose workload 0 the planted bug changes the model's grants on
+    (model replays only, no vLLM): the test does not depend on what the workload generator draws."""
+    def grants(trace: Trace) -> list[dict[str, int]]:
+        return [dict(step.num_scheduled_tokens) for step in replay_on_model(trace).steps]
+
+    for seed in range(100):
+        trace = workload(seed, 0, version)
+        honest = grants(trace)
+        with pytest.MonkeyPatch.context() as patch:
+            plant(patch)
+            if grants(trace) != honest:
+                return seed
+    raise AssertionError("no conformance seed below 100 has a first workload that shows the planted bug")
+
+
 def test_a_planted_model_bug_is_an_unexplained_divergence_with_a_replayable_trace(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(methods, "drops_last_hit_block", lambda table, method: False)
-    report = run_conformance(seed=0, workloads=1, corpus=tmp_path)
+    honest = methods.drops_last_hit_block
+
+    def plant(patch: pytest.MonkeyPatch) -> None:  # the drop of the last hit block, for the other methods
+        patch.setattr(methods, "drops_last_hit_block", lambda table, method: method is not None
+                      and not honest(table, method))
+
+    seed = first_seed_whose_first_workload_shows(plant, engine_version().model_version)
+    plant(monkeypatch)
+    report = run_conformance(seed=seed, workloads=1, corpus=tmp_path)
     assert not report.ok and len(report.unexplained) == 1
     divergence = report.unexplained[0]
     trace = load_trace(divergence.trace)
