@@ -1,0 +1,72 @@
+"""Benchmark: the whole ``tokenbudget check --policy`` on each real bug of tests/quality/real_bugs/.
+
+Run after ``pip install -e .`` from the repository root::
+
+    python bench/bench_real_bugs.py [--only MODULE ...] [--json]
+
+For each bug (and each correct copy) it runs ``check --policy real_bugs.MODULE:Policy --json``
+in a process of its own, with every section, and prints the wall time, the seconds of each
+section, the verdict and the obligations that failed. The test file runs only the section
+that catches each bug; this is where the command's full cost on user code is measured.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+QUALITY = Path(__file__).resolve().parents[1] / "tests" / "quality"
+
+
+def specs() -> list[str]:
+    bugs = sorted(p.stem for p in (QUALITY / "real_bugs").glob("*.py") if p.stem not in ("__init__", "copies"))
+    copies = ["copies:VllmAdaptiveCopy", "copies:VllmLoopCopy", "copies:FastDeploySpecMethodCopy"]
+    return [f"real_bugs.{b}:Policy" for b in bugs] + [f"real_bugs.{c}" for c in copies]
+
+
+def run(spec: str, cache: Path) -> dict[str, object]:
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache), "PYTHONPATH": os.pathsep.join([str(QUALITY),
+                                                                                       os.environ.get("PYTHONPATH", "")])}
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as cwd:
+        done = subprocess.run([sys.executable, "-m", "tokenbudget.cli", "check", "--policy", spec, "--json", "--quiet"],
+                              cwd=cwd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    try:
+        doc = json.loads(done.stdout)
+        row = doc["policies"][0]
+    except (ValueError, KeyError, IndexError):
+        return {"policy": spec, "exit": done.returncode, "wall_s": round(wall, 1), "error": done.stderr.strip()[-300:]}
+    failed = sorted(name for name, cell in row["cells"].items() if cell == "UNEXPECTED")
+    return {"policy": spec, "exit": done.returncode, "wall_s": round(wall, 1), "failed": failed,
+            "sections": {k: round(v, 1) for k, v in doc["seconds"].items()}}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="+", default=None, metavar="MODULE", help="bench only these bugs or copies")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    chosen = [s for s in specs() if args.only is None or any(o in s for o in args.only)]
+    results = []
+    with tempfile.TemporaryDirectory() as cache:
+        for spec in chosen:
+            results.append(run(spec, Path(cache)))
+            if not args.json:
+                r = results[-1]
+                print(f"{r['policy']:<50} exit {r['exit']}  {r['wall_s']:>7.1f} s  "
+                      f"{r.get('sections', '')}  {', '.join(r.get('failed', [])) or r.get('error', '')}", flush=True)
+    if args.json:
+        print(json.dumps(results, indent=1))
+    else:
+        print(f"total {sum(float(r['wall_s']) for r in results):.1f} s over {len(results)} policies")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
