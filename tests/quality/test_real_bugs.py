@@ -47,7 +47,7 @@ BUGS = (
     RealBug("vllm_rollback_scheduled_list", ("token-cap", "kv-capacity", "model-error", "target-error"),
             r"refuted|preempt|holds 0 KV slots but needs", "corpus"),
     RealBug("vllm_44123_negative_t", ("token-cap", "config-sound", "progress"), r"T=-\d", "proofs"),
-    RealBug("vllm_52922_prefill_throttle", ("work-conserving",), r"gap|work undone", "corpus"),
+    RealBug("vllm_52922_prefill_throttle", ("work-conserving",), r"gap", "corpus"),
     RealBug("vllm_refund_forgets_draft_slots", ("exact-refund",), r"returned .* but its grant of \d+ charged", "corpus"),
     RealBug("vllm_refund_twice", ("exact-refund",), r"returned .* but its grant of \d+ charged", "corpus"),
     RealBug("vllm_exit_rule_loose", ("model-error", "target-error"), r"granted 0", "fuzz"),
