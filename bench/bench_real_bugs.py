@@ -24,9 +24,11 @@ QUALITY = Path(__file__).resolve().parents[1] / "tests" / "quality"
 
 
 def specs() -> list[str]:
+    sys.path.insert(0, str(QUALITY))
+    from real_bugs.copies import CORRECT_COPIES
+
     bugs = sorted(p.stem for p in (QUALITY / "real_bugs").glob("*.py") if p.stem not in ("__init__", "copies"))
-    copies = ["copies:VllmAdaptiveCopy", "copies:VllmLoopCopy", "copies:FastDeploySpecMethodCopy"]
-    return [f"real_bugs.{b}:Policy" for b in bugs] + [f"real_bugs.{c}" for c in copies]
+    return [f"real_bugs.{b}:Policy" for b in bugs] + [f"real_bugs.{c}" for c in CORRECT_COPIES]
 
 
 def run(spec: str, cache: Path) -> dict[str, object]:

@@ -20,3 +20,6 @@ class FastDeploySpecMethodCopy(FastDeploySpecMethod):
 
     class loop(FastDeployLoop):  # noqa: N801
         pass
+
+
+CORRECT_COPIES = ("copies:VllmAdaptiveCopy", "copies:VllmLoopCopy", "copies:FastDeploySpecMethodCopy")  # module:class
