@@ -33,7 +33,8 @@ from hypothesis.internal.conjecture.engine import ConjectureRunner
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from ..model import POLICY_ERROR, BudgetConfig, BudgetPolicy, ConfigError, PolicyError
-from ..spec.invariants import RequestAccounting, Violation, check_step, drain_bound, no_request_lost, progress
+from ..spec.invariants import (SMALLEST_DRAIN_BOUND, RequestAccounting, Violation, check_step, no_request_lost,
+                               progress)
 from ..spec.records import RequestState, StepRecord
 from ..spec.target import describe
 from ..spec.trace import AbortOp, Op, StepOp, Trace, ViolationExpectation
@@ -232,13 +233,14 @@ class FuzzMachine(RuleBasedStateMachine):
         """Stop adding and drain; a drain past the spec's bound is a ``progress`` violation.
 
         The spec bounds the drain from the requests live when it began, which may be before
-        this teardown; ``progress_bound`` is asked at this drain's own bound and then at
-        every doubling of it, so a stuck run costs at most about twice the spec's bound.
+        this teardown, and from their clipped demands, which the machine does not track; so
+        ``progress_bound`` is asked at every doubling of the spec's smallest bound, and a stuck
+        run costs at most about twice the spec's bound.
         """
         if self.execution is None or self.broken:
             return
         run = self.execution.run
-        ask_at, drained = drain_bound(self.live), 0
+        ask_at, drained = SMALLEST_DRAIN_BOUND, 0
         while self.live and not self.broken:
             self._step({})
             drained += 1

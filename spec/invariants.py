@@ -319,6 +319,9 @@ def drain_bound(requests: Mapping[str, RequestState]) -> int:
     return 2 * sum(s.num_prompt_tokens + s.max_tokens for s in live) + 2 * len(live) + 8
 
 
+SMALLEST_DRAIN_BOUND = drain_bound({})  # every drain's bound is at least this
+
+
 def progress_bound(run: RunRecord) -> list[Breach]:
     """The run half of ``progress``: a drain (steps after the last add or abort) longer
     than the bound leaves nothing."""
