@@ -56,7 +56,7 @@ class VllmVersion:
 
 
 VLLM_VERSIONS: Mapping[str, VllmVersion] = {
-    # version:   method table   B > L   B // L cap   self-preemption ends pass   cache at output   stop cuts computed   release
+    # version:  method table  B > L  B // L cap  self-preemption ends pass  cache at output  stop cuts computed  release
     "0.32": VllmVersion("0.32", "vllm-0.32", False, False, True, False, False, "0.32.0"),
     "0.33": VllmVersion("0.33", "vllm-0.33", True, True, False, True, True, "0.33.0"),
 }
