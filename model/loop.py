@@ -309,6 +309,11 @@ class SchedulerLoop:
         next pass that visits the request does)."""
         return False
 
+    def _stop_cuts_computed(self) -> bool:
+        """Whether a stop that cuts output tokens (``max_tokens`` or ``max_model_len`` reached
+        before the last accepted one) takes them off the computed count too."""
+        return False
+
     def _admission_seq_cap(self) -> int:
         """The most requests the waiting pass lets run: max_num_seqs, unless the engine caps it."""
         return self.cfg.max_num_seqs
@@ -367,7 +372,10 @@ class SchedulerLoop:
                 self.drafts_in_grant, req.num_computed_tokens, record.computed_before[rid],
                 record.num_scheduled_tokens[rid], record.num_tokens[rid], taken)
             room = min(req.max_tokens - req.num_output_tokens, cfg.max_model_len - req.num_tokens)
-            req.num_output_tokens += min(1 + taken, room)
+            kept = min(1 + taken, room)
+            req.num_output_tokens += kept
+            if self._stop_cuts_computed():
+                req.num_computed_tokens -= 1 + taken - kept
             if self._caches_blocks_at_output():
                 self.pool.cache_full_blocks(req, req.num_computed_tokens)
             if req.num_output_tokens >= req.max_tokens or req.num_tokens >= cfg.max_model_len:

@@ -15,7 +15,9 @@ threshold (1155-1156), and admits only what the whole-sequence gate lets through
 Versions differ in data (``vllm_versions.VLLM_VERSIONS``), read through ``rules``: in vLLM
 0.33.0 a priority self-preemption goes on with the next running request
 (vllm/v1/core/sched/scheduler.py:983-992 (vLLM 0.33.0)), and DFlash and DSpark admit at
-most B // L running requests (scheduler.py:1073 (vLLM 0.33.0); vllm/config/vllm.py:2380-2397).
+most B // L running requests (scheduler.py:1073 (vLLM 0.33.0); vllm/config/vllm.py:2380-2397), and
+a stop that cuts output tokens takes them off the computed count before the output's blocks
+are cached (scheduler.py:2758-2763 (vLLM 0.33.0)).
 """
 from __future__ import annotations
 
@@ -68,6 +70,11 @@ class VllmLoop(SchedulerLoop):
     def _caches_blocks_at_output(self) -> bool:
         """0.33, with speculation: ``update_from_output`` caches a decode's completed blocks."""
         return self.rules.caches_blocks_at_output and self.k > 0
+
+    def _stop_cuts_computed(self) -> bool:
+        """0.33: the computed count drops the output tokens a stop cuts, so the blocks
+        cached at that output end one token before the request's last token."""
+        return self.rules.stop_cuts_computed
 
     def _admission_seq_cap(self) -> int:
         """0.33: DFlash and DSpark draft in a pass of B // L query rows at most, so at most

@@ -16,7 +16,12 @@ vLLM 0.33.0 against 0.32.0 (vllm/v1/core/sched/scheduler.py and vllm/config/ of 
   the pass goes on with the next request (vllm/v1/core/sched/scheduler.py:983-992 (vLLM 0.33.0));
 - with speculative decoding, a decode's output publishes the prefix-cache blocks its new
   tokens complete, so they are cached even if the request is preempted or finishes before
-  the next pass visits it (vllm/v1/core/sched/scheduler.py:2407-2415 (vLLM 0.33.0)).
+  the next pass visits it (vllm/v1/core/sched/scheduler.py:2407-2415 (vLLM 0.33.0));
+- a request that stops on an output it cannot keep whole (``max_tokens`` or ``max_model_len``
+  reached before its last accepted draft) drops the cut tokens from its computed count too,
+  so the blocks cached at that output end one token before its last token
+  (``_update_request_with_output``, vllm/v1/core/sched/scheduler.py:2758-2763 (vLLM 0.33.0);
+  0.32 cut only the tokens, vllm/v1/core/sched/scheduler.py:2506-2509 (vLLM 0.32.0)).
 
 Not modelled because no modelled config reaches it: a waiting request left 0 tokens by
 the multi-module MTP prefill lookahead is requeued instead of ending the waiting pass
@@ -43,6 +48,7 @@ class VllmVersion:
     draft_pass_caps_seqs: bool  # DFlash/DSpark admit at most B // L sequences into RUNNING
     self_preemption_ends_pass: bool  # priority: a request that preempts itself ends the running pass
     caches_blocks_at_output: bool  # with speculation, a decode's output publishes its completed blocks
+    stop_cuts_computed: bool  # a stop that cuts output tokens takes them off the computed count too
     release: str  # the release the row was read from
 
     def __post_init__(self) -> None:
@@ -50,9 +56,9 @@ class VllmVersion:
 
 
 VLLM_VERSIONS: Mapping[str, VllmVersion] = {
-    # version:   method table   B > L   B // L cap   self-preemption ends pass   cache at output   release
-    "0.32": VllmVersion("0.32", "vllm-0.32", False, False, True, False, "0.32.0"),
-    "0.33": VllmVersion("0.33", "vllm-0.33", True, True, False, True, "0.33.0"),
+    # version:  method table  B > L  B // L cap  self-preemption ends pass  cache at output  stop cuts computed  release
+    "0.32": VllmVersion("0.32", "vllm-0.32", False, False, True, False, False, "0.32.0"),
+    "0.33": VllmVersion("0.33", "vllm-0.33", True, True, False, True, True, "0.33.0"),
 }
 MODELLED: tuple[str, ...] = tuple(VLLM_VERSIONS)
 NEWEST = MODELLED[-1]

@@ -40,7 +40,7 @@ def test_every_vllm_adaptive_corpus_trace_meets_its_expectations_on_vllm(path) -
     written_for = trace.config.get("engine_version")
     if written_for not in (None, driven.model_version):
         pytest.skip(f"the trace's expectations are vLLM {written_for}'s and this process drives vLLM {driven.release}; "
-                    "test_harness_on_both_vllm_versions.py replays it on its version")
+                    "test_vllm033_corpus.py replays it on its version")
     result = replay_on_model(trace, target_factory=VllmTarget)
     assert result.ok, "; ".join(result.problems)
 
