@@ -122,7 +122,8 @@ class SymbolicConfig:
 
     def __init__(self, policy: BudgetPolicy, scheduled_tokens_set: bool, prefix: str = "",
                  fixed: Optional[dict[str, Any]] = None) -> None:
-        """``fixed`` pins knobs to Python values (block_size=1, a concrete config, ...)."""
+        """``fixed`` pins knobs to Python values (block_size=1, a concrete config, ...); a
+        pinned ``max_num_scheduled_tokens`` (None: unset) overrides ``scheduled_tokens_set``."""
         fixed = dict(fixed or {})
         self.policy = policy
         self.scheduled_tokens_set = scheduled_tokens_set
@@ -138,10 +139,10 @@ class SymbolicConfig:
                 knobs[f.name] = z3.Bool(prefix + f.name)
             else:
                 knobs[f.name] = z3.Int(prefix + f.name)
-        if scheduled_tokens_set:
-            knobs["max_num_scheduled_tokens"] = fixed.get("max_num_scheduled_tokens") or z3.Int(prefix + "T")
+        if "max_num_scheduled_tokens" in fixed:
+            knobs["max_num_scheduled_tokens"] = fixed["max_num_scheduled_tokens"]
         else:
-            knobs["max_num_scheduled_tokens"] = None
+            knobs["max_num_scheduled_tokens"] = z3.Int(prefix + "T") if scheduled_tokens_set else None
         self.knobs = knobs
         self.cases = [c for c in _cases(policy, fixed) if self._case_possible(c)]
         assert self.cases, f"{policy.name}: no categorical case is possible"

@@ -89,7 +89,7 @@ def test_check_fails_on_the_real_bug(bug, monkeypatch):
     cells = [i for i in bug.invariants if row.cells.get(i) == UNEXPECTED]
     assert named or cells, row.failures
     assert any(re.search(bug.mechanism, f) for f in row.failures), row.failures
-    assert not [f for f in row.failures if "Traceback" in f or any(f"{i}: unknown" in f for i in bug.invariants)], \
+    assert not [f for f in row.failures if "Traceback" in f or ": unknown" in f], \
         row.failures
 
 
