@@ -14,7 +14,8 @@ serve it either, or refuses it too.
 
 Any other violation fails the policy; ``strict`` fails known ones too. Efficiency is
 relative (``gap_against_base``): the work gap of each step (``spec.work_gap``) under the
-policy and under its base, compared while both runs are in the same state; leaving more
+policy and under its base, compared while both runs are in the same state (a step that
+preempted counts only where both preempted the same requests); leaving more
 undone than the base, by more than ``max_work_gap`` tokens, fails. A policy with no
 built-in base has its gap reported, not judged.
 """
@@ -116,7 +117,7 @@ def gap_against_base(trace: Trace, policy_spec: str) -> Optional[GapComparison]:
     worst: Optional[GapComparison] = None
     runs = ours.run, theirs.run
     for index, (mine, other) in enumerate(zip(*(run.steps for run in runs))):
-        found = GapComparison(base, mine.step, _gap(mine), _gap(other))
+        found = GapComparison(base, mine.step, *_gaps(mine, other))
         if found.excess > 0 and (worst is None or found.excess > worst.excess):
             worst = found
         if not _same_step(mine, other) or index >= min(len(run.outcomes) for run in runs) or \
@@ -146,9 +147,13 @@ def refutation_complaint(policy_spec: str, invariant: str, traces: Sequence[Trac
     return f"known ({why}), failing under --strict" if strict else None
 
 
-def _gap(rec: StepRecord) -> int:
-    """The step's work gap as ``work-conserving`` judges it: none in a step that preempted."""
-    return 0 if rec.preempted else work_gap(rec)
+def _gaps(mine: StepRecord, other: StepRecord) -> tuple[int, int]:
+    """Both steps' work gaps as compared. A step that preempted has none as ``work-conserving``
+    judges it, unless both preempted the same requests: the same victims from the same state,
+    so what else either leaves undone is its own (a victim's turn given to nobody)."""
+    if mine.preempted and set(mine.preempted) == set(other.preempted):
+        return work_gap(mine), work_gap(other)
+    return (0 if mine.preempted else work_gap(mine)), (0 if other.preempted else work_gap(other))
 
 
 def _same_step(a: StepRecord, b: StepRecord) -> bool:

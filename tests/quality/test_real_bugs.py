@@ -39,9 +39,7 @@ class RealBug:
 ROWS = r"needs \d+ rows|input-rows-cap: refuted"  # the runner's rows past B, in a replay, a fuzz run or a proof
 
 BUGS = (
-    RealBug("vllm_49097_cursor", ("work-conserving",), r"gap", "fuzz",
-            missed="check's fuzz run does not reach a priority preemption of a request before the cursor, and the "
-            "prover's work-conserving search first finds a budget gap the base shares"),
+    RealBug("vllm_49097_cursor", ("work-conserving",), r"leaves \d+ tokens of work undone, its base", "corpus"),
     RealBug("vllm_16087_running_clip", ("model-len",), r"computed \d+ \+ granted \d+ \+ 1 sampled > max_model_len",
             "fuzz"),
     RealBug("vllm_16087_padding_gate", ("model-len",), r"computed \d+ \+ granted \d+ \+ 1 sampled > max_model_len",
