@@ -36,6 +36,7 @@ from ..model import POLICY_ERROR, BudgetConfig, PolicyError, get_policy
 from ..model.replay import BadInput, ReplayResult, replay_on_model
 from ..spec.trace import Trace, ViolationExpectation, write_trace
 from .failures import FuzzFailure, failure
+from .seeded_draws import seeded_draws
 from .machine import BudgetSpent, FuzzMachine, FuzzStats, machine_class
 from ..spec.shrink import shrink
 from ..model.target import ModelTarget, TargetFactory
@@ -236,7 +237,7 @@ def run_machine(cls: type[FuzzMachine], size: int, seed: int, phases: Sequence[P
         suppress_health_check=list(HealthCheck), report_multiple_bugs=False, phases=tuple(phases),
     )
     try:
-        with with_reporter(lambda _: None):
+        with with_reporter(lambda _: None), seeded_draws():
             run_state_machine_as_test(hypothesis_seed(seed)(cls), settings=s)
     except FuzzFailure as found:
         return _with_program(found)
