@@ -147,13 +147,18 @@ def refutation_complaint(policy_spec: str, invariant: str, traces: Sequence[Trac
     return f"known ({why}), failing under --strict" if strict else None
 
 
+def _gap(rec: StepRecord) -> int:
+    """The step's work gap as ``work-conserving`` judges it: none in a step that preempted."""
+    return 0 if rec.preempted else work_gap(rec)
+
+
 def _gaps(mine: StepRecord, other: StepRecord) -> tuple[int, int]:
-    """Both steps' work gaps as compared. A step that preempted has none as ``work-conserving``
-    judges it, unless both preempted the same requests: the same victims from the same state,
-    so what else either leaves undone is its own (a victim's turn given to nobody)."""
+    """Both steps' work gaps as compared: as ``_gap`` judges each, unless both preempted the
+    same requests: the same victims from the same state, so what else either leaves undone
+    is its own (a victim's turn given to nobody)."""
     if mine.preempted and set(mine.preempted) == set(other.preempted):
         return work_gap(mine), work_gap(other)
-    return (0 if mine.preempted else work_gap(mine)), (0 if other.preempted else work_gap(other))
+    return _gap(mine), _gap(other)
 
 
 def _same_step(a: StepRecord, b: StepRecord) -> bool:
