@@ -8,7 +8,11 @@ therefore becomes a Trace of exactly the ops applied, and replays.
 Every step is judged as it happens (``check_step``, and the target's ``error``); the
 ``@invariant`` judges the events since its last call (``no_request_lost``, incrementally). At teardown the machine
 stops adding and drains: it steps until every live request has finished, and once the
-drain is longer than the spec's bound ``progress_bound`` judges it. ``target()`` steers
+drain is longer than the spec's bound ``progress_bound`` judges it. A user policy with a
+built-in base, given ``max_work_gap``, is judged against it (``model.verdict_rules``): the
+same ops run on the base alongside, while both are in the same state, and a step that
+leaves more work undone than the base's by over ``max_work_gap`` tokens is a
+``work-conserving`` violation naming both gaps. ``target()`` steers
 generation toward high input-row use and preemption. The first violation raises a
 FuzzFailure carrying the trace, unless its kind is ``known`` (found before in the same
 session): then the run just ends, its later rules doing nothing.
@@ -32,9 +36,10 @@ from hypothesis.control import current_build_context
 from hypothesis.internal.conjecture.engine import ConjectureRunner
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from ..model import POLICY_ERROR, BudgetConfig, BudgetPolicy, ConfigError, PolicyError
-from ..spec.invariants import (SMALLEST_DRAIN_BOUND, RequestAccounting, Violation, check_step, no_request_lost,
-                               progress)
+from ..model import POLICY_ERROR, BudgetConfig, BudgetPolicy, ConfigError, PolicyError, builtin_policies
+from ..model.verdict_rules import base_policy, gap_against_base, gap_complaint, same_state
+from ..spec.invariants import (SMALLEST_DRAIN_BOUND, RequestAccounting, Violation,
+                               check_step, no_request_lost, progress, work_conserving, work_gap)
 from ..spec.records import RequestState, StepRecord
 from ..spec.target import describe
 from ..spec.trace import AbortOp, Op, StepOp, Trace, ViolationExpectation
@@ -97,11 +102,14 @@ class FuzzMachine(RuleBasedStateMachine):
     stats: ClassVar[FuzzStats]
     found_by: ClassVar[str]
     known: ClassVar[frozenset[str]] = frozenset()  # failure kinds not to raise again: such a run just ends
+    max_work_gap: ClassVar[int | None] = None  # tokens beyond the base's gap a step may leave; None: not judged
+    base: ClassVar[BudgetPolicy | None] = None  # the built-in the policy derives from, when judged against it
 
     def __init__(self) -> None:
         super().__init__()
         self.cfg: BudgetConfig | None = None
         self.execution: Execution | None = None
+        self.beside: Execution | None = None  # the base on the same ops, while in the same state
         self.accounting = RequestAccounting()  # no-request-lost over the events not yet judged
         self.ops: list[Op] = []
         self.num_added = 0
@@ -109,6 +117,7 @@ class FuzzMachine(RuleBasedStateMachine):
         self.broken = False  # a check failed or an op raised: no more ops (teardown included)
         self.max_row_use = 0.0  # the largest share of B a step's runner rows took
         self.max_preempted = 0  # the most requests one step preempted
+        self.max_kv_use = 0.0  # the largest share of the KV pool a step held
 
     # -- generate -----------------------------------------------------------------------
     def deploy(self, cfg: BudgetConfig) -> None:
@@ -142,6 +151,12 @@ class FuzzMachine(RuleBasedStateMachine):
                 expect=(ViolationExpectation(MODEL_ERROR),), description=str(crash),
                 found_by=type(self).found_by)) from None
         self.execution = Execution(made)
+        base = type(self).base
+        if base is not None:
+            try:
+                self.beside = Execution(type(self).target_factory(cfg, base))
+            except Exception:  # the base refuses the config (or cannot run it): nothing to judge against
+                self.beside = None
         stats.examples += not final
         if stats.tick is not None:
             stats.tick(stats)
@@ -185,7 +200,9 @@ class FuzzMachine(RuleBasedStateMachine):
         assert self.execution is not None
         self.ops.append(op)
         try:
-            return self.execution.apply(op)
+            record = self.execution.apply(op)
+            self._apply_beside(op)
+            return record
         except (ValueError, BudgetSpent):
             self.broken = True
             raise
@@ -221,7 +238,35 @@ class FuzzMachine(RuleBasedStateMachine):
                     self.live[rid] = state
         self.max_row_use = max(self.max_row_use, record.total_runner_rows / record.limits.max_num_batched_tokens)
         self.max_preempted = max(self.max_preempted, len(record.preempted))
+        self.max_kv_use = max(self.max_kv_use, record.kv_blocks_in_use / record.limits.num_kv_blocks)
         self._judge(tuple(check_step(record)), record.error)
+        if self.beside is not None and not self.broken:
+            self._judge(self._gap_against_base(record))
+
+    def _apply_beside(self, op: Op) -> None:
+        """Apply the op to the base too, while the runs are in the same state; a base that
+        raises leaves the comparison."""
+        if self.beside is None:
+            return
+        try:
+            self.beside.apply(op)
+        except Exception:
+            self.beside = None
+
+    def _gap_against_base(self, record: StepRecord) -> tuple[Violation, ...]:
+        """The step's ``work-conserving`` violation when it leaves more work undone than the
+        base's did from the same state, by over ``max_work_gap`` tokens; the base stops
+        where the states part."""
+        assert self.execution is not None and self.beside is not None
+        ours, theirs = self.execution.run, self.beside.run
+        index, limit = len(ours.steps) - 1, type(self).max_work_gap
+        assert limit is not None
+        complaint = None
+        if work_gap(record) > limit:  # else its excess over the base's gap cannot exceed the limit
+            complaint = gap_complaint(gap_against_base(None, type(self).policy, ours, theirs, start=index), limit)
+        if not same_state(ours, theirs, index):
+            self.beside = None
+        return () if complaint is None else (Violation(work_conserving.id, None, complaint),)
 
     # -- check --------------------------------------------------------------------------
     @invariant()
@@ -252,6 +297,7 @@ class FuzzMachine(RuleBasedStateMachine):
             self._judge(self._requests_lost() + tuple(progress.over_run(run)))
             target(self.max_row_use, label="input rows / B, most in a step")
             target(float(self.max_preempted), label="preemptions, most in a step")
+            target(self.max_kv_use, label="KV blocks in use / pool, most in a step")
 
     def _requests_lost(self) -> tuple[Violation, ...]:
         """``no-request-lost`` over the events since the last call: earlier ones held, or the
@@ -294,9 +340,10 @@ class FuzzMachine(RuleBasedStateMachine):
         )
 
 
-def database_key(policy_spec: str, target_name: str, config_name: str) -> bytes:
+def database_key(policy_spec: str, target_name: str, config_name: str, max_work_gap: int | None = None) -> bytes:
     """What tells this machine's saved examples from every other's in an example database."""
-    return hashlib.sha256(f"tokenbudget fuzz|{policy_spec}|{target_name}|{config_name}".encode()).digest()
+    judged = "" if max_work_gap is None else f"|max-work-gap {max_work_gap}"
+    return hashlib.sha256(f"tokenbudget fuzz|{policy_spec}|{target_name}|{config_name}{judged}".encode()).digest()
 
 
 def _end_shrinking() -> None:
@@ -317,18 +364,19 @@ def _end_shrinking() -> None:
 def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: TargetFactory = ModelTarget,
                   config_strategy: st.SearchStrategy[BudgetConfig] | None = None,
                   found_by: str = "Hypothesis (tokenbudget fuzz)", target_name: str = "model",
-                  config_name: str | None = None) -> type[FuzzMachine]:
+                  config_name: str | None = None, max_work_gap: int | None = None) -> type[FuzzMachine]:
     """A state machine fuzzing ``policy`` (loaded from ``policy_spec``, the name a trace
     records) on targets made by ``target_factory`` (named ``target_name``), with configs
     from ``config_strategy`` (default: every scale ``fuzz.configs.configs`` knows; a
-    strategy given is named by ``config_name``, else by its repr). Raises ConfigError when
-    no config of the policy can be found.
+    strategy given is named by ``config_name``, else by its repr). A user policy with a
+    built-in base is judged against it when ``max_work_gap`` is given; a built-in never
+    is. Raises ConfigError when no config of the policy can be found.
 
     Hypothesis keys a state machine's examples by a digest of the class: its source (or,
     for a class made here, where Python finds none, its name) plus the class attribute
-    ``_hypothesis_internal_add_digest``, set here to ``database_key`` of policy, target
-    and config strategy. So every process fuzzing the same three shares its examples, and
-    no other machine replays them.
+    ``_hypothesis_internal_add_digest``, set here to ``database_key`` of policy, target,
+    config strategy and the work gap judged. So every process fuzzing the same shares its
+    examples, and no other machine replays them.
     """
     strategy = config_strategy if config_strategy is not None else configs(policy)
     if config_name is None:
@@ -346,5 +394,9 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
     Machine.target_factory = target_factory
     Machine.stats = FuzzStats()
     Machine.found_by = found_by
-    Machine._hypothesis_internal_add_digest = database_key(policy_spec, target_name, config_name)  # type: ignore[attr-defined]
+    base = None if max_work_gap is None or policy_spec in builtin_policies() else base_policy(policy)
+    Machine.base = None if base is None else builtin_policies()[base]()
+    Machine.max_work_gap = None if base is None else max_work_gap
+    Machine._hypothesis_internal_add_digest = database_key(  # type: ignore[attr-defined]
+        policy_spec, target_name, config_name, Machine.max_work_gap)
     return Machine

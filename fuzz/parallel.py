@@ -41,7 +41,7 @@ class Job:
     """What every worker fuzzes: the policies in turn, each for ``examples`` or ``seconds``
     (on each worker; counted from ``started`` when given, so spawning the workers is part of
     the budget), on the target ``target_factory`` makes, with the example database named
-    ``database``."""
+    ``database``; a user policy judged against its base by ``max_work_gap`` (``fuzz``)."""
 
     policies: tuple[str, ...]
     target_factory: TargetFactory
@@ -51,6 +51,7 @@ class Job:
     seed: int
     database: str
     started: float | None = None  # time.time() the command started: each policy's seconds count from it
+    max_work_gap: int | None = None  # None: no work gap judged
 
 
 @dataclass
@@ -173,7 +174,7 @@ def _fuzz_worker(job: Job, worker: int, events: Any) -> None:
                 seconds = seconds_left(job.started, index, seconds)
             report = fuzz(policy, target_factory=job.target_factory, target_name=job.target_name,
                           examples=job.examples, seconds=seconds, seed=seed, database=database,
-                          tally=Sender(events, worker, policy))
+                          tally=Sender(events, worker, policy), max_work_gap=job.max_work_gap)
             events.put(("report", worker, report))
     except BaseException as e:
         worker_errors(events, worker)(e)

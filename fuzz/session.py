@@ -34,6 +34,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from ..model import POLICY_ERROR, BudgetConfig, PolicyError, get_policy
 from ..model.replay import BadInput, ReplayResult, replay_on_model
+from ..model.verdict_rules import replay_judged
 from ..spec.trace import Trace, ViolationExpectation, write_trace
 from .failures import FuzzFailure, failure
 from .seeded_draws import seeded_draws
@@ -125,13 +126,16 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
          config_strategy: st.SearchStrategy[BudgetConfig] | None = None,
          phases: Sequence[Phase] = PHASES, stop_when_found: frozenset[str] = frozenset(),
          database: ExampleDatabase | None = None, known: frozenset[str] = frozenset(),
-         tally: Callable[[Tally], None] = lambda _: None) -> FuzzReport:
+         tally: Callable[[Tally], None] = lambda _: None, max_work_gap: int | None = None) -> FuzzReport:
     """Fuzz one policy on one target; save counterexamples under ``corpus`` when given.
 
     Exactly one of ``examples`` and ``seconds`` is set; the session also ends once every
     kind in ``stop_when_found`` has been found (when it is not empty). Kinds in ``known``
     are not searched for (a run showing only those ends quietly). ``tally`` hears the
-    counts as ``progress`` does. Raises ConfigError for an unknown policy or one that
+    counts as ``progress`` does. A user policy with a built-in base is judged against it
+    when ``max_work_gap`` is given (``machine_class``): a step that leaves more than that
+    many tokens of work undone beyond its base's is a ``work-conserving`` violation; None,
+    the default, judges no gap. Raises ConfigError for an unknown policy or one that
     accepts no config.
     """
     if (examples is None) == (seconds is None):
@@ -163,10 +167,11 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
     while True:
         stats = FuzzStats(started=started, tick=tick, deadline=deadline,
                           max_examples=None if examples is None else examples - report.examples)
-        scratch = None
+        scratch, judged_gap = None, None
         try:
-            cls = machine_class(policy_spec, policy, target_factory, config_strategy, found_by, target_name)
-            cls.stats = stats
+            cls = machine_class(policy_spec, policy, target_factory, config_strategy, found_by, target_name,
+                                max_work_gap=max_work_gap)
+            cls.stats, judged_gap = stats, cls.max_work_gap
             cls.known = known | {c.kind for c in report.counterexamples}
             scratch = InMemoryExampleDatabase() if database is not None and cls.known else None
             batch_database = database if scratch is None else MultiplexedDatabase(ReadOnlyDatabase(database), scratch)
@@ -190,7 +195,8 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
                     for value in values:
                         database.save(key, value)
             first_seen = stats.first_failure.get(found.kind, time.perf_counter() - started)
-            counterexample = _counterexample(found, first_seen, stats.raised_at, seed, target_factory, deadline)
+            counterexample = _counterexample(found, first_seen, stats.raised_at, seed, target_factory, deadline,
+                                             judged_gap)
             report.counterexamples.append(counterexample if corpus is None else save(counterexample, corpus))
         report.seconds = time.perf_counter() - started
         tally(counts(FuzzStats()))
@@ -264,17 +270,22 @@ def _with_program(failure: FuzzFailure) -> FuzzFailure:
     return failure
 
 
-def reduce(trace: Trace, kind: str, target_factory: TargetFactory, deadline: float | None = None) -> Trace:
+def reduce(trace: Trace, kind: str, target_factory: TargetFactory, deadline: float | None = None,
+           max_work_gap: int | None = None) -> Trace:
     """The trace with every request, step, abort and accepted entry left out that the
     failure does not need (``fuzz.shrink``: Hypothesis's shrinking leaves some, such as a
-    request added and aborted), judged by replaying on the same target. Expectations keep
-    the violated invariants the reduced trace still shows; the description is its first
-    violation of ``kind``. Past ``deadline`` (perf_counter)
-    it stops reducing."""
+    request added and aborted), judged by replaying on the same target as the machine
+    judged (given ``max_work_gap``, a user policy against its base too:
+    ``verdict_rules.replay_judged``). Expectations keep the violated invariants the reduced
+    trace still shows; the description is its first violation of ``kind``. Past
+    ``deadline`` (perf_counter) it stops reducing."""
 
     def replayed(candidate: Trace) -> ReplayResult | None:
+        bare = replace(candidate, expect=())
         try:
-            return replay_on_model(replace(candidate, expect=()), target_factory=target_factory)
+            if max_work_gap is None:
+                return replay_on_model(bare, target_factory=target_factory)
+            return replay_judged(bare, max_work_gap=max_work_gap, target_factory=target_factory)
         except BadInput:
             return None
 
@@ -298,9 +309,11 @@ def reduce(trace: Trace, kind: str, target_factory: TargetFactory, deadline: flo
 
 
 def _counterexample(failure: FuzzFailure, first_seen: float, example: int, seed: int,
-                    target_factory: TargetFactory, deadline: float | None = None) -> Counterexample:
-    """The counterexample of a failure, its trace reduced (``reduce``, until ``deadline``)."""
-    trace = reduce(failure.trace, failure.kind, target_factory, deadline)
+                    target_factory: TargetFactory, deadline: float | None = None,
+                    max_work_gap: int | None = None) -> Counterexample:
+    """The counterexample of a failure, its trace reduced (``reduce``, until ``deadline``;
+    ``max_work_gap``: the gap the machine judged against the base, if any)."""
+    trace = reduce(failure.trace, failure.kind, target_factory, deadline, max_work_gap)
     return Counterexample(failure.kind, trace.description or failure.kind, trace, tuple(failure.program),
                           len(failure.trace.ops), first_seen, example, seed)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ..spec.execution import Execution
 from .target import ModelTarget, TargetFactory
@@ -129,11 +129,14 @@ class ReplayResult:
 
 
 def replay_on_model(trace: Trace, policy: str | BudgetPolicy | None = None,
-                    target_factory: TargetFactory = ModelTarget) -> ReplayResult:
+                    target_factory: TargetFactory = ModelTarget,
+                    judge_more: Callable[[RunRecord], Sequence[Violation]] | None = None) -> ReplayResult:
     """Run the trace on the reference scheduler under its policy (or ``policy``: a name,
     ``pkg.module:Class`` or an instance) and judge it. Raises BadInput. ``target_factory``
     builds what executes the ops from the config and the policy (the torch runner's
-    target wraps the reference scheduler and executes each of its steps)."""
+    target wraps the reference scheduler and executes each of its steps). ``judge_more``
+    adds the violations of a rule the spec alone cannot judge on the run (a user policy's
+    work gap against its base, ``verdict_rules.replay_judged``)."""
     name, pol = _resolve_policy(trace, policy)
     try:
         cfg = BudgetConfig.from_dict(trace.config)
@@ -152,7 +155,7 @@ def replay_on_model(trace: Trace, policy: str | BudgetPolicy | None = None,
     version = _version_used(cfg, pol, target)
     if crash is not None and POLICY_ERROR + ":" in crash:
         return replace(_judge(trace, name, None, execution.run), errors=(crash,), engine_version=version)
-    return replace(_judge(trace, name, None, execution.run, crash), engine_version=version)
+    return replace(_judge(trace, name, None, execution.run, crash, judge_more), engine_version=version)
 
 
 def _version_used(cfg: BudgetConfig, policy: BudgetPolicy, target: object) -> str | None:
@@ -203,10 +206,13 @@ def _run(trace: Trace, execution: Execution) -> str | None:
 
 
 def _judge(trace: Trace, name: str, refusal: str | None, run: RunRecord | None,
-           crash: str | None = None) -> ReplayResult:
+           crash: str | None = None,
+           judge_more: Callable[[RunRecord], Sequence[Violation]] | None = None) -> ReplayResult:
     """``crash``: what the model raised outside a step, a ``model-error`` of the run."""
     records = run.steps if run else []
     violations = tuple(check_run(run)) if run else ()
+    if run and judge_more is not None:
+        violations += tuple(judge_more(run))
     if crash is not None:
         violations += (Violation(model_error.id, None, f"the scheduler raised {crash}"),)
     by_step: dict[int | None, list[Violation]] = {}

@@ -16,22 +16,24 @@ Any other violation fails the policy; ``strict`` fails known ones too. Efficienc
 relative (``gap_against_base``): the work gap of each step (``spec.work_gap``) under the
 policy and under its base, compared while both runs are in the same state (a step that
 preempted counts only where both preempted the same requests); leaving more
-undone than the base, by more than ``max_work_gap`` tokens, fails. A policy with no
-built-in base has its gap reported, not judged.
+undone than the base, by more than ``max_work_gap`` tokens, fails (``gap_complaint``). A
+policy with no built-in base has its gap reported, not judged. The prover and the fuzzer
+share this rule: the fuzzer hands in the two runs it steps side by side.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from typing import Optional, Sequence
 
-from ..spec.invariants import CONFIG, EFFICIENCY, INVARIANTS, work_gap
-from ..spec.records import StepRecord
+from ..spec.invariants import CONFIG, EFFICIENCY, INVARIANTS, Violation, work_conserving, work_gap
+from ..spec.records import RunRecord, StepRecord
 from ..spec.trace import Trace
 from .config import BudgetConfig, ConfigError
 from .findings import explaining_finding
 from .policy import BudgetPolicy
-from .registry import BUILTIN, get_policy
+from .registry import BUILTIN, builtin_policies, get_policy
 from .replay import BadInput, ReplayResult, replay_on_model
+from .target import ModelTarget, TargetFactory
 
 
 def base_policy(policy: BudgetPolicy) -> Optional[str]:
@@ -104,31 +106,73 @@ class GapComparison:
                 f"{self.base_gap} on the same state")
 
 
-def gap_against_base(trace: Trace, policy_spec: str) -> Optional[GapComparison]:
-    """The step of ``trace`` where the user policy's work gap exceeds its base's the most,
+def gap_against_base(trace: Optional[Trace], policy: str | BudgetPolicy, ours: Optional[RunRecord] = None,
+                     theirs: Optional[RunRecord] = None, start: int = 0) -> Optional[GapComparison]:
+    """The step of ``trace`` where the user ``policy``'s work gap exceeds its base's the most,
     comparing while both runs are in the same state; None when it never exceeds it, the
-    policy has no built-in base, or either refuses the config."""
-    base = base_policy(get_policy(policy_spec))
+    policy has no built-in base, or either refuses the config. ``ours`` and ``theirs``
+    are the runs of ``trace`` under the policy and under its base when already made (each
+    replayed otherwise; ``trace`` may be None when both are given); ``start`` compares from
+    that step index on, the runs being in the same state before it (``same_state``)."""
+    base = base_policy(get_policy(policy) if isinstance(policy, str) else policy)
     if base is None:
         return None
-    ours, theirs = _replay(trace, policy_spec), _replay(trace, base)
-    if ours is None or theirs is None or ours.run is None or theirs.run is None:
+    if ours is None or theirs is None:
+        assert trace is not None, "a trace to replay, or both runs"
+        ours = ours if ours is not None else _run_of(trace, policy)
+        theirs = theirs if theirs is not None else _run_of(trace, base)
+    if ours is None or theirs is None:
         return None
     worst: Optional[GapComparison] = None
-    runs = ours.run, theirs.run
-    for index, (mine, other) in enumerate(zip(*(run.steps for run in runs))):
-        found = GapComparison(base, mine.step, *_gaps(mine, other))
+    for index in range(start, min(len(ours.steps), len(theirs.steps))):
+        found = GapComparison(base, ours.steps[index].step, *_gaps(ours.steps[index], theirs.steps[index]))
         if found.excess > 0 and (worst is None or found.excess > worst.excess):
             worst = found
-        if not _same_step(mine, other) or index >= min(len(run.outcomes) for run in runs) or \
-                runs[0].outcomes[index] != runs[1].outcomes[index]:
+        if not same_state(ours, theirs, index):
             break  # the states differ from here on
     return worst
+
+
+def replay_judged(trace: Trace, policy_spec: Optional[str] = None, max_work_gap: int = 0,
+                  target_factory: TargetFactory = ModelTarget) -> ReplayResult:
+    """Replay ``trace`` (``replay_on_model``) under ``policy_spec`` (default: the trace's) and
+    judge it as fuzz and prove judge the policy: a user policy with a built-in base also
+    fails a step that leaves more than ``max_work_gap`` tokens of work undone beyond its
+    base's on the same state (a ``work-conserving`` violation naming both gaps; the base
+    replays on the model). Raises BadInput."""
+    spec = policy_spec or trace.policy
+    if spec in builtin_policies():
+        return replay_on_model(trace, spec, target_factory)
+    try:
+        policy = get_policy(spec)
+    except ConfigError:
+        return replay_on_model(trace, spec, target_factory)  # refused there, as BadInput
+    if base_policy(policy) is None:
+        return replay_on_model(trace, spec, target_factory)
+
+    def against_base(run: RunRecord) -> list[Violation]:
+        worst = gap_against_base(trace, policy, ours=run)
+        complaint = gap_complaint(worst, max_work_gap)
+        return [] if worst is None or complaint is None else [Violation(work_conserving.id, worst.step, complaint)]
+
+    return replay_on_model(trace, spec, target_factory, judge_more=against_base)
+
+
+def same_state(ours: RunRecord, theirs: RunRecord, index: int) -> bool:
+    """Whether the two runs are still in the same state after their step ``index``: the same
+    grants and preemptions, neither raised, and the same outcome."""
+    return (index < min(len(ours.outcomes), len(theirs.outcomes)) and _same_step(ours.steps[index], theirs.steps[index])
+            and ours.outcomes[index] == theirs.outcomes[index])
 
 
 def exceeds(comparison: Optional[GapComparison], max_work_gap: int) -> bool:
     """Whether a comparison shows more undone work than the base by over ``max_work_gap`` tokens."""
     return comparison is not None and comparison.excess > max_work_gap
+
+
+def gap_complaint(comparison: Optional[GapComparison], max_work_gap: int) -> Optional[str]:
+    """Why the comparison fails the policy, both gaps in one phrase; None when it does not."""
+    return f"{comparison} (allowed: {max_work_gap} more)" if exceeds(comparison, max_work_gap) else None
 
 
 def refutation_complaint(policy_spec: str, invariant: str, traces: Sequence[Trace], max_work_gap: int = 0,
@@ -138,7 +182,7 @@ def refutation_complaint(policy_spec: str, invariant: str, traces: Sequence[Trac
     if INVARIANTS.get(invariant) is not None and INVARIANTS[invariant].kind == EFFICIENCY:
         worst = max((c for c in map(lambda t: gap_against_base(t, policy_spec), traces) if c is not None),
                     key=lambda c: c.excess, default=None)
-        return f"{worst} (allowed: {max_work_gap} more)" if exceeds(worst, max_work_gap) else None
+        return gap_complaint(worst, max_work_gap)
     if not judged(invariant) or not traces:
         return None
     why = explanation(traces[0], invariant, policy_spec)
@@ -166,7 +210,12 @@ def _same_step(a: StepRecord, b: StepRecord) -> bool:
             and a.error is None and b.error is None)
 
 
-def _replay(trace: Trace, policy: str) -> Optional[ReplayResult]:
+def _run_of(trace: Trace, policy: str | BudgetPolicy) -> Optional[RunRecord]:
+    result = _replay(trace, policy)
+    return None if result is None else result.run
+
+
+def _replay(trace: Trace, policy: str | BudgetPolicy) -> Optional[ReplayResult]:
     try:
         return replay_on_model(replace(trace, expect=()), policy)
     except BadInput:

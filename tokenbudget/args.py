@@ -98,6 +98,17 @@ def add_verdict_options(parser: argparse.ArgumentParser) -> None:
     (``model.verdict_rules``)."""
     parser.add_argument("--strict", action="store_true",
                         help="fail on known violations too (those a finding explains or the base policy shows)")
-    parser.add_argument("--max-work-gap", type=at_most(whole, MAX_WORK_GAP), default=0, metavar="N",
+    add_max_work_gap(parser)
+
+
+def add_max_work_gap(parser: argparse.ArgumentParser) -> None:
+    """``--max-work-gap N``: the tokens of work a user policy may leave undone in a step
+    beyond its base policy on the same state (a whole number, at most MAX_WORK_GAP)."""
+    parser.add_argument("--max-work-gap", type=max_work_gap, default=0, metavar="N",
                         help="accept a user policy leaving up to N more tokens of work undone in a step than its "
                              "base policy on the same state (default 0)")
+
+
+def max_work_gap(text: str) -> int:
+    """A work gap in tokens: a whole number up to MAX_WORK_GAP."""
+    return at_most(whole, MAX_WORK_GAP)(text)

@@ -284,14 +284,15 @@ def known_why(policy: str, kind: str, trace: Trace) -> str | None:
 
 def fuzz_section(report: CheckReport, progress: Progress, database: ExampleDatabase | None) -> None:
     """Fuzz each policy briefly (seed 0, no shrinking): a known violation marks the cell
-    VIOLATED; another, or an exception in the model, fails the row."""
+    VIOLATED; another, or an exception in the model, fails the row. A user policy is judged
+    against its base too (``max_work_gap``): more work undone is its own violation."""
     for row in report.rows:
         if row.policy_error:
             continue
         progress(f"{row.policy}: fuzzing {FUZZ_EXAMPLES} examples")
         try:
             result = fuzz(row.policy, examples=FUZZ_EXAMPLES, seed=0, phases=(Phase.explicit, Phase.generate),
-                          database=database)
+                          database=database, max_work_gap=report.max_work_gap if row.user else None)
         except ConfigError as e:
             report.skipped.append(f"fuzz {row.policy}: {e}")
             continue

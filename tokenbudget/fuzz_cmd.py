@@ -5,7 +5,10 @@ Each policy gets the whole budget (``--examples`` or ``--seconds``) in turn, on 
 session), all replaying and keeping failing examples in one example database
 (``--database``, ``fuzz.database``). Every shrunk counterexample, once per policy and
 kind, is written to the corpus folder (default: a new temp dir) as a trace, with the
-Hypothesis program beside it; files that exist are never overwritten. Exit
+Hypothesis program beside it; files that exist are never overwritten. A user policy
+derived from a built-in is judged against it (``--max-work-gap``, ``model.verdict_rules``):
+a step that leaves more work undone than the base on the same state is a
+``work-conserving`` violation. Exit
 status 0 when no invariant was violated, 1 when some was (as ``replay`` exits 1 on a
 trace that shows a violation): the summary says for each whether it is known
 (``check.is_known``). vLLM missing is bad input (2).
@@ -20,7 +23,8 @@ from pathlib import Path
 from typing import Sequence
 
 from . import render
-from .args import UsageError, add_database, add_json, add_policy, at_most, positive_float, positive_int, seed
+from .args import (UsageError, add_database, add_json, add_max_work_gap, add_policy, at_most, positive_float,
+                   positive_int, seed)
 from .check import is_known
 from .console import Console
 from .engine_path import add_engine_path
@@ -71,6 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1, metavar="N",
                         help="worker processes, each with the whole budget on its own seed stream "
                              "(default: the cores, %(default)s here); 1 fuzzes in this process")
+    add_max_work_gap(parser)
     add_database(parser)
     parser.add_argument("--corpus", type=Path, metavar="DIR",
                         help="where counterexample traces go (default: a new temp dir); existing files are kept")
@@ -103,11 +108,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
             left = None if seconds is None else seconds_left(started, index, seconds)
             reports.append(fuzz(policy, target_factory=factory, target_name=args.target, examples=args.examples,
                                 seconds=left, seed=args.seed, corpus=corpus, progress=console.progress,
-                                database=database))
+                                database=database, max_work_gap=args.max_work_gap))
             if reports[-1].interrupted:
                 break
     else:
-        job = Job(tuple(policies), factory, args.target, args.examples, seconds, args.seed, args.database, started)
+        job = Job(tuple(policies), factory, args.target, args.examples, seconds, args.seed, args.database, started,
+                  args.max_work_gap)
         reports = fuzz_workers(job, args.workers, lambda live: console.progress(render.live(live)))
         for r in reports:
             r.counterexamples[:] = [save(c, corpus) for c in r.counterexamples]

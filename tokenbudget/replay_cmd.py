@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Sequence
 
 from . import render
-from .args import UsageError, add_json, add_policy, seed, whole
+from .args import UsageError, add_json, add_max_work_gap, add_policy, seed, whole
 from .console import Console
 from .engine_path import add_engine_path
 from .exits import FAILED, OK
 from .harness.vllm.target import VllmTarget
 from .kernels.arrivals import MAX_STEPS
 from .model.replay import BadInput, ReplayResult, replay_on_model
-from .model.target import ModelTarget
+from .model.verdict_rules import replay_judged
 from .spec.trace import Trace, load_trace
 from .targets import MODEL, RUNNER, TARGETS, VLLM
 
@@ -69,6 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="runner: draw the rows of each step, stacked by request, against B (one TRACE; "
                              "never overwrites a file)")
     add_policy(parser, "replay under this policy instead of the trace's (name or pkg.module:Class)", repeatable=False)
+    add_max_work_gap(parser)
     add_engine_path(parser)
     add_json(parser)
 
@@ -80,11 +81,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
     traces = [load_trace(path) for path in args.traces]
     if args.target == RUNNER:
         return _replay_on_runner(args, traces, console)
-    factory = VllmTarget if args.target == VLLM else ModelTarget
     results: list[ReplayResult] = []
     for n, trace in enumerate(traces, 1):
         console.progress(f"replaying {n}/{len(traces)}: {trace.source}")
-        results.append(replay_on_model(trace, args.policy, factory))
+        results.append(replay_on_model(trace, args.policy, VllmTarget) if args.target == VLLM
+                       else replay_judged(trace, args.policy, args.max_work_gap))
     ok = all(_passed(r) for r in results)
     if args.json:
         console.json({"ok": ok, "target": args.target, "traces": [r.to_json() for r in results]})
@@ -102,6 +103,9 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
     if args.target == VLLM and (args.device or args.mode == "live"):
         return "the vllm target runs vLLM's scheduler on the CPU with the trace's accepted drafts; " \
                "--device and --mode live apply to --target runner"
+    if args.target == VLLM and args.max_work_gap:
+        return "--max-work-gap judges a user policy against its base on the model and runner targets; " \
+               "drop it for --target vllm"
     if args.target == MODEL and (args.device or args.mode):
         given = ", ".join(flag for flag, value in (("--device", args.device), ("--mode", args.mode)) if value)
         return f"{given}: for --target runner only (--mode forced also for --target vllm); the model target " \
@@ -150,7 +154,7 @@ def _replay_on_runner(args: argparse.Namespace, traces: Sequence[Trace], console
         console.progress(f"replaying {n}/{len(traces)} on the runner: {trace.source}")
         if args.steps:
             trace = extend(trace, args.steps, args.seed)
-        result, target = replay_on_runner(trace, options, args.policy)
+        result, target = replay_on_runner(trace, options, args.policy, args.max_work_gap)
         runs.append((trace, result, target.report if target else None))
     if args.plot is not None:
         trace, result, report = runs[0]
