@@ -15,11 +15,14 @@ the policy's limit, both scheduling policies where accepted, KV pools from the m
 off, below 1 + k, or anywhere up to ``max_model_len`` (only for loops whose engine reads it:
 FastDeploy's does not), ``max_model_len`` from the smallest the validation accepts. Chunked
 prefill off comes with B >= ``max_model_len``, as vLLM demands, for the policies whose
-validation accepts it.
+validation accepts it. For a policy that asks a larger pool than one sequence (SGLang's), one
+draw in two is then repaired toward the boundary of the validation (``at_the_boundary``):
+the most sequences and the least KV pool it accepts.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from hypothesis import strategies as st
 
@@ -121,7 +124,7 @@ def candidate_configs(policy: BudgetPolicy, space: ConfigSpace | None = None,
         scheduled = None
         if space.max_num_scheduled_tokens and draw(st.sampled_from((False, False, True))):
             scheduled = draw(st.integers(1, 2 * budget))
-        return BudgetConfig(
+        cfg = BudgetConfig(
             max_num_batched_tokens=budget,
             max_num_seqs=seqs,
             max_num_scheduled_tokens=scheduled,
@@ -136,8 +139,45 @@ def candidate_configs(policy: BudgetPolicy, space: ConfigSpace | None = None,
             enable_chunked_prefill=chunked,
             enable_prefix_caching=draw(st.sampled_from((True, False))),
         )
+        if asks_more_pool(policy, cfg) and draw(st.booleans()):
+            return at_the_boundary(policy, cfg, space)
+        return cfg
 
     return draw_config()
+
+
+def least_pool(policy: BudgetPolicy, cfg: BudgetConfig) -> int:
+    """The fewest KV blocks the policy accepts for cfg, which it accepts (bisection)."""
+    return -largest_accepted(lambda b: _accepts(policy, cfg.replace(num_kv_blocks=-b)), -cfg.num_kv_blocks, -1)
+
+
+def asks_more_pool(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
+    """Whether the policy accepts cfg and asks a larger KV pool than one ``max_model_len``
+    sequence (SGLang's model: one sequence and its decode reservation). The repair
+    toward the boundary is drawn only then: the draws of the other policies stay as they were."""
+    return _accepts(policy, cfg) and least_pool(policy, cfg) > cdiv(cfg.max_model_len, cfg.block_size)
+
+
+def at_the_boundary(policy: BudgetPolicy, cfg: BudgetConfig, space: ConfigSpace) -> BudgetConfig:
+    """cfg (accepted) repaired toward the edge of what the policy accepts: the most
+    sequences it allows, then the least KV pool (where many requests contend for the
+    fewest blocks)."""
+    seqs = largest_accepted(lambda s: _accepts(policy, cfg.replace(max_num_seqs=s)), cfg.max_num_seqs,
+                            max(cfg.max_num_seqs, space.max_seqs))
+    cfg = cfg.replace(max_num_seqs=seqs)
+    return cfg.replace(num_kv_blocks=least_pool(policy, cfg))
+
+
+def largest_accepted(accepts: Callable[[int], bool], lo: int, hi: int) -> int:
+    """The largest n in [lo, hi] with ``accepts(n)``, by bisection; ``accepts(lo)`` must hold
+    and acceptance must not come back once lost (monotone)."""
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if accepts(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _limits(draw: Draw, scale: str, d: int, k: int, max_seqs: int) -> tuple[int, int, int, int]:

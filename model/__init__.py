@@ -13,11 +13,12 @@ from .fastdeploy_loop import FastDeployLoop
 from .loop import SchedulerLoop, scheduler_for
 from .vllm_loop import VllmLoop
 from .trtllm_loop import TrtllmLoop
+from .sglang_loop import SglangLoop
 from ..spec.intlike import BoolLike, IntLike, and_, cdiv, ite, max_, min_, not_, or_
 
 __all__ = [
     "BudgetConfig", "ConfigError", "Requirement", "ALL_METHODS", "TABLES", "BudgetParams", "BudgetPolicy", "Budgets",
     "POLICY_ERROR", "PolicyError", "builtin_policies", "get_policy", "SchedulerLoop", "scheduler_for", "VllmLoop", "FastDeployLoop",
-    "TrtllmLoop",
+    "TrtllmLoop", "SglangLoop",
     "BoolLike", "IntLike", "and_", "cdiv", "ite", "max_", "min_", "not_", "or_",
 ]

@@ -117,8 +117,12 @@ class KVBlockPool:
     def free(self, req: Request) -> None:
         """Drop req's references, tail first. Unreferenced blocks without content go to the
         head of the free queue (the tail block first), keyed ones to its end."""
+        self.free_tail(req, 0)
+
+    def free_tail(self, req: Request, keep: int) -> None:
+        """Drop req's references to its blocks past the first ``keep``, as ``free`` drops all."""
         without_content: list[int] = []
-        for block in reversed(req.block_ids):
+        for block in reversed(req.block_ids[keep:]):
             count = self.ref_count.get(block, 0) - 1
             assert count >= 0, f"block {block} freed twice"
             if count > 0:
@@ -130,5 +134,5 @@ class KVBlockPool:
             else:
                 self.free_queue[block] = None
         self.reuse_first.extendleft(reversed(without_content))
-        req.block_ids = []
-        req.num_cached_blocks = 0
+        req.block_ids = req.block_ids[:keep]  # a new list: a record may hold the old one
+        req.num_cached_blocks = min(req.num_cached_blocks, keep)

@@ -105,11 +105,24 @@ TRTLLM: Mapping[str, MethodRow] = {
     "ngram": MethodRow((0, 0), (0, 0), (0, 0), (1, 1), _N),
 }
 
+# SGLang 0.5.23: a decode runs num_draft_tokens = 1 + k verify rows (topk 1 forces
+# num_draft_tokens = steps + 1: speculative/base_spec_worker.py:125) and its grant counts
+# them, so no draft slots or lookahead sit outside it; the decode's KV reservation is the
+# policy's (``sglang_policies``). EAGLE and EAGLE3 share the eagle3 row, and NEXTN (MTP)
+# resolves to EAGLE (arg_groups/speculative_hook.py:1211, "NEXTN -> EAGLE"); NGRAM defaults to
+# 12 draft tokens and steps = num_draft_tokens // topk (arg_groups/speculative_hook.py:1285-1330).
+SGLANG: Mapping[str, MethodRow] = {
+    "eagle3": MethodRow((0, 0), None, (0, 0), (1, 1), _M),
+    "mtp": MethodRow((0, 0), None, (0, 0), (1, 1), _M),
+    "ngram": MethodRow((0, 0), None, (0, 0), (1, 1), _N),
+}
+
 TABLES: Mapping[str, Mapping[str, MethodRow]] = {
     "vllm-0.32": VLLM_0_32,
     "vllm-0.33": VLLM_0_33,
     "fastdeploy": FASTDEPLOY,
     "trtllm": TRTLLM,
+    "sglang": SGLANG,
 }
 
 DEFAULT_TABLE = "vllm-0.32"

@@ -15,6 +15,7 @@ from .fastdeploy_policies import (
 from .loop import SchedulerLoop
 from .policy import BudgetPolicy
 from .policy_guard import guard
+from .sglang_policies import Sglang, SglangV1PageBoundary, SglangV1Retract, SglangV1RetractFixed
 from .trtllm_policies import Trtllm, TrtllmOneModelUnreserved
 from .vllm_policies import VllmAdaptive, VllmStatic
 
@@ -23,6 +24,7 @@ BUILTIN: tuple[type[BudgetPolicy], ...] = (
     FastDeployV0, FastDeployReserve, FastDeployReserveCherrypick, FastDeployDecodeCount, FastDeploySpecMethod,
     FastDeployMtpOnly,
     Trtllm, TrtllmOneModelUnreserved,
+    Sglang, SglangV1Retract, SglangV1RetractFixed, SglangV1PageBoundary,
 )
 assert len({cls.name for cls in BUILTIN}) == len(BUILTIN), "two built-in policies share a name"
 

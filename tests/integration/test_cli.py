@@ -51,10 +51,10 @@ def assert_usage_error(code: int, out: str, err: str, words: str) -> None:
 
 
 # -- policies ---------------------------------------------------------------------------
-def test_policies_lists_all_ten(capsys: pytest.CaptureFixture[str]) -> None:
+def test_policies_lists_every_builtin(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "policies")
     assert code == 0 and err == ""
-    assert len(builtin_policies()) == 10
+    assert len(builtin_policies()) == 14
     for name, cls in builtin_policies().items():
         assert name in out and cls.version in out
 

@@ -13,15 +13,16 @@ from dataclasses import fields
 import pytest
 import z3
 
-from tokenbudget.model import TABLES, BudgetConfig, BudgetParams, ConfigError, builtin_policies, get_policy
+from tokenbudget.model import TABLES, BudgetConfig, BudgetParams, ConfigError, get_policy
 from tokenbudget.proofs.trace_family import Family
 from tokenbudget.proofs.solving import solver, value
 from tokenbudget.proofs.symbolic import PROVED_VLLM_VERSION, SymbolicConfig, SymbolicMethod
 from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.trace import StepExpectation
+from tokenbudget.proofs.loop_search import skeleton_policies
 
 pytestmark = pytest.mark.proofs
-POLICIES = list(builtin_policies())
+POLICIES = skeleton_policies()
 Z3_TIMEOUT_S = 600  # per query: generous, so that a busy machine does not answer unknown
 
 

@@ -44,7 +44,12 @@ def assert_lossless(target: RunnerTarget, trace: Trace) -> None:
             assert tokens[prompts[rid]:] == greedy[prompts[rid] - 1:-1], rid
 
 
-@pytest.mark.parametrize("path", corpus_paths(), ids=lambda p: p.stem)
+def _runner_corpus() -> list[Path]:
+    """Corpus traces of the policies whose loop the torch runner runs (``torch_runner`` on the loop class)."""
+    return [p for p in corpus_paths() if getattr(get_policy(load_trace(p).policy).loop, "torch_runner", True)]
+
+
+@pytest.mark.parametrize("path", _runner_corpus(), ids=lambda p: p.stem)
 def test_the_corpus_replays_on_the_runner(path: Path) -> None:
     trace = load_trace(path)
     result, target = replay_on_runner(trace, RunnerOptions())

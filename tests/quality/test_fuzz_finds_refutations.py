@@ -51,3 +51,9 @@ def test_fuzzing_finds_what_the_proofs_refute(policy: str, tmp_path: Path) -> No
         result = replay_on_model(load_trace(trace_path))
         assert invariant in {v.invariant for v in result.violations}, trace_path.name
         assert result.ok, result.problems
+
+
+def test_the_sglang_retraction_bug_is_cross_checked() -> None:
+    # SGLang's spec-v1 retraction (before PR #14939): refuted by the bounded search, so fuzzed above
+    assert "kv-capacity" in REFUTED_PAIRS["sglang-v1-retract"]
+    assert "sglang-v1-retract-fixed" not in REFUTED_PAIRS and "sglang-0.5.23" not in REFUTED_PAIRS

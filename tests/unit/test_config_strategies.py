@@ -15,8 +15,10 @@ SAMPLE = 300
 # generator builds from, so a generator bug shows there first. FastDeploy's also rejects
 # B < block_size with chunked prefill, B > max_model_len * S and B < S * (1 + k), which the
 # generator does not know: only a third to a half of its draws are valid. The TensorRT-LLM
-# model asks B >= S * (1 + k) as well (about half valid).
-ACCEPTANCE_FLOOR = {"vllm": 0.75, "fastdeploy": 0.2, "tensorrt-llm": 0.2}
+# model asks B >= S * (1 + k) as well (about half valid). The SGLang model asks that too, and
+# a pool of max_model_len plus a decode's reservation, which the generator's tight pools miss
+# (about a fifth valid).
+ACCEPTANCE_FLOOR = {"vllm": 0.75, "fastdeploy": 0.2, "tensorrt-llm": 0.2, "sglang": 0.12}
 
 
 @pytest.mark.parametrize("policy", list(builtin_policies()))

@@ -17,12 +17,13 @@ def accepts(policy: str, **knobs) -> bool:
     return True
 
 
-def test_ten_builtin_policies_with_docs():
+def test_builtin_policies_with_docs():
     policies = builtin_policies()
     assert list(policies) == [
         "vllm-adaptive", "vllm-static", "fastdeploy-v0", "fastdeploy-reserve", "fastdeploy-reserve-cherrypick",
         "fastdeploy-decode-count", "fastdeploy-spec-method", "fastdeploy-mtp-only",
         "trtllm", "trtllm-one-model-unreserved",
+        "sglang-0.5.23", "sglang-v1-retract", "sglang-v1-retract-fixed", "sglang-v1-page-boundary",
     ]
     for cls in policies.values():
         assert cls.__doc__ and cls.description and cls.engine and cls.version

@@ -1,0 +1,156 @@
+"""Obligations of a loop the pass skeleton does not model: a bounded trace search over the model.
+
+The pass skeleton (``pass_skeleton.py``) follows a one-pass loop (running requests, then
+waiting ones). A loop whose class sets ``one_pass_skeleton = False`` (SGLang's
+prefill-or-decode step, ``model.sglang_loop``) is judged instead by running the model itself
+over a bounded family of traces, smallest first: 1 to N requests (N = ``--max-requests``,
+at most ``MAX_REQUESTS``) of one shape each, added together, then steps until they drain
+(at most the drain bound of ``progress``), every draft rejected or every one accepted; over a grid of small configs
+the policy accepts (k, max_model_len, page size, the pool from the least it accepts up).
+The first trace that breaks an invariant is cut after its violating step and returned as
+REFUTED; an invariant no trace of the family breaks is PROVED_UP_TO N, method
+"bounded": a bounded search, not a proof for every state.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any, Iterator, Optional
+
+from ..model import BudgetConfig, BudgetPolicy, ConfigError, builtin_policies
+from ..model.replay import replay_on_model
+from ..model.target import ModelTarget
+from ..spec.invariants import SMALLEST_DRAIN_BOUND, check_run
+from ..spec.records import RequestState, RunRecord
+from ..spec.trace import AddOp, Op, StepOp, Trace, ViolationExpectation
+from .verdicts import PROVED_UP_TO, REFUTED, Outcome
+
+MAX_REQUESTS = 6  # the family's most requests, whatever --max-requests asks
+FOUND_BY = "tokenbudget prove (bounded trace search over the model)"
+# What the search judges: the invariants a run shows (the ledger and step invariants, the run's).
+SEARCHED = ("input-budget-nonnegative", "token-cap", "input-rows-cap", "exact-refund", "seq-cap", "model-len",
+            "spec-shape", "model-error", "kv-capacity", "no-request-lost", "progress")
+
+
+def skeleton_models(policy: BudgetPolicy) -> bool:
+    """Whether the pass skeleton models the policy's loop (its class says so)."""
+    return bool(getattr(policy.loop, "one_pass_skeleton", True))
+
+
+def _configs(policy: BudgetPolicy, n: int) -> Iterator[BudgetConfig]:
+    """Small configs the policy accepts, with n seats and B = n * (1 + k)."""
+    methods = ("eagle3",)
+    for page, k, max_len, extra in itertools.product((1, 2), (1, 2, 3), (4, 8), (0, 1, 3)):
+        for method in methods:
+            probe = BudgetConfig(max_num_batched_tokens=n * (1 + k), max_num_seqs=n, num_speculative_tokens=k,
+                                 method=method, block_size=page, num_kv_blocks=1, max_model_len=max_len,
+                                 enable_prefix_caching=False)
+            least = _least_pool(policy, probe)
+            if least is not None:
+                yield probe.replace(num_kv_blocks=least + extra)
+
+
+def _least_pool(policy: BudgetPolicy, cfg: BudgetConfig) -> Optional[int]:
+    """The fewest KV blocks the policy accepts for cfg (bisection; None if none up to 4096)."""
+    hi = 4096
+    if not _accepts(policy, cfg.replace(num_kv_blocks=hi)):
+        return None
+    lo = 0  # refused (a pool of 0 is never valid)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _accepts(policy, cfg.replace(num_kv_blocks=mid)):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _accepts(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
+    try:
+        policy.validate(cfg)
+    except ConfigError:
+        return False
+    return True
+
+
+def _run(policy: BudgetPolicy, cfg: BudgetConfig, n: int, prompt: int, max_tokens: int,
+         accept: bool) -> Optional[tuple[list[Op], set[str]]]:
+    """Run n requests of one shape to the end, every draft rejected (or, ``accept``, every
+    one accepted); the ops up to the last violating step and the invariants broken, or None
+    when the run breaks nothing."""
+    target = ModelTarget(cfg, policy)
+    run = RunRecord(limits=target.limits)
+    ops: list[Op] = []
+    for i in range(n):
+        op = AddOp(f"r{i}", prompt, max_tokens)
+        target.add(op)
+        ops.append(op)
+        run.events.append(("add", op.id))
+        run.added[op.id] = RequestState("waiting", 0, 0, max_tokens, prompt)
+    bound = 2 * n * (prompt + max_tokens) + 2 * n + SMALLEST_DRAIN_BOUND
+    for index in range(bound):
+        accepted = {f"r{i}": cfg.num_speculative_tokens for i in range(n)} if accept else {}
+        record, outcome = target.step(accepted)
+        ops.append(StepOp(accepted))
+        run.steps.append(record)
+        run.outcomes.append(outcome)
+        run.events.append(("step", index))
+        if record.error is not None or not target.scheduler.has_unfinished:
+            break
+    violations = check_run(run)
+    if not violations:
+        return None
+    broken = {v.invariant for v in violations}
+    last = max(v.step for v in violations if v.step is not None)
+    return ops[:n + last + 1], broken
+
+
+def search(policy: BudgetPolicy, max_requests: int) -> dict[str, Trace]:
+    """The first trace of the family that breaks each invariant in ``SEARCHED``, replayed."""
+    found: dict[str, Trace] = {}
+    for n in range(1, max_requests + 1):
+        for cfg in _configs(policy, n):
+            for accept, prompt, max_tokens in itertools.product((False, True), (1, 2, 3), (1, 2, 4, 8)):
+                if prompt >= cfg.max_model_len:
+                    continue
+                result = _run(policy, cfg, n, prompt, max_tokens, accept)
+                if result is None:
+                    continue
+                ops, broken = result
+                for invariant in sorted(broken - set(found)):
+                    what = "every draft accepted" if accept else "no draft accepted"
+                    trace = Trace(policy.name, cfg.to_dict(), tuple(ops), (ViolationExpectation(invariant),),
+                                  f"{n} request(s) of {prompt} prompt tokens, max_tokens {max_tokens}, {what}",
+                                  FOUND_BY)
+                    replayed = replay_on_model(trace, policy)
+                    if invariant in {v.invariant for v in replayed.violations}:
+                        found[invariant] = trace
+                if set(SEARCHED) <= set(found):
+                    return found
+    return found
+
+
+def decide(ctx: Any, invariant: str) -> Outcome:
+    """The bounded-search verdict on ``invariant`` for ctx's policy; the search runs once a
+    context (a policy under proof) and its result is shared by the obligations."""
+    start = time.perf_counter()
+    n = min(ctx.options.max_requests, MAX_REQUESTS)
+    cached = getattr(ctx, "_loop_search", None)
+    if cached is None:
+        cached = (search(ctx.policy, n), time.perf_counter() - start)
+        setattr(ctx, "_loop_search", cached)
+    found, seconds = cached
+    if invariant in found:
+        trace = found[invariant]
+        cfg = trace.config
+        detail = (f"B={cfg['max_num_batched_tokens']}, S={cfg['max_num_seqs']}, k={cfg['num_speculative_tokens']}, "
+                  f"pool {cfg['num_kv_blocks']} x {cfg['block_size']}; {trace.description}; {trace.num_steps} step(s)")
+        return Outcome(ctx.name, invariant, REFUTED, "search", seconds, detail, traces=(trace,))
+    return Outcome(ctx.name, invariant, PROVED_UP_TO, "bounded", seconds,
+                   f"bounded trace search over the model: no run of up to {n} requests of one shape, in the "
+                   "searched small configs, breaks it (not a proof for larger states)", bound=n)
+
+
+def skeleton_policies() -> list[str]:
+    """The built-in policies whose loop the pass skeleton models, by name."""
+    return [name for name, cls in builtin_policies().items() if skeleton_models(cls)]  # type: ignore[arg-type]

@@ -1,0 +1,55 @@
+"""SGLang's policies under ``prove``: the bounded trace search refutes the spec-v1 retraction
+bug with a minimal replaying trace and finds nothing in the fixed and released code."""
+from __future__ import annotations
+
+import pytest
+
+from tokenbudget.cli import main
+from tokenbudget.model import get_policy
+from tokenbudget.model.replay import replay_on_model
+from tokenbudget.proofs.loop_search import SEARCHED, skeleton_models, skeleton_policies
+from tokenbudget.proofs.obligation_table import all_obligations
+from tokenbudget.proofs.obligations import Options
+from tokenbudget.proofs.prove import prove
+from tokenbudget.proofs.verdicts import PROVED_UP_TO, REFUTED
+
+SGLANG = ("sglang-0.5.23", "sglang-v1-retract", "sglang-v1-retract-fixed", "sglang-v1-page-boundary")
+
+
+def test_the_skeleton_takes_no_sglang_policy() -> None:
+    assert not any(name in skeleton_policies() for name in SGLANG)
+    assert "vllm-adaptive" in skeleton_policies() and skeleton_models(get_policy("trtllm"))
+
+
+@pytest.mark.parametrize("policy", SGLANG)
+def test_sglang_obligations_are_the_searched_invariants(policy: str) -> None:
+    applicable = [o.id for o in all_obligations().values() if o.applies(get_policy(policy))]
+    assert sorted(applicable) == sorted(SEARCHED)
+
+
+def test_the_retraction_bug_is_refuted_by_a_minimal_replaying_trace() -> None:
+    outcomes = {o.obligation: o for o in prove(["sglang-v1-retract"], Options(), ["kv-capacity", "token-cap"])}
+    refuted = outcomes["kv-capacity"]
+    assert refuted.verdict == REFUTED and outcomes["token-cap"].verdict == PROVED_UP_TO
+    trace = refuted.traces[0]
+    assert trace.config["block_size"] == 1 and trace.num_steps == 2  # one prefill, one decode
+    result = replay_on_model(trace)
+    assert result.ok and "kv-capacity" in {v.invariant for v in result.violations}
+    assert not replay_on_model(trace, "sglang-v1-retract-fixed").violations
+
+
+@pytest.mark.parametrize("policy", ["sglang-0.5.23", "sglang-v1-retract-fixed"])
+def test_the_fixed_and_released_code_are_not_refuted_within_the_bound(policy: str) -> None:
+    outcomes = prove([policy], Options())
+    assert outcomes and all(o.verdict == PROVED_UP_TO and o.method == "bounded" for o in outcomes)
+    assert all("not a proof" in o.detail for o in outcomes)
+
+
+def test_replay_of_the_corpus_trace(capsys: pytest.CaptureFixture[str]) -> None:
+    from tokenbudget.spec.corpus import CORPUS_DIR
+
+    path = str(CORPUS_DIR / "sglang-v1-retract-decode-oom.json")
+    assert main(["replay", path]) == 1  # a violation, as the trace expects
+    assert "violated, as expected (kv-capacity)" in capsys.readouterr().out
+    assert main(["replay", path, "--policy", "sglang-v1-retract-fixed"]) == 1
+    assert "UNMET  kv-capacity was not violated" in capsys.readouterr().out

@@ -1,0 +1,90 @@
+"""SGLang's step on the model: prefill or decode, admission budgets, decode retraction."""
+from __future__ import annotations
+
+import pytest
+
+from tokenbudget.model import BudgetConfig, ConfigError, get_policy
+from tokenbudget.model.replay import replay_on_model
+from tokenbudget.model.target import ModelTarget
+from tokenbudget.spec.corpus import CORPUS_DIR
+from tokenbudget.spec.invariants import check_step
+from tokenbudget.spec.trace import AddOp, load_trace
+
+SGLANG = ("sglang-0.5.23", "sglang-v1-retract", "sglang-v1-retract-fixed", "sglang-v1-page-boundary")
+
+
+def _cfg(**changes: object) -> BudgetConfig:
+    base = dict(max_num_batched_tokens=64, max_num_seqs=8, num_speculative_tokens=2, method="eagle3", block_size=1,
+                num_kv_blocks=200, max_model_len=32)
+    return BudgetConfig(**{**base, **changes})  # type: ignore[arg-type]
+
+
+def _target(policy: str, **changes: object) -> ModelTarget:
+    return ModelTarget(_cfg(**changes), get_policy(policy))
+
+
+@pytest.mark.parametrize("policy", SGLANG)
+def test_a_step_is_a_prefill_or_a_decode(policy: str) -> None:
+    t = _target(policy)
+    t.add(AddOp("a", 4, 8))
+    rec, _ = t.step({})
+    assert rec.num_scheduled_tokens == {"a": 4} and rec.prefill == frozenset({"a"})
+    t.add(AddOp("b", 3, 8))
+    rec, _ = t.step({})  # a prefill forms for b: a does not decode in the same step
+    assert rec.num_scheduled_tokens == {"b": 3}
+    rec, _ = t.step({})
+    assert rec.num_scheduled_tokens == {"a": 3, "b": 3} and rec.scheduled_draft_tokens == {"a": 2, "b": 2}
+    assert rec.total_runner_rows == 6 and not check_step(rec)
+
+
+def test_admission_reserves_the_running_requests_future() -> None:
+    t = _target("sglang-0.5.23", num_kv_blocks=60)
+    for i in range(4):
+        t.add(AddOp(f"r{i}", 4, 24))
+    rec, _ = t.step({})
+    # each admission takes extend + max_new = 28 of the 60 free tokens: the third does not fit
+    assert list(rec.num_scheduled_tokens) == ["r0", "r1"]
+    assert t.scheduler.batch_is_full
+
+
+def test_an_extend_past_the_budget_is_chunked_and_continues_first() -> None:
+    t = _target("sglang-0.5.23", max_num_batched_tokens=24, max_model_len=64, num_kv_blocks=300)
+    t.add(AddOp("long", 40, 4))
+    t.add(AddOp("short", 2, 4))
+    rec, _ = t.step({})
+    assert rec.num_scheduled_tokens == {"long": 24}
+    rec, _ = t.step({})
+    assert rec.num_scheduled_tokens["long"] == 16 and "short" in rec.num_scheduled_tokens
+
+
+def test_the_released_decode_reserves_two_allocations() -> None:
+    t = _target("sglang-0.5.23")
+    t.add(AddOp("a", 4, 8))
+    t.step({})
+    t.step({})
+    req = t.scheduler.requests["a"]
+    assert t.scheduler.allocated(req) == 4 + 2 * 3  # committed + 2A
+
+
+def test_the_v1_verify_frees_rejected_drafts() -> None:
+    t = _target("sglang-v1-retract")
+    t.add(AddOp("a", 4, 8))
+    t.step({})
+    t.step({"a": 0})
+    req = t.scheduler.requests["a"]
+    assert t.scheduler.allocated(req) == req.num_computed_tokens
+
+
+@pytest.mark.parametrize("policy", SGLANG)
+def test_the_pool_must_hold_a_lone_request_and_its_reservation(policy: str) -> None:
+    pol = get_policy(policy)
+    need = pol.min_pool_tokens(_cfg())
+    pol.validate(_cfg(num_kv_blocks=need))
+    with pytest.raises(ConfigError, match="num_kv_blocks"):
+        pol.validate(_cfg(num_kv_blocks=need - 1))
+
+
+def test_the_corpus_trace_of_the_retraction_bug_is_clean_once_fixed() -> None:
+    trace = load_trace(CORPUS_DIR / "sglang-v1-retract-decode-oom.json")
+    assert {v.invariant for v in replay_on_model(trace).violations} == {"kv-capacity"}
+    assert not replay_on_model(trace, "sglang-v1-retract-fixed").violations
