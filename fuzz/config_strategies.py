@@ -22,11 +22,11 @@ the most sequences and the least KV pool it accepts.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
 from hypothesis import strategies as st
 
 from ..model import BudgetConfig, BudgetPolicy, ConfigError, methods
+from ..model.config_edges import largest_accepted, least_pool, validates
 from ..spec.intlike import cdiv
 
 SCALES = ("deployment", "small", "draft-edge", "rows-edge")
@@ -52,14 +52,6 @@ class ConfigSpace:
     long_prefill_threshold: bool  # the policy's loop reads long_prefill_token_threshold
 
 
-def _accepts(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
-    try:
-        policy.validate(cfg)
-    except ConfigError:
-        return False
-    return True
-
-
 def config_space(policy: BudgetPolicy) -> ConfigSpace:
     """Probe the policy's validation one knob at a time around a roomy config.
 
@@ -67,26 +59,26 @@ def config_space(policy: BudgetPolicy) -> ConfigSpace:
     """
     base = BudgetConfig(max_num_batched_tokens=4096, max_num_seqs=1, max_model_len=4096)
     table = methods.TABLES[policy.table]
-    spec_ok = [m for m in sorted(table) if _accepts(policy, base.replace(num_speculative_tokens=1, method=m))]
-    found: tuple[str | None, ...] = ((None,) if _accepts(policy, base) else ()) + tuple(spec_ok)
+    spec_ok = [m for m in sorted(table) if validates(policy, base.replace(num_speculative_tokens=1, method=m))]
+    found: tuple[str | None, ...] = ((None,) if validates(policy, base) else ()) + tuple(spec_ok)
     if not found:
         raise ConfigError(f"{policy.name}: found no config the policy accepts to fuzz; check its validate()")
     probe = base.replace(num_speculative_tokens=1, method=spec_ok[0]) if spec_ok else base
-    max_k = max((k for k in range(1, MAX_K + 1) if spec_ok and _accepts(policy, probe.replace(num_speculative_tokens=k))),
+    max_k = max((k for k in range(1, MAX_K + 1) if spec_ok and validates(policy, probe.replace(num_speculative_tokens=k))),
                 default=0)
     max_seqs = max(s for s in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, MAX_SEQS)
-                   if s == 1 or _accepts(policy, probe.replace(max_num_seqs=s)))
+                   if s == 1 or validates(policy, probe.replace(max_num_seqs=s)))
     return ConfigSpace(
         methods=found,
         max_k=max_k,
         max_seqs=max_seqs,
-        scheduling_policies=("fcfs",) + (("priority",) if _accepts(policy, probe.replace(scheduling_policy="priority")) else ()),
+        scheduling_policies=("fcfs",) + (("priority",) if validates(policy, probe.replace(scheduling_policy="priority")) else ()),
         parallel_drafting=bool(spec_ok) and any(
-            _accepts(policy, probe.replace(method=m, parallel_drafting=True)) for m in spec_ok
+            validates(policy, probe.replace(method=m, parallel_drafting=True)) for m in spec_ok
             if table[m].parallel_draft_slots is not None),
-        max_num_scheduled_tokens=_accepts(policy, probe.replace(max_num_scheduled_tokens=4096)),
-        chunked_prefill_off=_accepts(policy, probe.replace(enable_chunked_prefill=False)),
-        min_model_len=min((m for m in (2, 4, 8, 16, 32, 64) if _accepts(
+        max_num_scheduled_tokens=validates(policy, probe.replace(max_num_scheduled_tokens=4096)),
+        chunked_prefill_off=validates(policy, probe.replace(enable_chunked_prefill=False)),
+        min_model_len=min((m for m in (2, 4, 8, 16, 32, 64) if validates(
             policy, probe.replace(max_model_len=m, max_num_seqs=64, max_num_batched_tokens=64 * m))), default=2),
         long_prefill_threshold=policy.loop.applies_long_prefill_threshold,
     )
@@ -101,7 +93,7 @@ def log_int(lo: int, hi: int) -> st.SearchStrategy[int]:
 def configs(policy: BudgetPolicy, space: ConfigSpace | None = None,
             scales: tuple[str, ...] = SCALES) -> st.SearchStrategy[BudgetConfig]:
     """Configs the policy accepts, drawn from ``scales`` (see the module docstring)."""
-    return candidate_configs(policy, space, scales).filter(lambda cfg: _accepts(policy, cfg))
+    return candidate_configs(policy, space, scales).filter(lambda cfg: validates(policy, cfg))
 
 
 def candidate_configs(policy: BudgetPolicy, space: ConfigSpace | None = None,
@@ -146,38 +138,23 @@ def candidate_configs(policy: BudgetPolicy, space: ConfigSpace | None = None,
     return draw_config()
 
 
-def least_pool(policy: BudgetPolicy, cfg: BudgetConfig) -> int:
-    """The fewest KV blocks the policy accepts for cfg, which it accepts (bisection)."""
-    return -largest_accepted(lambda b: _accepts(policy, cfg.replace(num_kv_blocks=-b)), -cfg.num_kv_blocks, -1)
-
-
 def asks_more_pool(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
     """Whether the policy accepts cfg and asks a larger KV pool than one ``max_model_len``
     sequence (SGLang's model: one sequence and its decode reservation). The repair
     toward the boundary is drawn only then: the draws of the other policies stay as they were."""
-    return _accepts(policy, cfg) and least_pool(policy, cfg) > cdiv(cfg.max_model_len, cfg.block_size)
+    return validates(policy, cfg) and least_pool(policy, cfg) > cdiv(cfg.max_model_len, cfg.block_size)
 
 
 def at_the_boundary(policy: BudgetPolicy, cfg: BudgetConfig, space: ConfigSpace) -> BudgetConfig:
     """cfg (accepted) repaired toward the edge of what the policy accepts: the most
     sequences it allows, then the least KV pool (where many requests contend for the
     fewest blocks)."""
-    seqs = largest_accepted(lambda s: _accepts(policy, cfg.replace(max_num_seqs=s)), cfg.max_num_seqs,
+    seqs = largest_accepted(lambda s: validates(policy, cfg.replace(max_num_seqs=s)), cfg.max_num_seqs,
                             max(cfg.max_num_seqs, space.max_seqs))
     cfg = cfg.replace(max_num_seqs=seqs)
     return cfg.replace(num_kv_blocks=least_pool(policy, cfg))
 
 
-def largest_accepted(accepts: Callable[[int], bool], lo: int, hi: int) -> int:
-    """The largest n in [lo, hi] with ``accepts(n)``, by bisection; ``accepts(lo)`` must hold
-    and acceptance must not come back once lost (monotone)."""
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if accepts(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 def _limits(draw: Draw, scale: str, d: int, k: int, max_seqs: int) -> tuple[int, int, int, int]:

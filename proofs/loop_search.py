@@ -17,7 +17,8 @@ import itertools
 import time
 from typing import Any, Iterator, Optional
 
-from ..model import BudgetConfig, BudgetPolicy, ConfigError, builtin_policies
+from ..model import BudgetConfig, BudgetPolicy, builtin_policies
+from ..model.config_edges import least_pool, validates
 from ..model.replay import replay_on_model
 from ..model.target import ModelTarget
 from ..spec.invariants import SMALLEST_DRAIN_BOUND, check_run
@@ -45,32 +46,9 @@ def _configs(policy: BudgetPolicy, n: int) -> Iterator[BudgetConfig]:
             probe = BudgetConfig(max_num_batched_tokens=n * (1 + k), max_num_seqs=n, num_speculative_tokens=k,
                                  method=method, block_size=page, num_kv_blocks=1, max_model_len=max_len,
                                  enable_prefix_caching=False)
-            least = _least_pool(policy, probe)
-            if least is not None:
-                yield probe.replace(num_kv_blocks=least + extra)
-
-
-def _least_pool(policy: BudgetPolicy, cfg: BudgetConfig) -> Optional[int]:
-    """The fewest KV blocks the policy accepts for cfg (bisection; None if none up to 4096)."""
-    hi = 4096
-    if not _accepts(policy, cfg.replace(num_kv_blocks=hi)):
-        return None
-    lo = 0  # refused (a pool of 0 is never valid)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if _accepts(policy, cfg.replace(num_kv_blocks=mid)):
-            hi = mid
-        else:
-            lo = mid
-    return hi
-
-
-def _accepts(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
-    try:
-        policy.validate(cfg)
-    except ConfigError:
-        return False
-    return True
+            ample = probe.replace(num_kv_blocks=4096)
+            if validates(policy, ample):
+                yield probe.replace(num_kv_blocks=least_pool(policy, ample) + extra)
 
 
 def _run(policy: BudgetPolicy, cfg: BudgetConfig, n: int, prompt: int, max_tokens: int,
