@@ -23,7 +23,7 @@ from typing import Mapping
 import torch
 
 from ..model.target import ModelTarget
-from ..model import BudgetConfig, BudgetPolicy, methods
+from ..model import BudgetConfig, BudgetPolicy, ConfigError, methods
 from ..spec.records import StepOutcome, StepRecord
 from ..spec.trace import AddOp
 from .acceptance import Rule
@@ -49,6 +49,18 @@ class RunnerOptions:
     memory_cap: bool = False
 
 
+def runner_refusal(cfg: BudgetConfig, policy: BudgetPolicy) -> str | None:
+    """Why the runner cannot execute the policy's steps on cfg faithfully, or None. Its model
+    drafter drafts in the step that sampled, writing KV at the lookahead slots; a loop that
+    drafts at the start of the next decode instead (``drafts_after_sampling`` off) holds no
+    KV there, and the runner would report an overflow the engine never has."""
+    if methods.drafter(policy.table, cfg.method) == methods.MODEL_DRAFTER and not policy.loop.drafts_after_sampling:
+        return (f"the torch runner drafts with a model drafter in the step that sampled; {policy.loop.__name__} "
+                f"drafts at the start of the next decode, in its KV reservation: replay {cfg.method} traces of "
+                f"{policy.name} on --target model, or use method ngram on the runner")
+    return None
+
+
 class RunnerTarget:
     """Raises ConfigError on construction when the policy refuses cfg or the device has not
     the memory its buffers need (``footprint.check_fits``), ValueError for a memory cap
@@ -57,6 +69,9 @@ class RunnerTarget:
     def __init__(self, cfg: BudgetConfig, policy: BudgetPolicy, options: RunnerOptions) -> None:
         if options.memory_cap and options.device != "cuda":
             raise ValueError("the memory cap needs device cuda")
+        refusal = runner_refusal(cfg, policy)
+        if refusal is not None:
+            raise ConfigError(refusal)
         self.model = ModelTarget(cfg, policy)
         self.scheduler = self.model.scheduler
         self.limits = self.model.limits

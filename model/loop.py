@@ -62,6 +62,8 @@ class SchedulerLoop:
     running_checks_exit_rule: ClassVar[bool] = True  # the running pass stops when the policy's exit rule says so
     waiting_checks_exit_rule: ClassVar[bool] = True  # the waiting pass admits only while the exit rule lets it
     unschedules_refunded: ClassVar[bool] = True  # a same-step preemption takes the victim's grant off the step too
+    one_pass_skeleton: ClassVar[bool] = True  # the prover's pass skeleton models this loop's step
+    drafts_after_sampling: ClassVar[bool] = True  # a model drafter drafts (and writes KV) in the step that sampled
 
     # -- the hooks of a loop variant (IntLike: the pass skeleton calls them on z3 terms) ---
     @classmethod

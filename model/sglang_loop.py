@@ -29,7 +29,7 @@ goes, so ``kv-capacity`` sees the request hold less than its verify writes.
 """
 from __future__ import annotations
 
-from typing import ClassVar, Optional
+from typing import Optional
 
 from ..spec.intlike import cdiv
 from ..spec.records import StepOutcome, StepRecord
@@ -50,8 +50,8 @@ class SglangLoop(SchedulerLoop):
     pads_short_admissions = False
     decodes_bypass_budget = False
     applies_long_prefill_threshold = False
-    one_pass_skeleton: ClassVar[bool] = False  # the prover's pass skeleton does not model this step
-    torch_runner: ClassVar[bool] = False  # kernels/ writes KV one slot past a prefill, which this loop does not hold
+    one_pass_skeleton = False  # a step prefills or decodes, never both
+    drafts_after_sampling = False  # EAGLE drafts at the start of the next decode, in its KV reservation
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]

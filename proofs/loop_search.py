@@ -35,7 +35,7 @@ SEARCHED = ("input-budget-nonnegative", "token-cap", "input-rows-cap", "exact-re
 
 def skeleton_models(policy: BudgetPolicy) -> bool:
     """Whether the pass skeleton models the policy's loop (its class says so)."""
-    return bool(getattr(policy.loop, "one_pass_skeleton", True))
+    return policy.loop.one_pass_skeleton
 
 
 def _configs(policy: BudgetPolicy, n: int) -> Iterator[BudgetConfig]:

@@ -139,7 +139,7 @@ def test_every_loop_is_compared() -> None:
     """The comparisons below run every built-in policy: every loop must have one, or the
     skeleton would follow a loop that nothing pins it to."""
     assert {get_policy(name).loop for name in skeleton_policies()} == {
-        loop for loop in SchedulerLoop.__subclasses__() if getattr(loop, "one_pass_skeleton", True)}
+        loop for loop in SchedulerLoop.__subclasses__() if loop.one_pass_skeleton}
 
 
 @pytest.mark.parametrize("policy", skeleton_policies())

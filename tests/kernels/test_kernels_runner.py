@@ -13,7 +13,9 @@ from tokenbudget.kernels.drafting import ngram_propose
 from tokenbudget.kernels.errors import KVOverflow
 from tokenbudget.kernels.models import MODEL_SPECS, TinyLM
 from tokenbudget.kernels.runner import ModelRunner
-from tokenbudget.kernels.target import RunnerOptions, RunnerTarget
+from tokenbudget.cli import main
+from tokenbudget.kernels.target import RunnerOptions, RunnerTarget, runner_refusal
+from tokenbudget.model.replay import replay_on_model
 from tokenbudget.kernels.arrivals import extend
 from tokenbudget.model import BudgetConfig, get_policy, scheduler_for
 from tokenbudget.model.methods import MODEL_DRAFTER
@@ -44,9 +46,37 @@ def assert_lossless(target: RunnerTarget, trace: Trace) -> None:
             assert tokens[prompts[rid]:] == greedy[prompts[rid] - 1:-1], rid
 
 
+def _runner_refuses(path: Path) -> bool:
+    trace = load_trace(path)
+    return runner_refusal(BudgetConfig.from_dict(trace.config), get_policy(trace.policy)) is not None
+
+
 def _runner_corpus() -> list[Path]:
-    """Corpus traces of the policies whose loop the torch runner runs (``torch_runner`` on the loop class)."""
-    return [p for p in corpus_paths() if getattr(get_policy(load_trace(p).policy).loop, "torch_runner", True)]
+    """Corpus traces the torch runner executes faithfully (``runner_refusal``)."""
+    return [p for p in corpus_paths() if not _runner_refuses(p)]
+
+
+def test_a_trace_drafted_after_the_step_is_refused_not_misjudged(capsys: pytest.CaptureFixture[str]) -> None:
+    """SGLang's EAGLE drafts in the next decode's KV reservation: the runner, which drafts in the
+    step that sampled, refuses its traces in one line (exit 2) instead of reporting an overflow."""
+    refused = [p for p in corpus_paths() if _runner_refuses(p)]
+    assert refused and all(load_trace(p).policy.startswith("sglang") for p in refused)
+    assert main(["replay", str(refused[0]), "--target", "runner"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--target model" in err and "ngram" in err, err
+
+
+def test_the_sglang_retraction_bug_overflows_the_runners_kv_where_the_model_says() -> None:
+    """#14942 with an n-gram drafter (no drafter KV): the runner's verify writes past the KV the
+    retraction left, at the step where the model reports kv-capacity; with the fix it runs clean."""
+    trace = load_trace(next(p for p in corpus_paths() if load_trace(p).policy == "sglang-v1-retract"))
+    ngram = replace(trace, config={**trace.config, "method": "ngram"})
+    broken = {v.step for v in replay_on_model(ngram).violations if v.invariant == "kv-capacity"}
+    result, target = replay_on_runner(ngram, RunnerOptions())
+    assert target is not None and broken
+    assert [e.split(":")[0] for e in result.errors] == [f"step {min(broken)}"] and "KVOverflow" in result.errors[0]
+    fixed, target = replay_on_runner(replace(ngram, expect=()), RunnerOptions(), "sglang-v1-retract-fixed")
+    assert target is not None and target.report.steps and not fixed.errors and not fixed.violations
 
 
 @pytest.mark.parametrize("path", _runner_corpus(), ids=lambda p: p.stem)
