@@ -88,3 +88,21 @@ def test_the_corpus_trace_of_the_retraction_bug_is_clean_once_fixed() -> None:
     trace = load_trace(CORPUS_DIR / "sglang-v1-retract-decode-oom.json")
     assert {v.invariant for v in replay_on_model(trace).violations} == {"kv-capacity"}
     assert not replay_on_model(trace, "sglang-v1-retract-fixed").violations
+
+
+def test_the_released_retraction_pops_the_fewest_outputs_then_the_longest_prompt() -> None:
+    """retract_decode sorts by (output length, -prompt length), largest first, and pops the end;
+    the retracted request frees its KV, waits at the back, and the ratio is re-estimated up."""
+    t = _target("sglang-0.5.23", num_kv_blocks=60)
+    for i in range(5):
+        t.add(AddOp(f"r{i}", 4 + i, 24))
+    loop = t.scheduler
+    for _ in range(20):
+        ratio = loop.new_token_ratio
+        rec, _ = t.step({rid: 2 for rid in loop.requests})
+        assert not check_step(rec), rec.step
+        if rec.preempted:
+            break
+    assert rec.preempted == ("r1",) and list(rec.num_scheduled_tokens) == ["r0"]  # r0, r1 tie on outputs
+    assert loop.waiting[-1].request_id == "r1" and loop.allocated(loop.requests["r1"]) == 0
+    assert loop.new_token_ratio > ratio
