@@ -8,8 +8,8 @@ at most ``MAX_REQUESTS``) of one shape each, added together, then steps until th
 (at most the drain bound of ``progress``), every draft rejected or every one accepted; over a grid of small configs
 the policy accepts (k, max_model_len, page size, the pool from the least it accepts up).
 The first trace that breaks an invariant is cut after its violating step and returned as
-REFUTED; an invariant no trace of the family breaks is PROVED_UP_TO N, method
-"bounded": a bounded search, not a proof for every state.
+REFUTED; an invariant no trace of the family breaks is PROVED_UP_TO N with method
+``MODEL_SEARCH``, labelled "searched up to N": a bounded search, not a proof for every state.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from ..model.target import ModelTarget
 from ..spec.invariants import SMALLEST_DRAIN_BOUND, check_run
 from ..spec.records import RequestState, RunRecord
 from ..spec.trace import AddOp, Op, StepOp, Trace, ViolationExpectation
-from .verdicts import PROVED_UP_TO, REFUTED, Outcome
+from .verdicts import MODEL_SEARCH, PROVED_UP_TO, REFUTED, Outcome
 
 MAX_REQUESTS = 6  # the family's most requests, whatever --max-requests asks
 FOUND_BY = "tokenbudget prove (bounded trace search over the model)"
@@ -123,8 +123,8 @@ def decide(ctx: Any, invariant: str) -> Outcome:
         cfg = trace.config
         detail = (f"B={cfg['max_num_batched_tokens']}, S={cfg['max_num_seqs']}, k={cfg['num_speculative_tokens']}, "
                   f"pool {cfg['num_kv_blocks']} x {cfg['block_size']}; {trace.description}; {trace.num_steps} step(s)")
-        return Outcome(ctx.name, invariant, REFUTED, "search", seconds, detail, traces=(trace,))
-    return Outcome(ctx.name, invariant, PROVED_UP_TO, "bounded", seconds,
+        return Outcome(ctx.name, invariant, REFUTED, MODEL_SEARCH, seconds, detail, traces=(trace,))
+    return Outcome(ctx.name, invariant, PROVED_UP_TO, MODEL_SEARCH, seconds,
                    f"bounded trace search over the model: no run of up to {n} requests of one shape, in the "
                    "searched small configs, breaks it (not a proof for larger states)", bound=n)
 

@@ -11,6 +11,9 @@ PROVED_UP_TO = "proved up to N"  # for every state or trace with at most N reque
 REFUTED = "refuted"  # with a minimal counterexample trace that replays
 UNKNOWN = "unknown"  # z3 gave up or no method decided: a failure, never a pass
 VERDICTS = (PROVED, PROVED_UP_TO, REFUTED, UNKNOWN)
+# The method of a verdict from running the model over a bounded family of traces (``loop_search``):
+# its PROVED_UP_TO covers that family only, not every state of N requests, and is labelled so.
+MODEL_SEARCH = "model search"
 
 
 @dataclass(frozen=True)
@@ -24,7 +27,7 @@ class Outcome:
     policy: str
     obligation: str
     verdict: str
-    method: str  # induction | bounded | search | config | relational
+    method: str  # induction | bounded | search | config | relational | MODEL_SEARCH
     seconds: float
     detail: str
     bound: Optional[int] = None
@@ -38,7 +41,9 @@ class Outcome:
 
     @property
     def label(self) -> str:
-        return f"proved up to {self.bound}" if self.verdict == PROVED_UP_TO else self.verdict
+        if self.verdict != PROVED_UP_TO:
+            return self.verdict
+        return f"searched up to {self.bound}" if self.method == MODEL_SEARCH else f"proved up to {self.bound}"
 
     def to_json(self) -> dict[str, Any]:
         return {"policy": self.policy, "obligation": self.obligation, "verdict": self.verdict, "bound": self.bound,

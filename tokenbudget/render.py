@@ -20,7 +20,7 @@ from .model import POLICY_ERROR
 from .model.replay import ReplayResult
 from .proofs.prove import Judgement
 from .proofs.solving import Z3_VERSION
-from .proofs.verdicts import PROVED_UP_TO, Outcome
+from .proofs.verdicts import MODEL_SEARCH, PROVED_UP_TO, Outcome
 from .spec import INVARIANTS
 
 if TYPE_CHECKING:
@@ -192,7 +192,9 @@ def prove(j: Judgement, written: Sequence[Path]) -> str:
         rows.append([name, *cells])
     lines = table(["obligation", *(names[p] for p in policies)], rows)
     lines += ["", f"z3 {Z3_VERSION}; proved: for every accepted config and any number of requests; "
-                  f"proved<=N: for every state of at most N requests; refuted: with a replaying trace", ""]
+                  f"proved<=N: for every state of at most N requests; searched<=N: no run of a bounded "
+                  f"family of up to N requests breaks it (a loop the pass skeleton does not model); refuted: with "
+                  f"a replaying trace", ""]
     for o in j.outcomes:
         expected = j.expected.get((o.policy, o.obligation))
         recorded = "" if expected is None else f", recorded {expected.seconds:.2f}s"
@@ -206,7 +208,9 @@ def prove(j: Judgement, written: Sequence[Path]) -> str:
 
 
 def _short(o: Outcome) -> str:
-    return {PROVED_UP_TO: f"proved<={o.bound}"}.get(o.verdict, o.verdict)
+    if o.verdict != PROVED_UP_TO:
+        return o.verdict
+    return f"searched<={o.bound}" if o.method == MODEL_SEARCH else f"proved<={o.bound}"
 
 
 def manifest_update(recorded: int, path: str, unknown: Sequence[Outcome]) -> str:

@@ -11,7 +11,7 @@ from tokenbudget.proofs.loop_search import SEARCHED, skeleton_models, skeleton_p
 from tokenbudget.proofs.obligation_table import all_obligations
 from tokenbudget.proofs.obligations import Options
 from tokenbudget.proofs.prove import prove
-from tokenbudget.proofs.verdicts import PROVED_UP_TO, REFUTED
+from tokenbudget.proofs.verdicts import MODEL_SEARCH, PROVED_UP_TO, REFUTED
 
 SGLANG = ("sglang-0.5.23", "sglang-v1-retract", "sglang-v1-retract-fixed", "sglang-v1-page-boundary")
 
@@ -41,8 +41,8 @@ def test_the_retraction_bug_is_refuted_by_a_minimal_replaying_trace() -> None:
 @pytest.mark.parametrize("policy", ["sglang-0.5.23", "sglang-v1-retract-fixed"])
 def test_the_fixed_and_released_code_are_not_refuted_within_the_bound(policy: str) -> None:
     outcomes = prove([policy], Options())
-    assert outcomes and all(o.verdict == PROVED_UP_TO and o.method == "bounded" for o in outcomes)
-    assert all("not a proof" in o.detail for o in outcomes)
+    assert outcomes and all(o.verdict == PROVED_UP_TO and o.method == MODEL_SEARCH for o in outcomes)
+    assert all("not a proof" in o.detail and o.label == "searched up to 6" for o in outcomes)
 
 
 def test_replay_of_the_corpus_trace(capsys: pytest.CaptureFixture[str]) -> None:
