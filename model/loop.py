@@ -179,14 +179,16 @@ class SchedulerLoop:
         else:
             self.waiting.append(req)
 
-    def _preempt(self, req: Request) -> None:
+    def _preempt(self, req: Request, front: bool = True) -> None:
+        """Free req's KV and send it back to wait, to be recomputed from scratch: at the
+        front of the waiting queue (vLLM), or at its back (``front`` off: SGLang's retraction)."""
         self.pool.free(req)
         req.status = Status.PREEMPTED
         req.num_computed_tokens = 0
         req.num_draft_tokens = 0
         req.is_prefill_chunk = True
         req.num_preemptions += 1
-        self._enqueue_waiting(req, front=True)
+        self._enqueue_waiting(req, front=front)
 
     # -- the pass -------------------------------------------------------------------
     def schedule(self) -> StepRecord:

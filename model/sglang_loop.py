@@ -186,7 +186,7 @@ class SglangLoop(SchedulerLoop):
                 first = False
                 victim = order.pop()
                 self.running.remove(victim)
-                self._retract(victim)
+                self._preempt(victim, front=False)  # release_req, reset_for_retract, to the back
                 step.preempted.append(victim.request_id)
                 retracted += 1
             if len(order) == 1 and policy.aborts_last and not policy.decode_fits(self, order, retracting=True):
@@ -211,17 +211,6 @@ class SglangLoop(SchedulerLoop):
                 self._allocate(req, self.allocated(req) + self.available())  # the pool runs out mid-reservation
             step.record_grant(req, grant, grant - 1, padded=False)
             step.scheduled_running.append(req)
-
-    def _retract(self, req: Request) -> None:
-        """``release_req`` and ``reset_for_retract``: its KV back to the pool, recomputed
-        from scratch, at the back of the waiting queue (``_add_request_to_queue``)."""
-        self.pool.free(req)
-        req.status = Status.PREEMPTED
-        req.num_computed_tokens = 0
-        req.num_draft_tokens = 0
-        req.is_prefill_chunk = True
-        req.num_preemptions += 1
-        self._enqueue_waiting(req, front=False)
 
     def _progress_possible(self, step: StepPass) -> bool:
         """Some decode fits its own need in the free KV, or nothing runs and a request waits."""
