@@ -15,6 +15,7 @@ import multiprocessing
 import pickle
 import queue
 import signal
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -115,7 +116,7 @@ def receive(events: Any, processes: list[Any], timeout: float = PROGRESS_EVERY) 
     running = set(range(len(processes)))
     while running:
         try:
-            event = events.get(timeout=timeout)
+            event = _get_whole(events, timeout)
         except queue.Empty:
             dead = [w for w in running if not processes[w].is_alive()]
             if dead and events.empty():
@@ -128,6 +129,23 @@ def receive(events: Any, processes: list[Any], timeout: float = PROGRESS_EVERY) 
             raise event[2]
         else:
             yield event
+
+
+def _get_whole(events: Any, timeout: float) -> Event:
+    """``events.get(timeout=timeout)`` with a Ctrl-C held until the get returns: a
+    KeyboardInterrupt raised inside the read can leave half an event in the pipe, and the
+    next read (``drain``) then takes its bytes for a length and waits forever. The held
+    signal then goes to the handler that was in place (KeyboardInterrupt by default)."""
+    if threading.current_thread() is not threading.main_thread():
+        return events.get(timeout=timeout)
+    held: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _: held.append(signum))
+    try:
+        return events.get(timeout=timeout)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if held and callable(previous):
+            previous(signal.SIGINT, None)
 
 
 def drain(events: Any, most: int = 100_000) -> list[Event]:
