@@ -76,7 +76,9 @@ def test_ctrl_c_ends_a_campaign_with_its_report_and_it_resumes(tmp_path: Path) -
     out_dir = tmp_path / "campaign"
     argv = [sys.executable, "-m", "tokenbudget.cli", "campaign", "--policy", QUIET, "--workers", "1",
             "--out", str(out_dir), "--database", "none", "--hours", "1", "--json"]
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # as from a shell: a SIGINT ignored by this test process would be inherited, and Python then never raises it
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     for _ in range(600):  # the first report is written about 5 s in
         if (out_dir / "state.json").exists() or process.poll() is not None:
             break
