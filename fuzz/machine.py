@@ -37,9 +37,9 @@ from hypothesis.internal.conjecture.engine import ConjectureRunner
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from ..model import POLICY_ERROR, BudgetConfig, BudgetPolicy, ConfigError, PolicyError, builtin_policies
-from ..model.verdict_rules import base_policy, gap_against_base, gap_complaint, same_state
+from ..model.verdict_rules import base_policy, gap_against_base, gap_violation, same_state
 from ..spec.invariants import (SMALLEST_DRAIN_BOUND, RequestAccounting, Violation,
-                               check_step, no_request_lost, progress, work_conserving, work_gap)
+                               check_step, no_request_lost, progress, work_gap)
 from ..spec.records import RequestState, StepRecord
 from ..spec.target import describe
 from ..spec.trace import AbortOp, Op, StepOp, Trace, ViolationExpectation
@@ -261,12 +261,12 @@ class FuzzMachine(RuleBasedStateMachine):
         ours, theirs = self.execution.run, self.beside.run
         index, limit = len(ours.steps) - 1, type(self).max_work_gap
         assert limit is not None
-        complaint = None
+        violation = None
         if work_gap(record) > limit:  # else its excess over the base's gap cannot exceed the limit
-            complaint = gap_complaint(gap_against_base(None, type(self).policy, ours, theirs, start=index), limit)
+            violation = gap_violation(gap_against_base(None, type(self).policy, ours, theirs, start=index), limit)
         if not same_state(ours, theirs, index):
             self.beside = None
-        return () if complaint is None else (Violation(work_conserving.id, None, complaint),)
+        return () if violation is None else (violation,)
 
     # -- check --------------------------------------------------------------------------
     @invariant()

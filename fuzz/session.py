@@ -18,6 +18,7 @@ of a known kind no longer fails there) and copies only what it found into it.
 """
 from __future__ import annotations
 
+import math
 import time
 import unittest
 from collections import Counter
@@ -126,7 +127,8 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
          config_strategy: st.SearchStrategy[BudgetConfig] | None = None,
          phases: Sequence[Phase] = PHASES, stop_when_found: frozenset[str] = frozenset(),
          database: ExampleDatabase | None = None, known: frozenset[str] = frozenset(),
-         tally: Callable[[Tally], None] = lambda _: None, max_work_gap: int | None = None) -> FuzzReport:
+         tally: Callable[[Tally], None] = lambda _: None, max_work_gap: int | None = None,
+         reduce_seconds: float | None = None) -> FuzzReport:
     """Fuzz one policy on one target; save counterexamples under ``corpus`` when given.
 
     Exactly one of ``examples`` and ``seconds`` is set; the session also ends once every
@@ -135,8 +137,9 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
     counts as ``progress`` does. A user policy with a built-in base is judged against it
     when ``max_work_gap`` is given (``machine_class``): a step that leaves more than that
     many tokens of work undone beyond its base's is a ``work-conserving`` violation; None,
-    the default, judges no gap. Raises ConfigError for an unknown policy or one that
-    accepts no config.
+    the default, judges no gap. ``reduce_seconds`` bounds the reduction of each
+    counterexample's trace (``reduce``; the session's deadline bounds it too). Raises
+    ConfigError for an unknown policy or one that accepts no config.
     """
     if (examples is None) == (seconds is None):
         raise ValueError("give exactly one of examples and seconds")
@@ -195,7 +198,10 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
                     for value in values:
                         database.save(key, value)
             first_seen = stats.first_failure.get(found.kind, time.perf_counter() - started)
-            counterexample = _counterexample(found, first_seen, stats.raised_at, seed, target_factory, deadline,
+            reduce_by = deadline
+            if reduce_seconds is not None:
+                reduce_by = min(deadline or math.inf, time.perf_counter() + reduce_seconds)
+            counterexample = _counterexample(found, first_seen, stats.raised_at, seed, target_factory, reduce_by,
                                              judged_gap)
             report.counterexamples.append(counterexample if corpus is None else save(counterexample, corpus))
         report.seconds = time.perf_counter() - started

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
 from ..spec.corpus import FINDINGS_DIR
+from ..spec.grant_rules import kv_slots_needed
 from ..spec.records import RequestState, RunRecord, StepRecord
 from ..spec.trace import Trace
 from .config import BudgetConfig, ConfigError
@@ -141,6 +142,35 @@ def _full_decode_batch_spends_budget(policy: BudgetPolicy, cfg: BudgetConfig) ->
     return int(policy.initial_budgets(policy.params(cfg), cfg.max_num_seqs).token) <= 0
 
 
+# -- F6 -----------------------------------------------------------------------------------
+def _reach(cfg: BudgetConfig) -> int:
+    """What SGLang's spec-v1 page check (after PR #14180) adds to a sequence length:
+    thresh = num_draft_tokens + topk * steps = (1 + k) + k."""
+    return 1 + 2 * cfg.num_speculative_tokens
+
+
+def _decode_from_a_full_page_short(cfg: BudgetConfig, run: RunRecord) -> bool:
+    """A decode (a grant with drafts) whose KV ended exactly on a page boundary before the
+    step holds less KV than its verify writes: the check counted no page for it."""
+    page = cfg.block_size
+    if page <= _reach(cfg) + 1:
+        return False
+    for rec in run.steps:
+        lim = rec.limits
+        for rid, drafts in rec.scheduled_draft_tokens.items():
+            computed = rec.computed_before[rid]
+            if drafts and computed and computed % page == 0:
+                need = kv_slots_needed(computed, rec.num_scheduled_tokens[rid], lim.lookahead, lim.max_model_len)
+                if len(rec.block_tables.get(rid, ())) * page < need:
+                    return True
+    return False
+
+
+def _pages_past_the_reach(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
+    """The check skips the residue seqlen % page == 1 only where page > thresh + 1."""
+    return cfg.block_size > _reach(cfg) + 1
+
+
 FINDINGS: dict[str, Finding] = {f.id: f for f in (
     Finding("F1", "vllm", ("0.32", "0.33"), "spec-shape", "spec/SPEC.md §6 F1",
             "f1-vllm-adaptive-padded-threshold.json",
@@ -165,6 +195,13 @@ FINDINGS: dict[str, Finding] = {f.id: f for f in (
             "B = S * t (the startup check allows it): once all S seats decode the budget starts at 0, the loop "
             "visits nobody, no decode gets a block, each pauses at its block boundary and none ever finishes",
             False, _every_seat_decoding_budget_spent, _full_decode_batch_spends_budget),
+    Finding("F6", "sglang", ("before PR #14939", "PR #14939"), "kv-capacity", "spec/SPEC.md §6 F6",
+            "f6-sglang-v1-full-page-uncounted.json",
+            "spec v1 with pages larger than thresh + 1 (thresh = 1 + 2k): the decode check after PR #14180 counts "
+            "a request only when (seqlen + thresh) % page <= thresh, which skips seqlen % page == 1, a KV that "
+            "ends exactly on a page; a batch of such requests passes the check with no page free and the "
+            "verify runs out of KV",
+            False, _decode_from_a_full_page_short, _pages_past_the_reach),
 )}
 
 

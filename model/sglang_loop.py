@@ -15,7 +15,9 @@ admitted while ``extend + max_new < rem_total_tokens`` (prefill_budget.py:114); 
 (max_running_requests, the request-slot pool: ``get_num_allocatable_reqs``, scheduler.py:4027)
 sets the ``batch_is_full`` latch, which keeps prefill shut until a request leaves the batch
 (:4226-4234, :4281). An extend longer than the chunk budget is cut to it, floored to a page,
-and continues first in the next prefill (``add_chunked_req``, schedule_policy.py:1140).
+and continues first in the next prefill (``add_chunked_req``, schedule_policy.py:1140);
+with chunked prefill off a prompt is admitted whole, and after the first only while its
+page-ceiled extend is below the budget left (schedule_policy.py:1626-1632).
 
 Decode (``update_running_batch``): ``check_decode_mem`` (schedule_batch.py:3432) asks the
 policy's KV need of the batch; when short, ``retract_decode`` (:3451) retracts requests, the
@@ -140,7 +142,10 @@ class SglangLoop(SchedulerLoop):
                 self.batch_is_full = admitted > 0 or bool(self.running)
                 break
             grant = extend
-            if cdiv(extend, self.page) * self.page > step.budgets.token:
+            if not self.cfg.enable_chunked_prefill:
+                if admitted and cdiv(extend, self.page) * self.page >= step.budgets.token:
+                    break  # whole or not at all; only the first may pass the cap (schedule_policy.py:1626-1632)
+            elif cdiv(extend, self.page) * self.page > step.budgets.token:
                 grant = int(step.budgets.token) // self.page * self.page
                 if grant <= 0:
                     break

@@ -51,10 +51,10 @@ class _SglangPolicy(BudgetPolicy):
             Requirement(b >= p.block_size,
                         lambda: f"a prefill chunk is floored to whole pages: max_num_batched_tokens ({b}) must be >= "
                         f"block_size ({p.block_size}), or no prompt is ever admitted; raise it or lower block_size"),
-            Requirement(or_(p.chunked_prefill_knob, b >= max_len - 1),
-                        lambda: f"without chunked prefill a whole prompt must fit max_prefill_tokens: "
-                        f"max_num_batched_tokens ({b}) must be >= max_model_len - 1 ({max_len - 1}); raise it, lower "
-                        "max_model_len or set enable_chunked_prefill=true"),
+            Requirement(or_(p.chunked_prefill_knob, b >= cdiv(max_len - 1, p.block_size) * p.block_size),
+                        lambda: f"without chunked prefill a whole prompt, ceiled to a page, must fit max_prefill_tokens: "
+                        f"max_num_batched_tokens ({b}) must be >= max_model_len - 1 ({max_len - 1}) ceiled to "
+                        f"block_size ({p.block_size}); raise it, lower max_model_len or set enable_chunked_prefill=true"),
         ]
 
     def validate(self, cfg: BudgetConfig) -> None:

@@ -101,9 +101,13 @@ class GapComparison:
     def excess(self) -> int:
         return self.gap - self.base_gap
 
+    @property
+    def phrase(self) -> str:
+        """Both gaps, without the step (a violation names its step itself)."""
+        return f"leaves {self.gap} tokens of work undone, its base {self.base} {self.base_gap} on the same state"
+
     def __str__(self) -> str:
-        return (f"step {self.step} leaves {self.gap} tokens of work undone, its base {self.base} "
-                f"{self.base_gap} on the same state")
+        return f"step {self.step} {self.phrase}"
 
 
 def gap_against_base(trace: Optional[Trace], policy: str | BudgetPolicy, ours: Optional[RunRecord] = None,
@@ -151,9 +155,8 @@ def replay_judged(trace: Trace, policy_spec: Optional[str] = None, max_work_gap:
         return replay_on_model(trace, spec, target_factory)
 
     def against_base(run: RunRecord) -> list[Violation]:
-        worst = gap_against_base(trace, policy, ours=run)
-        complaint = gap_complaint(worst, max_work_gap)
-        return [] if worst is None or complaint is None else [Violation(work_conserving.id, worst.step, complaint)]
+        violation = gap_violation(gap_against_base(trace, policy, ours=run), max_work_gap)
+        return [] if violation is None else [violation]
 
     return replay_on_model(trace, spec, target_factory, judge_more=against_base)
 
@@ -173,6 +176,13 @@ def exceeds(comparison: Optional[GapComparison], max_work_gap: int) -> bool:
 def gap_complaint(comparison: Optional[GapComparison], max_work_gap: int) -> Optional[str]:
     """Why the comparison fails the policy, both gaps in one phrase; None when it does not."""
     return f"{comparison} (allowed: {max_work_gap} more)" if exceeds(comparison, max_work_gap) else None
+
+
+def gap_violation(comparison: Optional[GapComparison], max_work_gap: int) -> Optional[Violation]:
+    """The ``work-conserving`` violation at the comparison's step when it fails the policy."""
+    if comparison is None or not exceeds(comparison, max_work_gap):
+        return None
+    return Violation(work_conserving.id, comparison.step, f"{comparison.phrase} (allowed: {max_work_gap} more)")
 
 
 def refutation_complaint(policy_spec: str, invariant: str, traces: Sequence[Trace], max_work_gap: int = 0,

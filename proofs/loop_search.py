@@ -5,8 +5,9 @@ waiting ones). A loop whose class sets ``one_pass_skeleton = False`` (SGLang's
 prefill-or-decode step, ``model.sglang_loop``) is judged instead by running the model itself
 over a bounded family of traces, smallest first: 1 to N requests (N = ``--max-requests``,
 at most ``MAX_REQUESTS``) of one shape each, added together, then steps until they drain
-(at most the drain bound of ``progress``), every draft rejected or every one accepted; over a grid of small configs
-the policy accepts (k, max_model_len, page size, the pool from the least it accepts up).
+(at most the drain bound of ``progress``), every draft rejected or every one accepted; over a grid of small configs the policy accepts (k,
+max_model_len, page size up to one past a verify's reach, the pool from the least it accepts up),
+smaller pages first.
 The first trace that breaks an invariant is cut after its violating step and returned as
 REFUTED; an invariant no trace of the family breaks is PROVED_UP_TO N with method
 ``MODEL_SEARCH``, labelled "searched up to N": a bounded search, not a proof for every state.
@@ -38,17 +39,21 @@ def skeleton_models(policy: BudgetPolicy) -> bool:
     return policy.loop.one_pass_skeleton
 
 
-def _configs(policy: BudgetPolicy, n: int) -> Iterator[BudgetConfig]:
-    """Small configs the policy accepts, with n seats and B = n * (1 + k)."""
-    methods = ("eagle3",)
-    for page, k, max_len, extra in itertools.product((1, 2), (1, 2, 3), (4, 8), (0, 1, 3)):
-        for method in methods:
-            probe = BudgetConfig(max_num_batched_tokens=n * (1 + k), max_num_seqs=n, num_speculative_tokens=k,
-                                 method=method, block_size=page, num_kv_blocks=1, max_model_len=max_len,
-                                 enable_prefix_caching=False)
-            ample = probe.replace(num_kv_blocks=4096)
-            if validates(policy, ample):
-                yield probe.replace(num_kv_blocks=least_pool(policy, ample) + extra)
+# (page size, max_model_len) in tiers searched one after the other, each for 1 to N requests:
+# tokens and pages of two, then a page larger than a verify's reach (2 + 2k for k <= 2), where
+# page-rounding rules that look only at a sequence's last page differ.
+TIERS = (((1, 4), (1, 8), (2, 4), (2, 8)), ((8, 16),))
+
+
+def _configs(policy: BudgetPolicy, n: int, tier: tuple[tuple[int, int], ...]) -> Iterator[BudgetConfig]:
+    """Small configs of the tier the policy accepts, with n seats and B = max(n * (1 + k), page)."""
+    for (page, max_len), k, extra in itertools.product(tier, (1, 2, 3), (0, 1, 3)):
+        probe = BudgetConfig(max_num_batched_tokens=max(n * (1 + k), page), max_num_seqs=n, num_speculative_tokens=k,
+                             method="eagle3", block_size=page, num_kv_blocks=1, max_model_len=max_len,
+                             enable_prefix_caching=False)
+        ample = probe.replace(num_kv_blocks=4096)
+        if validates(policy, ample):
+            yield probe.replace(num_kv_blocks=least_pool(policy, ample) + extra)
 
 
 def _run(policy: BudgetPolicy, cfg: BudgetConfig, n: int, prompt: int, max_tokens: int,
@@ -86,8 +91,8 @@ def _run(policy: BudgetPolicy, cfg: BudgetConfig, n: int, prompt: int, max_token
 def search(policy: BudgetPolicy, max_requests: int) -> dict[str, Trace]:
     """The first trace of the family that breaks each invariant in ``SEARCHED``, replayed."""
     found: dict[str, Trace] = {}
-    for n in range(1, max_requests + 1):
-        for cfg in _configs(policy, n):
+    for tier, n in itertools.product(TIERS, range(1, max_requests + 1)):
+        for cfg in _configs(policy, n, tier):
             for accept, prompt, max_tokens in itertools.product((False, True), (1, 2, 3), (1, 2, 4, 8)):
                 if prompt >= cfg.max_model_len:
                     continue

@@ -250,6 +250,7 @@ def _judge_violation(row: PolicyRow, invariant: str, where: str, why: str | None
 
 
 FUZZ_EXAMPLES = 50  # per policy: a short deterministic fuzz, about 10 s for every built-in policy
+REDUCE_SECONDS = 5.0  # per counterexample: check reports the violation, fuzz and prove give the minimal trace
 
 
 def known_violations(policy: str) -> frozenset[str]:
@@ -292,7 +293,8 @@ def fuzz_section(report: CheckReport, progress: Progress, database: ExampleDatab
         progress(f"{row.policy}: fuzzing {FUZZ_EXAMPLES} examples")
         try:
             result = fuzz(row.policy, examples=FUZZ_EXAMPLES, seed=0, phases=(Phase.explicit, Phase.generate),
-                          database=database, max_work_gap=report.max_work_gap if row.user else None)
+                          database=database, max_work_gap=report.max_work_gap if row.user else None,
+                          reduce_seconds=REDUCE_SECONDS)
         except ConfigError as e:
             report.skipped.append(f"fuzz {row.policy}: {e}")
             continue

@@ -1,12 +1,13 @@
-"""Real budget bugs that vLLM and FastDeploy shipped (or nearly shipped), each written as the
-user policy or loop variant an engineer would have written (``real_bugs/``, under 30
-lines each): ``tokenbudget check --policy`` must fail each on the invariant it breaks, with
-a message that points at the mechanism; correct copies of the built-ins must pass.
+"""Real budget bugs that vLLM, FastDeploy, SGLang and TensorRT-LLM shipped (or nearly shipped),
+each written as the user policy or loop variant an engineer would have written
+(``real_bugs/``, under 30 lines each): ``tokenbudget check --policy`` must fail each on the
+invariant it breaks, with a message that points at the mechanism; correct copies of the
+built-ins must pass.
 
-``check`` runs in-process (``run_check``, the library function behind the command), with
-the command's own budgets. A bug runs only the check section that catches it (``caught_by``:
-the corpus replays, the fuzz run or the proofs), so that the file stays cheap; a copy runs
-every section. ``bench/bench_real_bugs.py`` times the whole command on each.
+``check`` runs in-process (``run_check``, the library function behind the command), with the
+command's own budgets. A bug runs only the check section that catches it (``caught_by``: the
+corpus replays, the fuzz run or the proofs), so that the file stays cheap; a copy runs every
+section. ``bench/bench_real_bugs.py`` times the whole command on each.
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ class RealBug:
 
 
 ROWS = r"needs \d+ rows|input-rows-cap: refuted"  # the runner's rows past B, in a replay, a fuzz run or a proof
+KV_SHORT = r"holds \d+ KV slots but needs \d+"  # a verify writes past the KV its decode reserved
 
 BUGS = (
     RealBug("vllm_49097_cursor", ("work-conserving",), r"leaves \d+ tokens of work undone, its base", "corpus"),
@@ -58,6 +60,9 @@ BUGS = (
     RealBug("fastdeploy_7438_floor", ("input-rows-cap",), ROWS, "corpus"),
     RealBug("fastdeploy_7623_mtp_only", ("input-rows-cap",),
             r"needs \d+ rows|input-rows-cap: refuted \(B=\d+, S=\d+, k=\d+, ngram", "corpus"),
+    RealBug("sglang_14942_retract_multiplier", ("kv-capacity",), KV_SHORT, "corpus"),
+    RealBug("sglang_14180_page_boundary", ("kv-capacity",), KV_SHORT, "corpus"),
+    RealBug("trtllm_16101_one_model_unreserved", ("input-rows-cap",), ROWS, "corpus"),
 )
 MODULES = [b.module for b in BUGS]
 CASES = [pytest.param(b, marks=pytest.mark.xfail(strict=True, reason=b.missed)) if b.missed else b for b in BUGS]

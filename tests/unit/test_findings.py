@@ -49,7 +49,8 @@ def test_the_config_of_the_trace_opens_the_finding(finding: Finding) -> None:
     trace = load_trace(finding.trace_path)
     policy = get_policy(trace.policy)
     assert finding.opens(policy, BudgetConfig.from_dict(trace.config))
-    assert not any(finding.opens(policy, cfg) for cfg, _ in CLEAN_RUNS.values() if cfg.scheduling_policy == "fcfs")
+    if finding.engine == "vllm":  # the clean traces are vLLM's, on configs free of its findings
+        assert not any(finding.opens(policy, cfg) for cfg, _ in CLEAN_RUNS.values() if cfg.scheduling_policy == "fcfs")
 
 
 def test_a_violation_is_known_only_where_a_findings_mechanism_shows(monkeypatch: pytest.MonkeyPatch) -> None:

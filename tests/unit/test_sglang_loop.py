@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from tokenbudget.model import BudgetConfig, ConfigError, get_policy
+from tokenbudget.model.findings import FINDINGS, explaining_finding
 from tokenbudget.model.replay import replay_on_model
 from tokenbudget.model.target import ModelTarget
 from tokenbudget.spec.corpus import CORPUS_DIR
@@ -106,3 +107,39 @@ def test_the_released_retraction_pops_the_fewest_outputs_then_the_longest_prompt
     assert rec.preempted == ("r1",) and list(rec.num_scheduled_tokens) == ["r0"]  # r0, r1 tie on outputs
     assert loop.waiting[-1].request_id == "r1" and loop.allocated(loop.requests["r1"]) == 0
     assert loop.new_token_ratio > ratio
+
+
+def test_a_kv_that_ends_on_a_full_page_is_uncounted_after_the_page_check_fix() -> None:
+    """Finding F6: PR #14180's check skips seqlen % page == 1 when page > 2 + 2k; the check
+    before it (only that residue) and the released per-request reservation both cover it."""
+    f6 = FINDINGS["F6"]
+    trace = load_trace(f6.trace_path)
+    cfg = BudgetConfig.from_dict(trace.config)
+    for policy in ("sglang-v1-retract-fixed", "sglang-v1-retract"):
+        run = replay_on_model(trace, policy).run
+        assert run is not None and f6.shows(cfg, run)
+        assert explaining_finding(trace, "kv-capacity", policy) == f6
+    for policy in ("sglang-0.5.23", "sglang-v1-page-boundary"):
+        result = replay_on_model(trace, policy)
+        assert not result.violations and result.run is not None and not f6.shows(cfg, result.run)
+        assert explaining_finding(trace, "kv-capacity", policy) is None
+    pol = get_policy("sglang-v1-retract-fixed")
+    assert f6.opens(pol, cfg) and not f6.opens(pol, cfg.replace(num_speculative_tokens=3))  # page 8 <= 2 + 2 * 3
+    ngram = load_trace(CORPUS_DIR / "sglang-v1-retract-decode-oom.json")  # #14942 at page 1: not this mechanism
+    run = replay_on_model(ngram).run
+    assert run is not None and not f6.shows(BudgetConfig.from_dict(ngram.config), run)
+
+
+def test_without_chunked_prefill_a_prompt_is_admitted_whole_or_waits() -> None:
+    """schedule_policy.py:1626-1632: no cut; after the first request, one whose page-ceiled
+    extend reaches the budget left waits for the next prefill, where it is first."""
+    t = _target("sglang-0.5.23", enable_chunked_prefill=False, max_num_batched_tokens=40, max_model_len=40)
+    t.add(AddOp("a", 8, 4))
+    t.add(AddOp("b", 32, 4))
+    first, _ = t.step({})
+    assert first.num_scheduled_tokens == {"a": 8}
+    second, _ = t.step({})
+    assert second.num_scheduled_tokens == {"b": 32}
+    with pytest.raises(ConfigError, match="ceiled to block_size"):
+        _target("sglang-0.5.23", enable_chunked_prefill=False, max_num_batched_tokens=40, max_model_len=42,
+                block_size=4)

@@ -1,6 +1,8 @@
 """Correct copies of built-in policies and of an engine loop, with no change: they must pass."""
 from tokenbudget.model import FastDeployLoop, VllmLoop
 from tokenbudget.model.fastdeploy_policies import FastDeploySpecMethod
+from tokenbudget.model.sglang_policies import Sglang
+from tokenbudget.model.trtllm_policies import Trtllm
 from tokenbudget.model.vllm_policies import VllmAdaptive
 
 
@@ -22,4 +24,13 @@ class FastDeploySpecMethodCopy(FastDeploySpecMethod):
         pass
 
 
-CORRECT_COPIES = ("copies:VllmAdaptiveCopy", "copies:VllmLoopCopy", "copies:FastDeploySpecMethodCopy")  # module:class
+class SglangCopy(Sglang):
+    name = "sglang-copy"
+
+
+class TrtllmCopy(Trtllm):
+    name = "trtllm-copy"
+
+
+CORRECT_COPIES = ("copies:VllmAdaptiveCopy", "copies:VllmLoopCopy", "copies:FastDeploySpecMethodCopy",
+                  "copies:SglangCopy", "copies:TrtllmCopy")  # module:class
