@@ -13,6 +13,9 @@ invariants the model reports there), so replaying it on the model shows the mode
 side against vLLM's, and replaying it on ``--target vllm`` meets them. A divergence is
 explained when it matches an entry of ``fuzz.known_divergences`` (a SPEC.md finding or
 deliberate simplification); the run is ok when every divergence is explained.
+
+Another engine plugs in as a ``ConformEngine`` (its workloads, lockstep run and
+explanations): SGLang's is ``harness/sglang/conform.py``, compared with ``sglang-0.5.23``.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Hashable
+from typing import Any, Callable, Hashable, Optional
 
 from ..model import ConfigError
 from ..spec.trace import StepExpectation, Trace, ViolationExpectation, write_trace
@@ -33,6 +36,30 @@ from ..spec.shrink import cut_after_step, shrink
 from .conform_workloads import workload
 
 Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ConformEngine:
+    """The real engine a conformance run drives: its workloads, its lockstep run against the
+    model and its documented divergences."""
+
+    name: str  # the --engine name
+    label: str  # as printed: "vLLM", "SGLang"
+    release: str
+    model_version: str
+    warning: Optional[str]
+    policy: str  # the model policy compared
+    workload: Callable[[int, int], Trace]
+    lockstep: Callable[[Trace], Lockstep]
+    explain: Callable[[Lockstep], Optional[KnownDivergence]]
+
+
+def vllm_engine() -> ConformEngine:
+    """The importable vLLM, compared with ``vllm-adaptive`` at the nearest modelled version.
+    Raises EngineUnavailable without vLLM."""
+    version = engine_version()
+    return ConformEngine("vllm", "vLLM", version.release, version.model_version, version.warning, "vllm-adaptive",
+                         lambda seed, index: workload(seed, index, version.model_version), run_lockstep, explain)
 
 
 @dataclass(frozen=True)
@@ -62,7 +89,9 @@ class ConformReport:
     engine: str
     seed: int
     workloads: int
-    release: str = "?"  # the vLLM release driven
+    label: str = "vLLM"  # the engine as printed
+    policy: str = "vllm-adaptive"  # the model policy compared
+    release: str = "?"  # the engine release driven
     model_version: str = "?"  # the modelled version it is compared with
     warning: str | None = None  # the release is not modelled: the version used instead
     agreeing: int = 0
@@ -86,7 +115,8 @@ class ConformReport:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "ok": self.ok, "engine": self.engine, "release": self.release, "model_version": self.model_version,
+            "ok": self.ok, "engine": self.engine, "policy": self.policy, "release": self.release,
+            "model_version": self.model_version,
             "warning": self.warning, "seed": self.seed, "workloads": self.workloads,
             "agreeing": self.agreeing, "agreement": round(self.agreement, 6), "steps_agreeing": self.steps_agreeing,
             "seconds": round(self.seconds, 2), "corpus": str(self.corpus) if self.corpus else None,
@@ -96,26 +126,28 @@ class ConformReport:
 
 
 def run_conformance(seed: int, workloads: int, corpus: Path | None = None,
-                    progress: Progress = lambda _: None) -> ConformReport:
-    """Compare the model and vLLM on ``workloads`` workloads of ``seed``; write each
-    divergence's trace under ``corpus`` (default: a new temp dir, made at the first one).
+                    progress: Progress = lambda _: None, engine: ConformEngine | None = None) -> ConformReport:
+    """Compare the model and a real engine (default: vLLM) on ``workloads`` workloads of
+    ``seed``; write each divergence's trace under ``corpus`` (default: a new temp dir, made
+    at the first one).
 
-    Raises EngineUnavailable without vLLM, OSError when the corpus cannot be written.
+    Raises EngineUnavailable without the engine, OSError when the corpus cannot be written.
     """
-    version = engine_version()
-    report = ConformReport(engine="vllm", seed=seed, workloads=workloads, corpus=corpus, release=version.release,
-                           model_version=version.model_version, warning=version.warning)
+    engine = engine or vllm_engine()
+    report = ConformReport(engine=engine.name, seed=seed, workloads=workloads, corpus=corpus,
+                           release=engine.release, model_version=engine.model_version, warning=engine.warning,
+                           label=engine.label, policy=engine.policy)
     started = time.perf_counter()
     for index in range(workloads):
         progress(f"conform: workload {index + 1}/{workloads}, {len(report.divergences)} divergences")
-        trace = workload(seed, index, version.model_version)
-        result = run_lockstep(trace)
+        trace = engine.workload(seed, index)
+        result = engine.lockstep(trace)
         report.coverage.update(result.features)
         report.steps_agreeing += result.steps_agreeing
         if result.agrees:
             report.agreeing += 1
             continue
-        report.divergences.append(_divergence(report, index, trace, result))
+        report.divergences.append(_divergence(report, index, trace, result, engine))
     report.seconds = time.perf_counter() - started
     return report
 
@@ -131,41 +163,44 @@ def signature(result: Lockstep) -> Hashable:
     return ("differs", result.fields, result.model.error)
 
 
-def _divergence(report: ConformReport, index: int, trace: Trace, result: Lockstep) -> Divergence:
+def _divergence(report: ConformReport, index: int, trace: Trace, result: Lockstep,
+                engine: ConformEngine) -> Divergence:
     wanted = signature(result)
 
     def same_divergence(candidate: Trace) -> bool:
         try:
-            return signature(run_lockstep(candidate)) == wanted
+            return signature(engine.lockstep(candidate)) == wanted
         except (ValueError, ConfigError):  # a candidate a side refuses is no counterexample
             return False
 
     small = shrink(cut_after_step(trace, result.step or 0), same_divergence)
-    small_result = run_lockstep(small)
+    small_result = engine.lockstep(small)
     small = cut_after_step(small, small_result.step or 0)
-    known = explain(small_result)
+    known = engine.explain(small_result)
     if report.corpus is None:
         report.corpus = Path(tempfile.mkdtemp(prefix="tokenbudget-conform-"))
     path = _write(report.corpus, f"conform-seed{report.seed}-w{index:04d}",
-                  _annotated(small, small_result, report.seed, index, known))
+                  _annotated(small, small_result, report.seed, index, known, engine))
     return Divergence(index, path, small_result, known)
 
 
-def _annotated(trace: Trace, result: Lockstep, seed: int, index: int, known: KnownDivergence | None) -> Trace:
-    """The divergence trace: vLLM's side as expectations, both sides in the description."""
+def _annotated(trace: Trace, result: Lockstep, seed: int, index: int, known: KnownDivergence | None,
+               engine: ConformEngine) -> Trace:
+    """The divergence trace: the engine's side as expectations, both sides in the description."""
     m, v, step = result.model, result.vllm, result.step
     assert m is not None and v is not None and step is not None
+    label = engine.label
     if v.error is not None:
-        what = f"vLLM raised {v.error}; the model reports {', '.join(m.violations) or 'no violation'}"
+        what = f"{label} raised {v.error}; the model reports {', '.join(m.violations) or 'no violation'}"
         expect: tuple[Any, ...] = tuple(ViolationExpectation(inv) for inv in m.violations)
     else:
-        what = "; ".join(f"{f}: model {_show(getattr(m, f))}, vLLM {_show(getattr(v, f))}" for f in result.fields)
+        what = "; ".join(f"{f}: model {_show(getattr(m, f))}, {label} {_show(getattr(v, f))}" for f in result.fields)
         expect = (StepExpectation(step, dict(v.num_scheduled_tokens), dict(v.scheduled_draft_tokens), v.preempted),)
     why = f" Explained by {known.spec}: {known.summary}." if known else " Unexplained."
     return replace(
         trace, expect=expect,
         description=f"Conformance divergence (seed {seed}, workload {index}) at step {step}: {what}.{why}",
-        found_by=f"tokenbudget conform --engine vllm --seed {seed} (workload {index})",
+        found_by=f"tokenbudget conform --engine {engine.name} --seed {seed} (workload {index})",
     )
 
 

@@ -8,11 +8,12 @@ raised, or when the ops end. Nothing here writes files or knows about workloads.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
-from ..model import BudgetConfig, get_policy
+from ..model import BudgetConfig, BudgetPolicy, get_policy
 from ..spec import check_step
 from ..spec.execution import Execution
+from ..spec.target import Target
 from ..spec.records import RunRecord, StepOutcome, StepRecord
 from ..spec.trace import AbortOp, AddOp, StepOp, Trace
 from .features import config_features, step_features
@@ -62,10 +63,11 @@ class Lockstep:
     ``steps_agreeing`` counts the steps whose views were equal; ``features`` are the
     scheduler features the model's side exercised (``fuzz.coverage``). ``step`` is the index
     (counting step ops) of the step that ended the run early, None when every step
-    agreed. ``fields`` are the compared fields that differ there; empty when vLLM
+    agreed. ``vllm`` is the real engine's side (vLLM's, or another engine's when
+    ``run_lockstep`` is given one). ``fields`` are the compared fields that differ there; empty when vLLM
     raised (``vllm.error``), in which case ``model.violations`` says whether the model
     flagged that step as well. ``config`` and ``model_run`` are the run's config and the
-    model side's observations, up to that step.
+    model side's observations, up to that step; ``trace`` the trace run.
     """
 
     steps_agreeing: int
@@ -76,6 +78,7 @@ class Lockstep:
     vllm: StepView | None = None
     config: BudgetConfig | None = field(default=None, compare=False)
     model_run: RunRecord | None = field(default=None, repr=False, compare=False)
+    trace: Trace | None = field(default=None, repr=False, compare=False)  # the trace run
 
     @property
     def agrees(self) -> bool:
@@ -104,17 +107,25 @@ def _view(record: StepRecord, outcome: StepOutcome, violations: tuple[str, ...] 
     )
 
 
-def run_lockstep(trace: Trace) -> Lockstep:
-    """Run the trace's ops on the model (``ModelTarget``) and on vLLM (``VllmTarget``);
-    compare every step. The model follows the modelled version nearest to the importable
-    vLLM, whatever ``engine_version`` the trace names.
+EngineFactory = Callable[[BudgetConfig, BudgetPolicy], Target]
 
-    Raises EngineUnavailable without vLLM, ConfigError when a side refuses the config,
+
+def run_lockstep(trace: Trace, engine: EngineFactory | None = None) -> Lockstep:
+    """Run the trace's ops on the model (``ModelTarget``) and on a real engine: vLLM
+    (``VllmTarget``) by default, the model following the modelled version nearest to the
+    importable vLLM whatever ``engine_version`` the trace names; or ``engine(cfg, policy)``
+    (another engine's target, the trace's config as it is). Compare every step.
+
+    Raises EngineUnavailable without the engine, ConfigError when a side refuses the config,
     ValueError when a side refuses a request.
     """
     policy = get_policy(trace.policy)
-    cfg = BudgetConfig.from_dict({**trace.config, "engine_version": engine_version().model_version})
-    model, vllm = Execution(ModelTarget(cfg, policy)), VllmTarget(cfg, policy)
+    if engine is None:
+        cfg = BudgetConfig.from_dict({**trace.config, "engine_version": engine_version().model_version})
+        engine = VllmTarget
+    else:
+        cfg = BudgetConfig.from_dict(trace.config)
+    model, vllm = Execution(ModelTarget(cfg, policy)), engine(cfg, policy)
     features, running = config_features(cfg), frozenset[str]()
     changes_left = sum(not isinstance(op, StepOp) for op in trace.ops)
     agreeing = 0
@@ -135,10 +146,10 @@ def run_lockstep(trace: Trace) -> Lockstep:
             fields = m.differs_in(v)
             if v.error is not None or m.error is not None or fields:
                 return Lockstep(agreeing, frozenset(features), agreeing, () if v.error else fields, m, v,
-                                cfg, model.run)
+                                cfg, model.run, trace)
             agreeing += 1
             if not m.num_scheduled_tokens and not changes_left:
                 break  # both idle and no add or abort left: every later step is empty on both sides
             continue
         changes_left -= 1
-    return Lockstep(agreeing, frozenset(features), config=cfg, model_run=model.run)
+    return Lockstep(agreeing, frozenset(features), config=cfg, model_run=model.run, trace=trace)

@@ -1,44 +1,103 @@
 """``tokenbudget conform``: the model against a real engine, step by step (``harness.conform``).
 
 Exit status 0 when every workload agrees or each divergence is explained in SPEC.md,
-1 when some divergence is unexplained; vLLM missing is bad input (2).
+1 when some divergence is unexplained; the engine missing is bad input (2).
 """
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 from . import render
 from .args import add_json, at_most, seed, whole
 from .console import Console
-from .engine_path import add_engine_path
+from .engine_path import in_child, run_in_child
 from .exits import FAILED, OK
-from .harness.conform import run_conformance
-from .targets import VLLM
+from .harness.conform import ConformReport, run_conformance
+from .harness.sglang.conform import sglang_engine
+from .harness.sglang.runtime import CHILD_ENV, check_folder
+from .targets import ENGINES, SGLANG, VLLM
 
 HELP = "compare the model with a real engine step by step on seeded workloads"
-DESCRIPTION = ("Run seeded workloads on the reference model (vllm-adaptive) and on the real vLLM scheduler "
-               "(the importable one, or the one in --engine-path) in lockstep, the model following the modelled "
-               "vLLM version nearest to it; compare grants, drafts, preemptions and finished requests per step. "
-               "Each divergence is written as a trace and matched against the explanations in SPEC.md.")
+DESCRIPTION = ("Run seeded workloads on the reference model and on a real engine's scheduler in lockstep: vLLM "
+               "(the importable one, or the one in --engine-path; the model runs vllm-adaptive at the modelled "
+               "vLLM version nearest to it) or SGLang 0.5.23 (--engine sglang: its PrefillAdder, check_decode_mem "
+               "and retract_decode with CPU allocators, from --engine-path, $TOKENBUDGET_SGLANG_PATH or "
+               ".engines/sglang-0.5.23; the model runs sglang-0.5.23); compare grants, drafts, preemptions and "
+               "finished requests per step. Each divergence is written as a trace and matched against the "
+               "explanations in SPEC.md.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--engine", choices=(VLLM,), default=VLLM, help="the real engine (only vllm)")
+    parser.add_argument("--engine", choices=ENGINES, default=VLLM, help="the real engine (default vllm)")
     parser.add_argument("--workloads", type=at_most(whole, 10**6), default=100, metavar="N", help="workloads to run (default 100)")
     parser.add_argument("--seed", type=seed, default=0, help="workload stream (default 0)")
     parser.add_argument("--corpus", type=Path, metavar="DIR",
                         help="where divergence traces go (default: a new temp dir)")
-    add_engine_path(parser)
+    parser.add_argument("--engine-path", type=Path, metavar="DIR", dest="engine_dir",
+                        help="the engine's folder: for vllm an unpacked wheel or a vLLM checkout (run in a child "
+                             "process); for sglang a pip --target folder holding sglang")
     add_json(parser)
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    report = run_conformance(args.seed, args.workloads, args.corpus, console.progress)
+    if args.engine == SGLANG:
+        folder = check_folder(args.engine_dir)
+        if os.environ.get(CHILD_ENV) != str(folder):  # SGLang runs in a child process (runtime.py: the stub)
+            return _run_child(_argv(args, folder), {**os.environ, CHILD_ENV: str(folder)})
+        report = run_conformance(args.seed, args.workloads, args.corpus, console.progress,
+                                 engine=sglang_engine(folder))
+    elif args.engine_dir is not None and not in_child(args.engine_dir):
+        return run_in_child(args.engine_dir, _argv(args))
+    else:
+        report = run_conformance(args.seed, args.workloads, args.corpus, console.progress)
     if report.warning:
         console.warn(report.warning)
     if args.json:
         console.json(report.to_json())
     else:
-        console.text(render.conform(report))
+        console.text(_text(report))
     return OK if report.ok else FAILED
+
+
+_CHILD = "import sys; from tokenbudget.cli import main; sys.exit(main())"
+
+
+def _run_child(argv: list[str], env: dict[str, str]) -> int:
+    """``tokenbudget argv`` in a child process; its exit status. Its stderr (progress, an
+    error line) is passed on as it comes and its stdout when it ends, through this process's
+    ``sys.stdout`` and ``sys.stderr``."""
+    with tempfile.TemporaryFile("w+") as out:
+        child = subprocess.Popen([sys.executable, "-c", _CHILD, *argv], env=env, stdout=out,
+                                 stderr=subprocess.PIPE, text=True)
+        assert child.stderr is not None
+        for line in child.stderr:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+        code = child.wait()
+        out.seek(0)
+        sys.stdout.write(out.read())
+    return code
+
+
+def _argv(args: argparse.Namespace, folder: Path | None = None) -> list[str]:
+    """This command line again, for the child that runs the engine in ``folder``."""
+    argv = ["conform", "--engine", args.engine, "--workloads", str(args.workloads), "--seed", str(args.seed),
+            "--engine-path", str(folder or args.engine_dir)]
+    if args.corpus is not None:
+        argv += ["--corpus", str(args.corpus)]
+    return argv + ["--json"] * bool(args.json) + ["--quiet"] * bool(args.quiet)
+
+
+def _text(report: ConformReport) -> str:
+    text = render.conform(report)
+    if report.engine == VLLM:
+        return text
+    lines = text.split("\n")
+    lines[0] = (f"conform  model ({report.policy}) vs {report.label} {report.release}, seed {report.seed}, "
+                f"{report.workloads} workloads in {report.seconds:.1f} s")
+    return "\n".join(line.replace("vLLM", report.label) for line in lines)

@@ -93,5 +93,5 @@ def test_conform_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert doc["ok"] and doc["workloads"] == 3 and 0 <= doc["agreement"] <= 1 and doc["unexplained"] == 0
     assert main(["conform", "--workloads", "2"]) == 0
     assert "agreement: " in capsys.readouterr().out
-    assert main(["conform", "--engine", "sglang"]) == 2
+    assert main(["conform", "--engine", "sglang", "--engine-path", str(tmp_path / "no-sglang")]) == 2
     assert capsys.readouterr().err.count("\n") == 1

@@ -1,0 +1,334 @@
+"""Drive SGLang 0.5.23's scheduler code on the CPU, one scheduler step at a time.
+
+Real (imported from the SGLang folder, ``runtime.load``): ``Req`` (schedule_batch.py:1033),
+``ReqToTokenPool`` (mem_cache/memory_pool.py:376) of ``max_running_requests`` rows, the
+token-to-KV allocator (``TokenToKVPoolAllocator``, page size 1, mem_cache/allocator/token.py:28),
+the tree cache (``UnifiedRadixCache`` with ``disable=True``, what the scheduler builds with
+the radix cache off, mem_cache/registry.py:92), ``PrefillAdder`` (schedule_policy.py:607: its
+budgets, ``add_chunked_req``, ``add_one_req``, ``budget_state``), ``ScheduleBatch``'s
+``check_decode_mem`` and ``retract_decode`` (schedule_batch.py:3432, :3451, with the real
+``release_req`` / ``release_kv_cache``), ``NewTokenRatioTracker`` and the decode allocation
+sizing (``get_alloc_reserve_per_decode``, ``page_aligned_decode_alloc_lens``,
+mem_cache/allocation_sizing.py:64-100). SGLang's config bags come from a ``ServerArgs`` with
+speculative_algorithm EAGLE, topk 1, ``speculative_num_steps = k`` and
+``speculative_num_draft_tokens = k + 1`` (spec v1, the model's ``sglang-0.5.23``).
+
+Re-implemented glue (scheduler.py at v0.5.23), kept to what one step does:
+
+* ``get_next_batch_to_run`` (scheduler.py:3894): a prefill batch if one forms, else decode;
+* the admission walk of ``_get_new_batch_prefill_raw`` (scheduler.py:4079-4310): the
+  ``batch_is_full`` latch (:4093-4104), the seat limit ``get_num_allocatable_reqs`` (:4027,
+  pp budget = max_running_requests), the chunked request first (:4185-4193), the stop on
+  ``budget_state() == OTHER`` (:4212) and on a non-CONTINUE result (:4279-4300);
+* after a prefill, the prefill batch less its chunked and finished requests merges into the
+  running batch, and ``batch_is_full`` is cleared when that dropped any (scheduler.py:3934-3958);
+* the prefill's KV allocation (``alloc_for_extend``): rows from the req-to-token pool, slots
+  from the allocator up to ``extend_end``, written into the request's row; a chunk's
+  ``prefix_len`` advances to its end (``cache_unfinished_req``);
+* ``update_running_batch`` (scheduler.py:4459-4550): check, ``retract_decode``, retracted
+  requests to the back of the waiting queue (``_add_request_to_queue``), the ratio set or
+  decayed, ``batch_is_full`` cleared when the batch shrank;
+* the decode's KV reservation (``eagle_prepare_for_decode``): every request grows to
+  ``page_aligned_decode_alloc_lens(reserve = 2A)``; an allocation that fails is the step's error.
+
+Aborts: as the model, an aborted request leaves at once, its KV released
+(``release_kv_cache``); SGLang sets ``to_finish`` on a running one (``abort_request``,
+scheduler.py:5797-5811) and drops it from the batch after one more decode, which clears
+``batch_is_full`` (scheduler.py:3964-3968): the driver clears the latch when a running request
+is aborted.
+
+Faked: the model runner. A prefill that completes a prompt samples one token; a decode
+verifies ``num_draft_tokens = 1 + k`` rows and commits 1 + the workload's accepted drafts
+(clipped to max_new), as the model does. Sampling params: ``max_new_tokens`` clipped to
+max_model_len - prompt (the tokenizer's context-length rule), ``ignore_eos`` off, so the
+admission estimate uses ``new_token_ratio`` (schedule_policy.py:785-795).
+"""
+from __future__ import annotations
+
+import types
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from ...spec.records import RequestState
+from ...spec.target import describe
+from . import runtime
+
+
+@dataclass
+class SglangStep:
+    """What one step did, as read from SGLang's objects."""
+
+    num_scheduled_tokens: dict[str, int] = field(default_factory=dict)
+    scheduled_draft_tokens: dict[str, int] = field(default_factory=dict)
+    computed_before: dict[str, int] = field(default_factory=dict)
+    num_tokens: dict[str, int] = field(default_factory=dict)
+    prefill: set[str] = field(default_factory=set)
+    preempted: tuple[str, ...] = ()
+    aborted: tuple[str, ...] = ()
+    running: tuple[str, ...] = ()
+    waiting: tuple[str, ...] = ()
+    kv_blocks_in_use: int = 0
+    block_tables: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    requests: dict[str, RequestState] = field(default_factory=dict)
+    error: Optional[str] = None
+
+
+class _NoSampling:
+    """The sampling tensors ``filter_batch`` narrows: none here (no model runs)."""
+
+    def filter_batch(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
+class SglangEngine:
+    """One deployment of SGLang's scheduler state for ``cfg`` (its page size, the radix cache
+    off, EAGLE topk 1 with k drafts). Raises SglangUnavailable without SGLang."""
+
+    def __init__(self, cfg: Any, path: Path | None = None) -> None:
+        sg = runtime.load(path)
+        self.sg, self.cfg, self.torch = sg, cfg, sg["torch"]
+        torch = self.torch
+        self.k = cfg.num_speculative_tokens
+        self.page = cfg.block_size
+        self.max_running = cfg.max_num_seqs
+        args = sg["ServerArgs"](
+            model_path="tokenbudget-fake", device="cpu", disable_radix_cache=True, page_size=self.page,
+            max_running_requests=self.max_running, chunked_prefill_size=cfg.max_num_batched_tokens,
+            max_prefill_tokens=cfg.max_num_batched_tokens, context_length=cfg.max_model_len,
+            speculative_algorithm="EAGLE" if self.k else None, speculative_num_steps=self.k or None,
+            speculative_eagle_topk=1 if self.k else None, speculative_num_draft_tokens=self.k + 1 if self.k else None,
+        )
+        sg["runtime_context"]._CONTEXT.set_server_args(args)
+        tokens = cfg.num_kv_blocks * self.page
+        row = cfg.max_model_len + 8 * (self.k + 1) + 4 * self.page  # room for the decode over-allocation
+        self.req_to_token_pool = sg["ReqToTokenPool"](self.max_running, row, "cpu", False)
+        if self.page == 1:
+            self.allocator = sg["TokenToKVPoolAllocator"](tokens, torch.float16, "cpu", None, False)
+        else:
+            self.allocator = sg["PagedTokenToKVPoolAllocator"](tokens, self.page, torch.float16, "cpu", None, False)
+        params = sg["CacheInitParams"](disable=True, req_to_token_pool=self.req_to_token_pool,
+                                       token_to_kv_pool_allocator=self.allocator, page_size=self.page)
+        params.tree_components = (sg["ComponentType"].FULL,)
+        self.tree_cache = sg["UnifiedRadixCache"](params)
+        self.spec_algorithm = sg["SpeculativeAlgorithm"].from_string("EAGLE" if self.k else None)
+        self.ratio = sg["NewTokenRatioTracker"].from_config()
+        self.reqs: dict[str, Any] = {}
+        self.max_tokens: dict[str, int] = {}
+        self.waiting: list[Any] = []
+        self.running: list[Any] = []
+        self.chunked: Any = None
+        self.batch_is_full = False
+        self.aborted: set[str] = set()
+        self.dead: Optional[str] = None
+
+    # -- requests ---------------------------------------------------------------------
+    def add(self, rid: str, prompt_len: int, max_tokens: int) -> None:
+        params = self.sg["SamplingParams"](max_new_tokens=max(0, min(max_tokens, self.cfg.max_model_len - prompt_len)))
+        params.normalize(None)
+        req = self.sg["schedule_batch"].Req(rid, "", array("q", [1] * prompt_len), params)
+        self.reqs[rid], self.max_tokens[rid] = req, max_tokens
+        self.waiting.append(req)  # _add_request_to_queue
+
+    def abort(self, rid: str) -> None:
+        req = self.reqs.get(rid)
+        if req is None or rid in self.aborted or req.finished():
+            return
+        self.aborted.add(rid)
+        if req in self.waiting:
+            self.waiting.remove(req)
+        if req in self.running:
+            self.running.remove(req)
+            self.batch_is_full = False
+        if req is self.chunked:
+            self.chunked = None
+        self._release(req)
+
+    def _release(self, req: Any) -> None:
+        if req.kv.holds_kv:
+            self.sg["common"].release_kv_cache(req, self.tree_cache, checkpoint=False)
+
+    # -- one step -----------------------------------------------------------------------
+    def step(self, accepted: Mapping[str, int]) -> SglangStep:
+        out = SglangStep()
+        if self.dead is not None:
+            out.error = self.dead
+            return out
+        try:
+            batch = self._prefill(out)
+            if batch:
+                self._run_prefill(batch, out)
+            else:
+                self._decode(out, accepted)
+        except Exception as exc:  # an exception inside SGLang's code: the target is dead after it
+            self.dead = out.error = describe(exc)
+        out.running = tuple(r.rid for r in self.running if r.rid not in out.aborted)
+        out.waiting = tuple(r.rid for r in self.waiting)
+        out.kv_blocks_in_use = self.cfg.num_kv_blocks - self.allocator.available_size() // self.page
+        touched = set(out.num_scheduled_tokens) | set(out.preempted) | set(out.aborted)
+        out.requests = {rid: self.state(rid) for rid in touched}
+        return out
+
+    def state(self, rid: str) -> RequestState:
+        req = self.reqs[rid]
+        if rid in self.aborted:
+            status = "aborted"
+        elif req.finished():
+            status = "finished"
+        elif req in self.running or req is self.chunked:
+            status = "running"
+        else:
+            status = "waiting"
+        return RequestState(status, req.kv.kv_committed_len, len(req.output_ids), self.max_tokens[rid],
+                            len(req.origin_input_ids))
+
+    def _prefill(self, out: SglangStep) -> list[Any]:
+        """The admission walk of ``_get_new_batch_prefill_raw`` (scheduler.py:4079-4310)."""
+        policy = self.sg["schedule_policy"]
+        if not self.running:
+            self.batch_is_full = False  # :4093-4096
+        if (self.batch_is_full or not self.waiting) and self.chunked is None:  # :4098-4101
+            return []
+        if self._seats(0) <= 0 and self.chunked is None:  # :4117-4123
+            self.batch_is_full = True
+            return []
+        running_batch = self._batch(self.running)
+        adder = policy.PrefillAdder(self.page, self.tree_cache, self.allocator, running_batch, self.ratio.current,
+                                    self.cfg.max_num_batched_tokens, self.cfg.max_num_batched_tokens,
+                                    max_running_requests=self.max_running)
+        if self.chunked is not None:  # :4185-4193
+            self.chunked.init_next_round_input()
+            self.chunked = adder.add_chunked_req(self.chunked)
+        for req in list(self.waiting):
+            if adder.budget_state() == policy.AddReqResult.OTHER:  # :4212
+                break
+            held = sum(r.kv.holds_kv for r in adder.can_run_list)
+            if len(adder.can_run_list) >= self._seats(held):  # :4231-4238
+                self.batch_is_full = True
+            if self.batch_is_full:
+                break
+            req.init_next_round_input(self.tree_cache)
+            res = adder.add_one_req(req, has_chunked_req=self.chunked is not None, truncation_align_size=None)
+            if res != policy.AddReqResult.CONTINUE:  # :4279-4300
+                if res == policy.AddReqResult.NO_TOKEN:
+                    self.batch_is_full = len(adder.can_run_list) > 0 or bool(self.running)
+                break
+        admitted = set(map(id, adder.can_run_list))
+        self.waiting = [r for r in self.waiting if id(r) not in admitted]
+        if adder.new_chunked_req is not None:
+            self.chunked = adder.new_chunked_req
+        return list(adder.can_run_list)
+
+    def _seats(self, held: int) -> int:
+        """``get_num_allocatable_reqs`` (scheduler.py:4027-4050)."""
+        return min(self.max_running - len(self.running), self.req_to_token_pool.available_size() + held)
+
+    def _run_prefill(self, batch: list[Any], out: SglangStep) -> None:
+        """Allocate each admitted extend, run it; a request whose prompt is done samples a token."""
+        for req in batch:
+            rid = req.rid
+            before, end = req.prefix_len, req.extend_end
+            out.computed_before[rid] = before
+            out.num_tokens[rid] = len(req.origin_input_ids) + len(req.output_ids)
+            out.num_scheduled_tokens[rid] = end - before
+            out.scheduled_draft_tokens[rid] = 0
+            out.prefill.add(rid)
+            if not req.kv.holds_kv:
+                if self.req_to_token_pool.alloc([req]) is None:
+                    raise RuntimeError(f"req_to_token_pool has no row for {rid}")
+            self._grow(req, end)
+            req.kv.kv_committed_len = end
+            req.prefix_len = end  # cache_unfinished_req: the next chunk starts here
+        for req in batch:
+            if req is self.chunked:
+                continue  # a chunk: nothing sampled
+            self._commit(req, 1, prefill=True)
+            if not req.finished():
+                self.running.append(req)  # the prefill batch merges into the running batch
+        if any(req is self.chunked or req.finished() for req in batch):
+            self.batch_is_full = False  # the filtered prefill batch shrank (scheduler.py:3938-3950)
+        out.block_tables = {r.rid: self._pages(r) for r in batch if r.kv.holds_kv}
+
+    def _decode(self, out: SglangStep, accepted: Mapping[str, int]) -> None:
+        """``update_running_batch`` (scheduler.py:4459-4550), then the verify."""
+        if not self.running:
+            self.batch_is_full = False
+            return
+        batch = self._batch(self.running)
+        initial = len(self.running)
+        if not batch.check_decode_mem():
+            retracted, ratio, to_abort = batch.retract_decode()
+            self.ratio.current = ratio
+            out.preempted = tuple(r.rid for r in retracted)
+            out.aborted = tuple(r.rid for r in to_abort)
+            self.aborted.update(out.aborted)
+            self.waiting.extend(retracted)  # _add_request_to_queue(is_retracted=True): the back
+            self.running = list(batch.reqs)
+        else:
+            self.ratio.decay_step()
+        if len(self.running) < initial:
+            self.batch_is_full = False
+        sizing = self.sg["allocation_sizing"]
+        _, nxt, _ = sizing.page_aligned_decode_alloc_lens(self.running, reserve=sizing.get_alloc_reserve_per_decode(),
+                                                          page_size=self.page)
+        rows = 1 + self.k  # num_draft_tokens verify rows a request
+        for req, target in zip(self.running, nxt):
+            rid = req.rid
+            out.computed_before[rid] = req.kv.kv_committed_len
+            out.num_tokens[rid] = len(req.origin_input_ids) + len(req.output_ids)
+            out.num_scheduled_tokens[rid] = rows
+            out.scheduled_draft_tokens[rid] = rows - 1
+            self._grow(req, target)
+        out.block_tables = {r.rid: self._pages(r) for r in self.running}
+        for req in list(self.running):
+            self._commit(req, 1 + min(max(0, accepted.get(req.rid, 0)), self.k))
+            if req.finished():
+                self.running.remove(req)
+                self.batch_is_full = False
+
+    # -- the fake model runner and allocation --------------------------------------------
+    def _commit(self, req: Any, tokens: int, prefill: bool = False) -> None:
+        """Append ``tokens`` sampled tokens (up to max_new); release a finished request's KV."""
+        room = req.sampling_params.max_new_tokens - len(req.output_ids)
+        kept = max(0, min(tokens, room))
+        if not prefill:
+            req.kv.kv_committed_len += kept  # a verify writes the KV of the tokens it keeps
+        req.output_ids.extend([1] * kept)
+        if len(req.output_ids) >= req.sampling_params.max_new_tokens:
+            req.finished_reason = self.sg["schedule_batch"].FINISH_LENGTH(length=req.sampling_params.max_new_tokens)
+            self._release(req)
+
+    def _grow(self, req: Any, length: int) -> None:
+        """Give the request KV slots up to ``length`` tokens (whole pages), in its row."""
+        have = req.kv.kv_allocated_len
+        first, last = -(-have // self.page), -(-length // self.page)
+        if last > first:
+            slots = self.allocator.alloc((last - first) * self.page)
+            if slots is None:
+                raise RuntimeError(f"KV allocation of {(last - first) * self.page} tokens for {req.rid} failed: "
+                                   f"{self.allocator.available_size()} free (out of memory)")
+            self.req_to_token_pool.write((req.kv.req_pool_idx, slice(first * self.page, last * self.page)),
+                                         slots.to(self.torch.int32))
+        req.kv.kv_allocated_len = max(have, length)
+
+    def _pages(self, req: Any) -> tuple[int, ...]:
+        n = -(-req.kv.kv_allocated_len // self.page)
+        row = self.req_to_token_pool.req_to_token[req.kv.req_pool_idx, : n * self.page : self.page]
+        return tuple(int(x) // self.page for x in row)
+
+    def _batch(self, reqs: list[Any]) -> Any:
+        """A ``ScheduleBatch`` over ``reqs`` with the tensors ``filter_batch`` narrows."""
+        sb, torch = self.sg["schedule_batch"], self.torch
+        batch = sb.ScheduleBatch(reqs=list(reqs), req_to_token_pool=self.req_to_token_pool,
+                                 token_to_kv_pool_allocator=self.allocator, tree_cache=self.tree_cache,
+                                 spec_algorithm=self.spec_algorithm, device="cpu",
+                                 model_config=types.SimpleNamespace(is_encoder_decoder=False))
+        batch.req_pool_indices = torch.tensor([r.kv.req_pool_idx or 0 for r in reqs], dtype=torch.int64)
+        batch.req_pool_indices_cpu = batch.req_pool_indices.clone()
+        batch.seq_lens = torch.tensor([r.kv.kv_committed_len for r in reqs], dtype=torch.int64)
+        batch.seq_lens_cpu = batch.seq_lens.clone()
+        batch.orig_seq_lens = batch.seq_lens.clone()
+        batch.sampling_info = _NoSampling()
+        return batch
+

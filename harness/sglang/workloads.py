@@ -1,0 +1,111 @@
+"""Seeded conformance workloads for SGLang: configs valid for ``sglang-0.5.23`` and op lists.
+
+``workload(seed, index)`` is a pure function of its arguments. A config: EAGLE-like or
+n-gram drafting with k = 1..4 (topk 1), page size 1 (one draw in two), 2 or 4, the radix
+cache off, FCFS, max_running_requests 1..6, a pass budget B (max_prefill_tokens =
+chunked_prefill_size) from S * (1 + k) up, chunked prefill mostly on, and a KV pool from
+the least the policy accepts (one request of max_model_len and its 2A reservation) up, so
+admission stops on the KV budget. Ops: ``conform_workloads.draw_ops`` (adds, steps with
+the leading accepted drafts, arrivals and aborts between steps), or, one workload in four
+(``RETRACT_SHARE``), as many short-prompt long-output requests as seats, arriving a step
+or two apart, on a pool that the admission estimate (0.7 of what a running request may
+still write) lets them all into but their whole lengths outgrow: ``retract_decode`` runs.
+In most workloads (``SHORT_SHARE``, and every retraction-shaped one) every request's
+max_tokens is cut so that it finishes before its last verify would pass max_model_len
+(``max_model_len - prompt - k``): the run is not cut short at the model's grant clip
+(SPEC.md §10 simplification 3).
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from typing import Any
+
+from ...model import ConfigError, get_policy
+from ...model.config import BudgetConfig
+from ...spec.trace import AddOp, Op, StepOp, Trace
+from ..conform_workloads import draw_ops
+
+POLICY = "sglang-0.5.23"
+METHODS = ("eagle3", "ngram")
+SHORT_SHARE = 0.7
+RETRACT_SHARE = 0.25  # workloads shaped for a decode retraction
+PAGE_SIZES = (1, 1, 2, 4)
+
+
+def workload(seed: int, index: int, policy: str = POLICY) -> Trace:
+    """Workload ``index`` of the stream ``seed``, as a trace under ``policy``."""
+    rng = random.Random(f"tokenbudget-conform-sglang:{seed}:{index}")
+    retract = rng.random() < RETRACT_SHARE
+    config = draw_config(rng, retract)
+    cfg = BudgetConfig.from_dict(config)
+    ops = _retract_ops(rng, cfg) if retract else draw_ops(rng, cfg)
+    if retract or rng.random() < SHORT_SHARE:
+        ops = [_short(op, cfg) for op in ops]
+    return Trace(policy=policy, config=config, ops=tuple(ops),
+                 description=f"SGLang conformance workload {index} of seed {seed}",
+                 found_by=f"tokenbudget conform --engine sglang --seed {seed} (workload {index})")
+
+
+def draw_config(rng: random.Random, retract: bool = False) -> dict[str, Any]:
+    """A config ``sglang-0.5.23`` accepts; only keys that differ from the defaults. For a
+    retraction: 2 to 4 seats and a pool of the least the policy accepts and 0.4 to 0.9 of
+    max_model_len for each seat but one."""
+    policy = get_policy(POLICY)
+    while True:
+        k = rng.randint(1, 4)
+        max_model_len = rng.choice((16, 24, 32, 48, 64))
+        seqs = rng.randint(2, 4) if retract else rng.randint(1, 6)
+        chunked = rng.random() < 0.8
+        floor = max(seqs * (1 + k), 1 if chunked else max_model_len - 1)
+        config: dict[str, Any] = {
+            "max_num_batched_tokens": rng.randint(floor, max(floor, 2 * max_model_len)),
+            "max_num_seqs": seqs, "block_size": rng.choice(PAGE_SIZES), "max_model_len": max_model_len,
+            "num_speculative_tokens": k, "method": rng.choice(METHODS),
+            "enable_chunked_prefill": chunked, "enable_prefix_caching": False,
+        }
+        page = config["block_size"]
+        least = -(-policy.min_pool_tokens(BudgetConfig.from_dict({**config, "num_kv_blocks": 10**6})) // page)
+        if retract:  # less than the seats' whole lengths, more than the admission estimate's 0.7 of them
+            extra = int(rng.uniform(0.4, 0.9) * (seqs - 1) * max_model_len)
+        else:
+            extra = rng.choice((0, 1, 2, 4, 8, 16, max_model_len, 4 * max_model_len))
+        config["num_kv_blocks"] = least + extra // page
+        try:
+            policy.validate(BudgetConfig.from_dict(config))
+        except ConfigError:
+            continue
+        return config
+
+
+def _retract_ops(rng: random.Random, cfg: BudgetConfig) -> list[Op]:
+    """As many short-prompt, long-output requests as seats, one arriving every step or two
+    (each admitted against the 0.7 estimate of the running ones, not their whole lengths),
+    then steps until their decodes outgrow the pool and ``retract_decode`` runs."""
+    k, max_len = cfg.num_speculative_tokens, cfg.max_model_len
+    ops: list[Op] = []
+    names: list[str] = []
+    for i in range(cfg.max_num_seqs):
+        ops.append(AddOp(id=str(i), prompt_len=rng.randint(1, 3), max_tokens=max_len))
+        names.append(str(i))
+        for _ in range(rng.randint(1, 2)):
+            ops.append(StepOp({rid: a for rid in names if (a := _accepted(rng, k))}))
+    for _ in range(rng.randint(24, 48)):
+        ops.append(StepOp({rid: a for rid in names if (a := _accepted(rng, k))}))
+    return ops
+
+
+def _accepted(rng: random.Random, k: int) -> int:
+    """The leading successes among k Bernoulli(0.6) trials."""
+    n = 0
+    while n < k and rng.random() < 0.6:
+        n += 1
+    return n
+
+
+def _short(op: Op, cfg: BudgetConfig) -> Op:
+    """An add whose request finishes before a verify of 1 + k rows would pass max_model_len."""
+    if not isinstance(op, AddOp):
+        return op
+    room = cfg.max_model_len - op.prompt_len - cfg.num_speculative_tokens
+    return replace(op, max_tokens=max(1, min(op.max_tokens, room)))

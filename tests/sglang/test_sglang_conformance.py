@@ -1,0 +1,105 @@
+"""SGLang 0.5.23's PrefillAdder, check_decode_mem and retract_decode, on CPU allocators, in
+lockstep with the model: the released policy agrees or every divergence is explained; the
+bug-era retraction (``sglang-v1-retract``) against the released code is a divergence nothing
+explains; the command's exit codes and its one error line."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tokenbudget.harness.sglang.runtime import PATH_ENV
+from tokenbudget.harness.sglang.workloads import POLICY, workload
+from tokenbudget.model import BudgetConfig, get_policy
+from tokenbudget.spec.trace import load_trace
+
+PLANTED = """
+import json, sys
+from pathlib import Path
+from tokenbudget.harness.conform import run_conformance
+from tokenbudget.harness.sglang.conform import sglang_engine
+report = run_conformance(0, 4, Path(sys.argv[2]), engine=sglang_engine(Path(sys.argv[1]), policy="sglang-v1-retract"))
+print(json.dumps(report.to_json()))
+"""
+
+
+def _start(argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
+
+
+def _finish(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=600)
+    return proc.returncode, out, err
+
+
+@pytest.fixture(scope="module")
+def runs(sglang_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The command on 10 workloads and the planted run, side by side in two child processes."""
+    corpus, planted = tmp_path_factory.mktemp("conform"), tmp_path_factory.mktemp("planted")
+    command = _start(["-m", "tokenbudget.cli", "conform", "--engine", "sglang", "--workloads", "10", "--seed", "0",
+                      "--json", "--quiet", "--corpus", str(corpus)], {PATH_ENV: str(sglang_folder)})
+    bug = _start(["-c", PLANTED, str(sglang_folder), str(planted)])
+    return {"command": _finish(command), "planted": _finish(bug)}
+
+
+@pytest.mark.sglang
+def test_released_policy_agrees_or_every_divergence_is_explained(runs: dict[str, Any]) -> None:
+    code, out, err = runs["command"]
+    assert code == 0, err[-2000:]
+    doc = json.loads(out)
+    assert doc["engine"] == "sglang" and doc["policy"] == POLICY and doc["release"] == "0.5.23"
+    assert doc["workloads"] == 10 and doc["ok"] and doc["unexplained"] == 0
+    assert doc["agreeing"] >= 1 and doc["steps_agreeing"] > 0
+    assert doc["agreeing"] + len(doc["divergences"]) == 10
+    for d in doc["divergences"]:
+        assert d["explanation"]["id"].startswith("sglang-")
+        trace = load_trace(Path(d["trace"]))
+        assert "Explained by SPEC.md §10" in trace.description and trace.policy == POLICY
+
+
+@pytest.mark.sglang
+def test_the_bug_era_retraction_against_the_released_code_is_unexplained(runs: dict[str, Any]) -> None:
+    code, out, err = runs["planted"]
+    assert code == 0, err[-2000:]
+    doc = json.loads(out)
+    assert not doc["ok"] and doc["unexplained"] >= 1
+    unexplained = [d for d in doc["divergences"] if d["explanation"] is None]
+    retractions = [d for d in unexplained if "preempted" in d["fields"]]
+    assert retractions, unexplained  # the two retraction rules retract different requests
+    d = retractions[0]
+    assert d["model"]["preempted"] != d["vllm"]["preempted"]
+
+
+def _one_error_line(code: int, out: str, err: str) -> str:
+    assert code == 2 and out == "", (code, out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tokenbudget: error: "), err
+    return lines[0]
+
+
+def test_missing_sglang_is_one_line_naming_the_install_command(tmp_path: Path) -> None:
+    line = _one_error_line(*_finish(_start(["-m", "tokenbudget.cli", "conform", "--engine", "sglang",
+                                            "--engine-path", str(tmp_path), "--workloads", "1"])))
+    assert str(tmp_path) in line and "pip install --no-deps --target" in line and "sglang==0.5.23" in line
+    line = _one_error_line(*_finish(_start(["-m", "tokenbudget.cli", "conform", "--engine", "sglang", "--json"],
+                                           {PATH_ENV: str(tmp_path / "none")})))
+    assert "none" in line and "is not installed" in line
+
+
+def test_workloads_are_seeded_and_valid_for_the_released_policy() -> None:
+    policy = get_policy(POLICY)
+    pages = set()
+    for index in range(40):
+        trace = workload(3, index)
+        assert trace == workload(3, index) and trace.policy == POLICY
+        cfg = BudgetConfig.from_dict(trace.config)
+        policy.validate(cfg)
+        assert not cfg.enable_prefix_caching and cfg.num_speculative_tokens >= 1
+        pages.add(cfg.block_size)
+    assert workload(3, 0) != workload(4, 0) and pages == {1, 2, 4}
