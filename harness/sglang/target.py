@@ -14,15 +14,15 @@ are the grant).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping
 
 from ...model import BudgetConfig, BudgetPolicy
-from ...spec.records import StepLimits, StepOutcome, StepRecord
+from ...spec.records import StepLimits, StepRecord
 from ...spec.trace import AddOp
+from ..engine_target import EngineTarget
 from .engine import SglangEngine, SglangStep
 
 
-class SglangTarget:
+class SglangTarget(EngineTarget):
     """One deployment of SGLang's scheduler for ``cfg`` (whatever the policy: SGLang runs its
     own code). Raises SglangUnavailable without SGLang."""
 
@@ -38,15 +38,8 @@ class SglangTarget:
     def add(self, op: AddOp) -> None:
         self.engine.add(op.id, op.prompt_len, op.max_tokens)
 
-    def abort(self, request_id: str) -> None:
-        self.engine.abort(request_id)
-
-    def step(self, accepted: Mapping[str, int]) -> tuple[StepRecord, StepOutcome]:
-        observed = self.engine.step(accepted)
-        record = _record(self.num_steps, self.limits, observed)
-        self.num_steps += 1
-        return record, StepOutcome(step=record.step, requests=observed.requests,
-                                   preempted=frozenset(observed.preempted))
+    def record(self, step: int, observed: SglangStep) -> StepRecord:
+        return _record(step, self.limits, observed)
 
 
 def _record(step: int, limits: StepLimits, s: SglangStep) -> StepRecord:

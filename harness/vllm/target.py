@@ -30,11 +30,11 @@ driven and the modelled version nearest to it (``engine.EngineVersion``).
 """
 from __future__ import annotations
 
-from typing import Mapping
 
 from ...model import BudgetConfig, BudgetPolicy, ConfigError
-from ...spec.records import StepLimits, StepOutcome, StepRecord
+from ...spec.records import StepLimits, StepRecord
 from ...spec.trace import AddOp
+from ..engine_target import EngineTarget
 from .engine import EngineVersion, VllmEngine, VllmStep, engine_version, incompatible
 
 VLLM_POLICY = "vllm-adaptive"
@@ -44,7 +44,7 @@ MAX_VLLM_KV_BLOCKS = 2**20
 VLLM_BYTES_PER_BLOCK = 140
 
 
-class VllmTarget:
+class VllmTarget(EngineTarget):
     """One deployment of vLLM's scheduler, validated at the config's ``engine_version`` (none:
     the modelled version of the vLLM driven). Construction raises EngineUnavailable without
     vLLM, and ConfigError (one line) for another policy than ``vllm-adaptive``, a config
@@ -77,15 +77,8 @@ class VllmTarget:
     def add(self, op: AddOp) -> None:
         self.engine.add(op.id, op.prompt_len, op.max_tokens, op.priority, op.prefix_group, op.prefix_len)
 
-    def abort(self, request_id: str) -> None:
-        self.engine.abort(request_id)
-
-    def step(self, accepted: Mapping[str, int]) -> tuple[StepRecord, StepOutcome]:
-        observed = self.engine.step(accepted)
-        record = _record(self.num_steps, self.limits, observed)
-        self.num_steps += 1
-        return record, StepOutcome(step=record.step, requests=observed.requests,
-                                   preempted=frozenset(observed.preempted))
+    def record(self, step: int, observed: VllmStep) -> StepRecord:
+        return _record(step, self.limits, observed)
 
 
 def _limits(engine: VllmEngine) -> StepLimits:
