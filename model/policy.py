@@ -79,8 +79,8 @@ class BudgetPolicy:
     def validate(self, cfg: BudgetConfig) -> None:
         """Raise ConfigError (naming the knob to change) when the engine would refuse cfg:
         an engine version it does not model, a method outside its table (or parallel
-        drafting its row has not), or the first of
-        ``shared_requirements`` and then of ``requirements`` that fails."""
+        drafting its row has not), or the first of ``shared_requirements`` and then of
+        ``requirements`` that fails."""
         wanted = getattr(cfg, "engine_version", None)
         if wanted is not None and wanted not in self.versions:
             if not self.versions:
@@ -92,7 +92,8 @@ class BudgetPolicy:
         if cfg.method is not None and cfg.method not in methods.TABLES[table]:
             known = ", ".join(sorted(methods.TABLES[table]))
             raise ConfigError(f"{self.name} does not model method {cfg.method!r}; set method to one of {known}")
-        if cfg.method is not None and cfg.parallel_drafting and methods.method_row(table, cfg.method).parallel_draft_slots is None:
+        row = methods.method_row(table, cfg.method) if cfg.method is not None else None
+        if row is not None and cfg.parallel_drafting and row.parallel_draft_slots is None:
             raise ConfigError(f"{self.name} models no parallel drafting for method {cfg.method!r}; set "
                               "parallel_drafting=false")
         for r in [*self.shared_requirements(cfg), *self.requirements(self.params(cfg))]:

@@ -141,11 +141,11 @@ class SglangLoop(SchedulerLoop):
             if not extend + max_new < rem_total:
                 self.batch_is_full = admitted > 0 or bool(self.running)
                 break
-            grant = extend
+            grant, ceiled = extend, cdiv(extend, self.page) * self.page
             if not self.cfg.enable_chunked_prefill:
-                if admitted and cdiv(extend, self.page) * self.page >= step.budgets.token:
+                if admitted and ceiled >= step.budgets.token:
                     break  # whole or not at all; only the first may pass the cap (schedule_policy.py:1626-1632)
-            elif cdiv(extend, self.page) * self.page > step.budgets.token:
+            elif ceiled > step.budgets.token:
                 grant = int(step.budgets.token) // self.page * self.page
                 if grant <= 0:
                     break

@@ -5,9 +5,9 @@ waiting ones). A loop whose class sets ``one_pass_skeleton = False`` (SGLang's
 prefill-or-decode step, ``model.sglang_loop``) is judged instead by running the model itself
 over a bounded family of traces, smallest first: 1 to N requests (N = ``--max-requests``,
 at most ``MAX_REQUESTS``) of one shape each, added together, then steps until they drain
-(at most the drain bound of ``progress``), every draft rejected or every one accepted; over a grid of small configs the policy accepts (k,
-max_model_len, page size up to one past a verify's reach, the pool from the least it accepts up),
-smaller pages first.
+(at most the drain bound of ``progress``), every draft rejected or every one accepted; over a
+grid of small configs the policy accepts (k, max_model_len, page size up to one past a
+verify's reach, the pool from the least it accepts up), smaller pages first.
 The first trace that breaks an invariant is cut after its violating step and returned as
 REFUTED; an invariant no trace of the family breaks is PROVED_UP_TO N with method
 ``MODEL_SEARCH``, labelled "searched up to N": a bounded search, not a proof for every state.

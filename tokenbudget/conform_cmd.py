@@ -17,7 +17,7 @@ from .args import add_json, at_most, seed, whole
 from .console import Console
 from .engine_path import in_child, run_in_child
 from .exits import FAILED, OK
-from .harness.conform import ConformReport, run_conformance
+from .harness.conform import run_conformance
 from .harness.sglang.conform import sglang_engine
 from .harness.sglang.runtime import CHILD_ENV, check_folder
 from .targets import ENGINES, SGLANG, VLLM
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         console.json(report.to_json())
     else:
-        console.text(_text(report))
+        console.text(render.conform(report))
     return OK if report.ok else FAILED
 
 
@@ -91,13 +91,3 @@ def _argv(args: argparse.Namespace, folder: Path | None = None) -> list[str]:
     if args.corpus is not None:
         argv += ["--corpus", str(args.corpus)]
     return argv + ["--json"] * bool(args.json) + ["--quiet"] * bool(args.quiet)
-
-
-def _text(report: ConformReport) -> str:
-    text = render.conform(report)
-    if report.engine == VLLM:
-        return text
-    lines = text.split("\n")
-    lines[0] = (f"conform  model ({report.policy}) vs {report.label} {report.release}, seed {report.seed}, "
-                f"{report.workloads} workloads in {report.seconds:.1f} s")
-    return "\n".join(line.replace("vLLM", report.label) for line in lines)

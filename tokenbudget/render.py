@@ -281,7 +281,7 @@ def campaign(doc: Mapping[str, Any], interrupted: bool) -> str:
 def conform(report: ConformReport) -> str:
     """Agreement, coverage, every divergence with its trace and explanation."""
     lines = [
-        f"conform  model (vllm-adaptive, vLLM {report.model_version}) vs {report.engine} {report.release}, "
+        f"conform  model ({report.policy}, {report.label} {report.model_version}) vs {report.engine} {report.release}, "
         f"seed {report.seed}, {report.workloads} workloads in {report.seconds:.1f} s",
         f"agreement: {report.agreeing}/{report.workloads} workloads ({100 * report.agreement:.1f}%), "
         f"{report.steps_agreeing} steps agreeing",
@@ -298,10 +298,10 @@ def conform(report: ConformReport) -> str:
         r = d.result
         assert r.model is not None and r.vllm is not None
         if r.vllm.error is not None:
-            what = f"vLLM raised {r.vllm.error}; model grants {counts(r.model.num_scheduled_tokens)}, " \
+            what = f"{report.label} raised {r.vllm.error}; model grants {counts(r.model.num_scheduled_tokens)}, " \
                    f"violations {', '.join(r.model.violations) or 'none'}"
         else:
-            what = "; ".join(f"{f} model {_brief(getattr(r.model, f))} vs vLLM {_brief(getattr(r.vllm, f))}"
+            what = "; ".join(f"{f} model {_brief(getattr(r.model, f))} vs {report.label} {_brief(getattr(r.vllm, f))}"
                              for f in r.fields)
         why = f"{d.explanation.id} ({d.explanation.spec})" if d.explanation else "UNEXPLAINED"
         lines.append(f"  workload {d.workload} step {r.step}: {what}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
+from ...model import get_policy
 from ...spec.trace import Trace
 from ..conform import ConformEngine
 from ..lockstep import Lockstep, run_lockstep
@@ -23,5 +24,5 @@ def sglang_engine(path: Path | None = None, policy: str = POLICY) -> ConformEngi
     def lockstep(trace: Trace) -> Lockstep:
         return run_lockstep(trace, partial(SglangTarget, path=path))
 
-    return ConformEngine("sglang", "SGLang", sg["version"], policy, None, policy,
+    return ConformEngine("sglang", "SGLang", sg["version"], get_policy(policy).version, None, policy,
                          lambda seed, index: workload(seed, index, policy), lockstep, explain)
