@@ -62,6 +62,7 @@ class Campaign:
     workers: int
     database: str
     seed: int = 0
+    max_work_gap: int = 0  # tokens a user policy may leave undone beyond its base in a step
 
     @property
     def corpus(self) -> Path:
@@ -86,7 +87,7 @@ def report_json(campaign: Campaign, state: CampaignState, running: bool) -> dict
     return {
         "running": running, "hours": campaign.hours, "seconds": round(state.seconds, 1),
         "policies": list(campaign.policies), "target": campaign.target_name, "workers": campaign.workers,
-        "database": campaign.database, "seed": state.seed, "examples": state.examples, "steps": state.steps,
+        "database": campaign.database, "max_work_gap": campaign.max_work_gap, "seed": state.seed, "examples": state.examples, "steps": state.steps,
         "steps_per_second": round(state.steps / state.seconds, 1) if state.seconds else 0.0,
         "coverage": state.coverage, "violations": state.violations, "corpus": str(campaign.corpus),
         "plot": str(campaign.folder / "report.png"), "history": state.history,
@@ -119,7 +120,7 @@ def _campaign_worker(campaign: Campaign, worker: int, first_round: int, deadline
             fuzz(policy, target_factory=campaign.target_factory, target_name=campaign.target_name,
                           seconds=min(ROUND_SECONDS, left), seed=stream_seed(campaign.seed, worker, round),
                           database=database, known=frozenset(found.get(policy, ())),
-                          tally=Sender(events, worker, policy))
+                          tally=Sender(events, worker, policy), max_work_gap=campaign.max_work_gap)
             round += 1
     except BaseException as e:
         worker_errors(events, worker)(e)

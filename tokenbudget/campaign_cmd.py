@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from . import render
-from .args import add_database, add_json, add_policy, positive_float, positive_int
+from .args import add_database, add_json, add_max_work_gap, add_policy, positive_float, positive_int
 from .console import Console
 from .exits import FAILED, INTERRUPTED, OK
 from .fuzz.campaign import Campaign, report_json, run_campaign
@@ -42,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="what executes the ops: the reference model, or vLLM 0.32's real scheduler")
     parser.add_argument("--seed", type=int, default=0,
                         help="the seed the workers' streams derive from (default 0; a resumed campaign keeps its own)")
+    add_max_work_gap(parser)
     add_json(parser)
 
 
@@ -52,7 +53,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     for policy in policies:  # unknown policy, vLLM missing, a policy the target cannot run: bad input, now
         factory(BudgetConfig(), get_policy(policy))
     open_database(args.database)
-    campaign = Campaign(args.out, args.hours, policies, factory, args.target, args.workers, args.database, args.seed)
+    campaign = Campaign(args.out, args.hours, policies, factory, args.target, args.workers, args.database, args.seed,
+                        args.max_work_gap)
     state, interrupted = run_campaign(campaign, lambda live: console.progress(render.live(live)))
     doc = report_json(campaign, state, running=False)
     if args.json:

@@ -115,3 +115,13 @@ def test_replay_refuses_a_max_work_gap_on_the_vllm_target(tmp_path: Path, capsys
     code = main(["replay", str(trace), "--target", "vllm", "--max-work-gap", "5"])
     out, err = capsys.readouterr()
     assert code == 2 and out == "" and err.count("\n") == 1 and "--max-work-gap" in err, err
+
+
+def test_a_campaign_judges_a_user_policy_against_its_base(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["campaign", "--policy", THROTTLE, "--hours", "0.003", "--workers", "1", "--out", str(tmp_path / "c"),
+                 "--database", "none", "--max-work-gap", "0", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1 and doc["max_work_gap"] == 0
+    found = [v for v in doc["violations"] if v["kind"] == WORK]
+    assert found and BOTH_GAPS.search(found[0]["message"]), doc["violations"]
+    assert ViolationExpectation(WORK) in load_trace(found[0]["trace"]).expect
