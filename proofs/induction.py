@@ -119,6 +119,7 @@ class InductionResult:
     reasons: dict[str, str] = field(default_factory=dict)  # why an obligation is not proved this way
     notes: dict[str, str] = field(default_factory=dict)  # vacuous proofs, said so
     seconds: float = 0.0
+    unfollowed: tuple[str, ...] = ()  # the loop's structure changes induction does not follow (then it tried nothing)
 
 
 def prove_by_induction(policy: BudgetPolicy, timeout_s: float, fixed: Optional[dict] = None,
@@ -134,6 +135,7 @@ def prove_by_induction(policy: BudgetPolicy, timeout_s: float, fixed: Optional[d
         why = f"its loop changes the pass's structure ({', '.join(changes)}), which induction does not follow"
         out.reasons = {name: why for name in DECIDED}
         out.proved = {name: False for name in out.reasons}
+        out.unfollowed = tuple(changes)
         return out
     for scheduled_set in (False, True):
         run = _Houdini(policy, SymbolicConfig(policy, scheduled_set, fixed=fixed), timeout_s, check_validation)

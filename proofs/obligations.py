@@ -4,11 +4,17 @@ A **step obligation** (the five ledger invariants, ``model-len``, ``spec-shape``
 ``model-error``: the loop never reaches its assert) is decided by, in order:
 
 1. induction (``induction.py``): PROVED for any number of requests;
-2. a search for a small counterexample (``trace_search.py``, up to 3 requests): REFUTED with a
-   minimal trace that replays;
+2. a search for a small counterexample (``trace_search.py``, up to 3 requests; a
+   counterexample an earlier obligation found that breaks this one too bounds it): REFUTED
+   with a minimal trace that replays;
 3. the bounded pass from any state of up to N requests (``bounded_pass.py``): PROVED_UP_TO N;
 4. the search up to N requests: REFUTED;
 5. otherwise UNKNOWN, a failure, with why induction did not apply.
+
+A loop whose structure induction does not follow (``InductionResult.unfollowed``) leaves
+the pass from an arbitrary state too loose to bound and the deep search too slow to
+decide: after step 2 it gets the bounded trace search over the model instead
+(``loop_search.py``: REFUTED, or PROVED_UP_TO labelled as a search).
 
 The config, efficiency and comparison obligations live in ``config_obligations.py`` and
 ``efficiency_obligations.py``; ``obligation_table.py`` lists every obligation.
@@ -16,16 +22,19 @@ The config, efficiency and comparison obligations live in ``config_obligations.p
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional, Sequence
 
 from ..model import BudgetPolicy
+from ..model.replay import replay_on_model
 from ..spec.intlike import and_, not_
+from ..spec.trace import ViolationExpectation
 from .bounded_pass import holds_up_to
 from .pass_skeleton import PassConfig, PassResult
 from .trace_family import Family
+from .loop_search import SEARCHED, decide as decide_by_search
 from .induction import DECISION_PROPERTIES, LEDGER_INVARIANTS, InductionResult, prove_by_induction
-from .trace_search import Found, search
+from .trace_search import Found, found_description, search
 from .solving import Unknown
 from .verdicts import PROVED, PROVED_UP_TO, REFUTED, UNKNOWN, Outcome
 from .violations import MODEL_ERROR, VIOLATED
@@ -47,6 +56,7 @@ class Context:
     policy: BudgetPolicy
     options: Options
     _induction: Optional[InductionResult] = field(default=None, repr=False)
+    found: list[Found] = field(default_factory=list, repr=False)  # the searches' counterexamples so far
 
     @property
     def name(self) -> str:
@@ -108,9 +118,15 @@ def decide_step(ctx: Context, name: str, fixed: Optional[dict[str, Any]] = None,
     what, n = f"{name} of {ctx.name}", opts.max_requests
     common = dict(fixed=fixed, check_validation=check_validation)
     try:
-        found = search([policy], goal, name, what, min(n, SMALL_SEARCH), opts.timeout_s, **common)
+        earlier = None if fixed is not None else shown_by_earlier(ctx, name, min(n, SMALL_SEARCH))
+        found = search([policy], goal, name, what, min(n, SMALL_SEARCH), opts.timeout_s, **common,
+                       max_size=None if earlier is None else earlier.requests + earlier.steps - 1) or earlier
         if found:
+            if fixed is None:
+                ctx.found.append(found)
             return refuted(ctx, name, "search", start, found, why)
+        if ind.unfollowed and fixed is None and name in SEARCHED:
+            return decide_by_search(ctx, name)
         if holds_up_to(policy, lambda st: broken(st.config, st.result), n, opts.timeout_s, what,
                        assume_seq_cap=ind.proved["seq-cap"], **common):
             return Outcome(ctx.name, name, PROVED_UP_TO, "bounded", time.perf_counter() - start,
@@ -123,6 +139,23 @@ def decide_step(ctx: Context, name: str, fixed: Optional[dict[str, Any]] = None,
     return unknown(ctx, name, "bounded", start,
                    f"a pass from some state of at most {n} requests breaks it, but no trace of the searched shape "
                    f"from an empty system does ({why})")
+
+
+def shown_by_earlier(ctx: Context, name: str, max_requests: int) -> Optional[Found]:
+    """The smallest counterexample an earlier obligation of the policy found (of at most
+    ``max_requests`` requests) whose replay breaks ``name`` too, as a trace that expects
+    ``name``: a search then need only look at smaller traces. None when there is none."""
+    for earlier in sorted(ctx.found, key=lambda f: (f.requests + f.steps, f.steps)):
+        trace = earlier.traces[0]
+        if earlier.requests > max_requests or name in {e.violation for e in trace.expect
+                                                       if isinstance(e, ViolationExpectation)}:
+            continue
+        if name not in {v.invariant for v in replay_on_model(trace).violations}:
+            continue
+        expect = tuple(e for e in trace.expect if not isinstance(e, ViolationExpectation)) + (ViolationExpectation(name),)
+        description = found_description(f"{name} of {ctx.name}", earlier.requests, earlier.steps)
+        return replace(earlier, traces=(replace(trace, expect=expect, description=description),))
+    return None
 
 
 def step_obligations() -> list[Obligation]:

@@ -6,6 +6,10 @@ from typing import Any, Iterable, Optional, Sequence
 import z3
 
 Z3_VERSION: str = z3.get_version_string()
+# z3's resource units a counterexample's minimisation may spend, about 5-10 s of one core on
+# the prover's largest queries: counted by z3 itself, so where it stops is the same on every
+# machine, unlike a clock
+MINIMISE_EFFORT = 40_000_000
 
 
 class Unknown(Exception):
@@ -37,12 +41,16 @@ def minimise(constraints: Sequence[Any], objectives: Iterable[Any], timeout_s: f
     """A model of ``constraints`` minimising ``objectives`` lexicographically.
 
     Each objective in turn is brought down by bisection over "at most v" (``solver``'s
-    fast strategy, one query at a time), then pinned. The caller has shown the
+    fast strategy, one query at a time), its bounds tried smallest first (0, 1, 3, 7, ...
+    above the last refused one: counterexamples' knobs are small, their first models' are
+    not), then pinned. The caller has shown the
     constraints satisfiable (``start`` is a model, if it has one). A query z3 cannot
-    answer in time ends the descent of that objective and keeps the best model so far:
-    the result is always a model, a counterexample is never lost to the optimiser.
+    answer in time ends the descent of that objective and keeps the best model so far,
+    and once the descent has spent MINIMISE_EFFORT the best model so far is the result:
+    always a model, a counterexample is never lost to the optimiser.
     """
     s = solver(timeout_s, *constraints)
+    spent = _effort(s)
     if start is None:
         if not check(s, what):
             raise AssertionError(f"{what}: satisfiable constraints became unsatisfiable")
@@ -53,8 +61,13 @@ def minimise(constraints: Sequence[Any], objectives: Iterable[Any], timeout_s: f
             continue
         high = best.eval(term, model_completion=True).as_long()
         low = 0  # every objective is a knob, a count or a sum of them: none goes below 0
+        gap = 0
         while low < high:
-            mid = low + (high - low) // 2
+            left = MINIMISE_EFFORT - (_effort(s) - spent)
+            if left <= 0:
+                return best
+            s.set("rlimit", left)
+            mid = min(low + gap, low + (high - low) // 2)
             s.push()
             s.add(term <= mid)
             result = s.check()
@@ -63,11 +76,17 @@ def minimise(constraints: Sequence[Any], objectives: Iterable[Any], timeout_s: f
                 high = best.eval(term, model_completion=True).as_long()
             s.pop()
             if result == z3.unsat:
-                low = mid + 1
+                low, gap = mid + 1, 2 * gap + 1
             elif result == z3.unknown:
                 break
         s.add(term == best.eval(term, model_completion=True))
     return best
+
+
+def _effort(s: z3.Solver) -> int:
+    """The resource units z3 has counted so far (``rlimit count``)."""
+    stats = s.statistics()
+    return next((int(stats.get_key_value(k)) for k in stats.keys() if k == "rlimit count"), 0)
 
 
 def value(model: z3.ModelRef, term: Any) -> Any:

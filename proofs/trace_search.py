@@ -48,7 +48,7 @@ class Found:
 def search(policies: Sequence[BudgetPolicy], goal: Goal, violation: Violation, what: str, max_requests: int,
            timeout_s: float, judge: Optional[Judge] = None, fixed: Optional[dict[str, Any]] = None,
            check_validation: bool = True, max_steps: int = FAMILY_STEPS, min_requests: int = 1,
-           scheduled_tokens_set: Sequence[bool] = (False, True)) -> Optional[Found]:
+           scheduled_tokens_set: Sequence[bool] = (False, True), max_size: Optional[int] = None) -> Optional[Found]:
     """The smallest trace of the family that meets ``goal``, replayed and verified; None when
     no trace of ``min_requests`` to ``max_requests`` requests and up to ``max_steps`` steps does.
 
@@ -56,10 +56,11 @@ def search(policies: Sequence[BudgetPolicy], goal: Goal, violation: Violation, w
     (None: the goal is judged by ``judge`` only). ``fixed`` pins config knobs;
     ``check_validation`` False searches configs the policy refuses, replayed with its
     validation bypassed by ``judge``; ``scheduled_tokens_set`` says whether configs leave
-    ``max_num_scheduled_tokens`` unset (False), set it (True), or either. Raises Unknown on a z3 timeout, ProverBug when a
-    replay disagrees.
+    ``max_num_scheduled_tokens`` unset (False), set it (True), or either; ``max_size`` bounds
+    requests + steps. Raises Unknown on a z3 timeout, ProverBug when a replay disagrees.
     """
-    for size in range(min_requests + 1, max_requests + max_steps + 1):
+    largest = max_requests + max_steps if max_size is None else min(max_size, max_requests + max_steps)
+    for size in range(min_requests + 1, largest + 1):
         for steps in range(1, max_steps + 1):
             n = size - steps
             if not min_requests <= n <= max_requests:
@@ -74,13 +75,18 @@ def search(policies: Sequence[BudgetPolicy], goal: Goal, violation: Violation, w
                     continue
                 model = minimise([*constraints, target], families[0].objectives(), timeout_s, f"minimising {what}",
                                  start=found.model())
-                description = (f"{what}: the smallest counterexample tokenbudget prove found "
-                               f"({n} request{'s' * (n != 1)}, {steps} step{'s' * (steps != 1)})")
+                description = found_description(what, n, steps)
                 named = violation(model, families) if callable(violation) else violation
                 traces = tuple(f.trace(model, named, description, FOUND_BY) for f in families)
                 verify(traces, named, judge, None if check_validation else [bypassed(p) for p in policies])
                 return Found(traces, n, steps)
     return None
+
+
+def found_description(what: str, requests: int, steps: int) -> str:
+    """A counterexample's description: what it breaks and its size."""
+    return (f"{what}: the smallest counterexample tokenbudget prove found "
+            f"({requests} request{'s' * (requests != 1)}, {steps} step{'s' * (steps != 1)})")
 
 
 def verify(traces: Sequence[Trace], violation: Optional[str], judge: Optional[Judge],

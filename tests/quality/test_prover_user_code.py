@@ -15,9 +15,11 @@ from tokenbudget.model.replay import replay_on_model
 from tokenbudget.model.vllm_policies import VllmAdaptive
 from tokenbudget.proofs.obligations import Options
 from tokenbudget.proofs.prove import judge, prove
+from tokenbudget.proofs import solving
 from tokenbudget.proofs.solving import minimise
 from tokenbudget.proofs.symbolic_branch import SymbolicBranchError
-from tokenbudget.proofs.verdicts import PROVED, REFUTED
+from tokenbudget.proofs.verdicts import MODEL_SEARCH, PROVED, PROVED_UP_TO, REFUTED
+from tokenbudget.spec.trace import ViolationExpectation
 
 pytestmark = [pytest.mark.quality, pytest.mark.proofs]
 OPTIONS = Options(max_requests=2, timeout_s=600)  # per z3 query: generous, for a busy machine
@@ -95,3 +97,36 @@ def test_minimise_is_lexicographic_and_keeps_a_model_when_z3_gives_up() -> None:
     hurried = minimise(constraints, [x, y], 1e-9, "a test", start=start.model())
     assert all(z3.is_true(hurried.eval(c, model_completion=True)) for c in constraints)
 
+
+
+def test_minimise_stops_once_it_has_spent_its_effort(monkeypatch: pytest.MonkeyPatch) -> None:
+    x, y = z3.Ints("x y")
+    constraints = [x >= 0, y >= 0, x + y >= 5]
+    start = z3.Solver()
+    start.add(*constraints, x == 40, y == 40)
+    assert start.check() == z3.sat
+    monkeypatch.setattr(solving, "MINIMISE_EFFORT", 1)
+    spent = minimise(constraints, [x, y], 60.0, "a test", start=start.model())
+    assert (spent.eval(x).as_long(), spent.eval(y).as_long()) == (40, 40)  # the start, never lost
+
+
+REFUND_TWICE = "real_bugs.vllm_refund_twice:Policy"
+ROLLBACK_KEEPS_VICTIM = "real_bugs.vllm_rollback_scheduled_list:Policy"
+THREE = Options(max_requests=3, timeout_s=600)  # the refund bugs need three requests
+
+
+def test_a_counterexample_of_an_earlier_obligation_is_reused_when_it_breaks_a_later_one() -> None:
+    token, rows = prove([REFUND_TWICE], THREE, ["token-cap", "input-rows-cap"])
+    assert (token.verdict, rows.verdict) == (REFUTED, REFUTED), (token, rows)
+    assert rows.traces[0].ops == token.traces[0].ops  # no smaller trace breaks input-rows-cap
+    assert ViolationExpectation("input-rows-cap") in rows.traces[0].expect
+    assert ViolationExpectation("token-cap") not in rows.traces[0].expect
+    replayed = replay_on_model(rows.traces[0])
+    assert replayed.ok and "input-rows-cap" in {v.invariant for v in replayed.violations}
+
+
+def test_a_loop_induction_does_not_follow_gets_the_model_search_not_unknown() -> None:
+    [outcome] = prove([ROLLBACK_KEEPS_VICTIM], THREE, ["seq-cap"])
+    assert (outcome.verdict, outcome.method, outcome.bound) == (PROVED_UP_TO, MODEL_SEARCH, 3), outcome
+    [refuted] = prove([ROLLBACK_KEEPS_VICTIM], THREE, ["spec-shape"])  # the small search still refutes first
+    assert refuted.verdict == REFUTED and refuted.method == "search", refuted
