@@ -15,7 +15,8 @@ the smallest refused configs whose first step grants a token (counterexample-gui
 among those its ``scope`` requirements accept (a feature the engine lacks is refused
 by design, not over-rejected):
 each is judged with the policy's validation switched off, by every step obligation at
-that config (``obligations.decide_step``). A candidate with a refuted obligation is
+that config (``obligations.decide_step``; for a loop induction does not follow, first
+one bounded pass that asks for all of them at once). A candidate with a refuted obligation is
 rightly refused and excluded; the first candidate on which every step obligation is
 proved (or proved up to N) is an over-rejection, and the verdict is REFUTED with its
 probe trace (expecting the refusal). A proof of completeness would need a witness for
@@ -33,12 +34,14 @@ import z3
 from ..model import BudgetConfig, ConfigError
 from ..model.replay import ReplayResult, replay_on_model
 from ..spec import ConfigProbe
+from ..spec.intlike import or_
 from ..spec.invariants import config_complete as spec_config_complete
 from ..spec.invariants import config_sound as spec_config_sound
 from ..spec.trace import ConfigRejectedExpectation, Trace
 from .trace_family import Family
 from .induction import prove_by_induction
-from .obligations import STEP_OBLIGATIONS, Context, Obligation, decide_step, refuted, unknown
+from .bounded_pass import holds_up_to
+from .obligations import STEP_OBLIGATIONS, Context, Obligation, broken, decide_step, refuted, unknown
 from .violations import MODEL_ERROR
 from .trace_search import FOUND_BY, ProverBug, bypassed, search
 from .solving import Unknown, check, minimise, solver
@@ -139,8 +142,14 @@ def _judged(ctx: Context, cfg: dict[str, Any]) -> tuple[bool, str]:
     step obligation refuted (or undecided) there, else how each was proved."""
     fixed = {f.name: cfg[f.name] for f in fields(BudgetConfig)}
     induction = prove_by_induction(ctx.policy, ctx.options.timeout_s, fixed=fixed, check_validation=False)
+    n, steps = ctx.options.max_requests, STEP_OBLIGATIONS + (MODEL_ERROR,)
+    if induction.unfollowed and holds_up_to(  # one bounded pass for them all, where induction decides none
+            ctx.policy, lambda st: or_(*(broken(name, st.config, st.result) for name in steps)), n,
+            ctx.options.timeout_s, f"the step obligations of {ctx.name}", assume_seq_cap=False, fixed=fixed,
+            check_validation=False):
+        return True, f"every step obligation holds there (up to {n} requests)"
     bounded = []
-    for name in STEP_OBLIGATIONS + (MODEL_ERROR,):
+    for name in steps:
         outcome = decide_step(ctx, name, fixed=fixed, induction=induction)
         if outcome.verdict not in (PROVED, PROVED_UP_TO):
             return False, (f"{name} {outcome.label} at B={cfg['max_num_batched_tokens']}, S={cfg['max_num_seqs']}, "

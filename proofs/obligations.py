@@ -90,6 +90,12 @@ def unknown(ctx: Context, obligation: str, method: str, start: float, why: str) 
     return Outcome(ctx.name, obligation, UNKNOWN, method, time.perf_counter() - start, why)
 
 
+def broken(name: str, cfg: PassConfig, r: PassResult) -> Any:
+    """Step obligation ``name`` is broken by the pass ``r``: past the loop's assert the model
+    runs no more, so a pass that raises shows model-error only."""
+    return VIOLATED[name](cfg, r) if name == MODEL_ERROR else and_(not_(r.crashed), VIOLATED[name](cfg, r))
+
+
 def decide_step(ctx: Context, name: str, fixed: Optional[dict[str, Any]] = None,
                 induction: Optional[InductionResult] = None) -> Outcome:
     """A step obligation by induction, then search and the bounded pass (module docstring).
@@ -108,12 +114,8 @@ def decide_step(ctx: Context, name: str, fixed: Optional[dict[str, Any]] = None,
         return Outcome(ctx.name, name, PROVED, "induction", time.perf_counter() - start, detail)
     why = ind.reasons[name]
 
-    def broken(cfg: PassConfig, r: PassResult) -> Any:
-        # past the loop's assert the model runs no more: a pass that raises shows model-error only
-        return VIOLATED[name](cfg, r) if name == MODEL_ERROR else and_(not_(r.crashed), VIOLATED[name](cfg, r))
-
     def goal(families: Sequence[Family]) -> Any:
-        return broken(families[0].config, families[0].last)
+        return broken(name, families[0].config, families[0].last)
 
     what, n = f"{name} of {ctx.name}", opts.max_requests
     common = dict(fixed=fixed, check_validation=check_validation)
@@ -127,7 +129,7 @@ def decide_step(ctx: Context, name: str, fixed: Optional[dict[str, Any]] = None,
             return refuted(ctx, name, "search", start, found, why)
         if ind.unfollowed and fixed is None and name in SEARCHED:
             return decide_by_search(ctx, name)
-        if holds_up_to(policy, lambda st: broken(st.config, st.result), n, opts.timeout_s, what,
+        if holds_up_to(policy, lambda st: broken(name, st.config, st.result), n, opts.timeout_s, what,
                        assume_seq_cap=ind.proved["seq-cap"], **common):
             return Outcome(ctx.name, name, PROVED_UP_TO, "bounded", time.perf_counter() - start,
                            f"no pass from a state of at most {n} requests breaks it ({why})", bound=n)

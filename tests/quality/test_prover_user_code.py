@@ -130,3 +130,6 @@ def test_a_loop_induction_does_not_follow_gets_the_model_search_not_unknown() ->
     assert (outcome.verdict, outcome.method, outcome.bound) == (PROVED_UP_TO, MODEL_SEARCH, 3), outcome
     [refuted] = prove([ROLLBACK_KEEPS_VICTIM], THREE, ["spec-shape"])  # the small search still refutes first
     assert refuted.verdict == REFUTED and refuted.method == "search", refuted
+    # config-complete judges a refused config by one bounded pass over every step obligation at once
+    [complete] = prove([ROLLBACK_KEEPS_VICTIM], THREE, ["config-complete"])
+    assert complete.verdict == REFUTED and "every step obligation holds there (up to 3 requests)" in complete.detail
