@@ -25,7 +25,6 @@ from . import manifest
 from .obligation_table import all_obligations
 from .obligations import Context, Options
 from .symbolic_branch import symbolic_branch
-from .violations import MODEL_ERROR
 from .verdicts import REFUTED, UNKNOWN, Outcome
 
 Progress = Callable[[str], None]

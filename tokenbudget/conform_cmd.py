@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 from . import render
 from .args import add_json, at_most, seed, whole
 from .console import Console
-from .engine_path import in_child, run_in_child
+from .engine_path import in_child, run_child, run_in_child
 from .exits import FAILED, OK
 from .harness.conform import run_conformance
 from .harness.sglang.conform import sglang_engine
@@ -48,7 +45,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.engine == SGLANG:
         folder = check_folder(args.engine_dir)
         if os.environ.get(CHILD_ENV) != str(folder):  # SGLang runs in a child process (runtime.py: the stub)
-            return _run_child(_argv(args, folder), {**os.environ, CHILD_ENV: str(folder)})
+            return run_child(_argv(args, folder), {**os.environ, CHILD_ENV: str(folder)})
         report = run_conformance(args.seed, args.workloads, args.corpus, console.progress,
                                  engine=sglang_engine(folder))
     elif args.engine_dir is not None and not in_child(args.engine_dir):
@@ -62,26 +59,6 @@ def run(args: argparse.Namespace, console: Console) -> int:
     else:
         console.text(render.conform(report))
     return OK if report.ok else FAILED
-
-
-_CHILD = "import sys; from tokenbudget.cli import main; sys.exit(main())"
-
-
-def _run_child(argv: list[str], env: dict[str, str]) -> int:
-    """``tokenbudget argv`` in a child process; its exit status. Its stderr (progress, an
-    error line) is passed on as it comes and its stdout when it ends, through this process's
-    ``sys.stdout`` and ``sys.stderr``."""
-    with tempfile.TemporaryFile("w+") as out:
-        child = subprocess.Popen([sys.executable, "-c", _CHILD, *argv], env=env, stdout=out,
-                                 stderr=subprocess.PIPE, text=True)
-        assert child.stderr is not None
-        for line in child.stderr:
-            sys.stderr.write(line)
-            sys.stderr.flush()
-        code = child.wait()
-        out.seek(0)
-        sys.stdout.write(out.read())
-    return code
 
 
 def _argv(args: argparse.Namespace, folder: Path | None = None) -> list[str]:

@@ -11,6 +11,7 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from .args import UsageError
@@ -40,10 +41,27 @@ def in_child(path: Path) -> bool:
 
 def run_in_child(path: Path, argv: list[str]) -> int:
     """Run ``tokenbudget argv`` again with the vLLM in ``path`` first on the import path;
-    its exit status. Its output goes where this process's goes."""
+    its exit status (``run_child``)."""
     folder = engine_folder(path)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(folder), *filter(None, [env.get("PYTHONPATH")])])
     env["VLLM_TARGET_DEVICE"] = "cpu"
     env[ENGINE_PATH_ENV] = str(folder)
-    return subprocess.run([sys.executable, "-c", _CHILD, *argv], env=env, check=False).returncode
+    return run_child(argv, env)
+
+
+def run_child(argv: list[str], env: dict[str, str]) -> int:
+    """``tokenbudget argv`` in a child process with ``env``; its exit status. Its stderr
+    (progress, an error line) is passed on as it comes and its stdout when it ends, through
+    this process's ``sys.stdout`` and ``sys.stderr``."""
+    with tempfile.TemporaryFile("w+") as out:
+        child = subprocess.Popen([sys.executable, "-c", _CHILD, *argv], env=env, stdout=out,
+                                 stderr=subprocess.PIPE, text=True)
+        assert child.stderr is not None
+        for line in child.stderr:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+        code = child.wait()
+        out.seek(0)
+        sys.stdout.write(out.read())
+    return code
