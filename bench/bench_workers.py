@@ -34,7 +34,7 @@ from typing import Any
 from hypothesis import Phase
 
 from tokenbudget.fuzz.failures import FAILURE_CLASSES
-from tokenbudget.fuzz.parallel import CONTEXT, Job, fuzz_workers, receive, start_workers, stop_workers, stream_seed
+from tokenbudget.fuzz.parallel import Job, fuzz_workers, receive, start_workers, stop_workers, stream_seed
 from tokenbudget.fuzz.session import fuzz
 from tokenbudget.model.target import ModelTarget
 
@@ -65,13 +65,9 @@ def ceiling(workers: int, loops: int = 10_000_000, rounds: int = 5) -> float:
     fuzz workers' speed-up; the median of ``rounds`` alternated pairs (a shared host's
     cores vary by tens of percent from one second to the next)."""
     def run(n: int) -> float:
-        out = CONTEXT.Queue()
-        processes = [CONTEXT.Process(target=_spin, args=(loops, out)) for _ in range(n)]
-        for process in processes:
-            process.start()
+        out, processes = start_workers(_spin, [(loops,)] * n)
         seconds = max(out.get() for _ in processes)
-        for process in processes:
-            process.join()
+        stop_workers(processes)
         return seconds
     return round(statistics.median(workers * run(1) / run(workers) for _ in range(rounds)), 2)
 
@@ -137,7 +133,8 @@ def main() -> int:
                           "median": round(statistics.median(found), 2) if len(found) == len(runs) else None,
                           "startup": round(statistics.median(s for _, s in runs), 2)})
     if args.json:
-        print(json.dumps({"throughput": speed, "median_speedup": speedups, "machine_ceiling": ceilings, "first_counterexample": first}, indent=2))
+        print(json.dumps({"throughput": speed, "median_speedup": speedups, "machine_ceiling": ceilings,
+                          "first_counterexample": first}, indent=2))
         return 0
     print(f"throughput ({THROUGHPUT_POLICY}, {args.examples} examples per worker)")
     for row in speed:

@@ -87,7 +87,8 @@ def report_json(campaign: Campaign, state: CampaignState, running: bool) -> dict
     return {
         "running": running, "hours": campaign.hours, "seconds": round(state.seconds, 1),
         "policies": list(campaign.policies), "target": campaign.target_name, "workers": campaign.workers,
-        "database": campaign.database, "max_work_gap": campaign.max_work_gap, "seed": state.seed, "examples": state.examples, "steps": state.steps,
+        "database": campaign.database, "max_work_gap": campaign.max_work_gap, "seed": state.seed,
+        "examples": state.examples, "steps": state.steps,
         "steps_per_second": round(state.steps / state.seconds, 1) if state.seconds else 0.0,
         "coverage": state.coverage, "violations": state.violations, "corpus": str(campaign.corpus),
         "plot": str(campaign.folder / "report.png"), "history": state.history,
@@ -118,9 +119,9 @@ def _campaign_worker(campaign: Campaign, worker: int, first_round: int, deadline
             policy = campaign.policies[(round + worker) % len(campaign.policies)]
             events.put(("round", worker, round))
             fuzz(policy, target_factory=campaign.target_factory, target_name=campaign.target_name,
-                          seconds=min(ROUND_SECONDS, left), seed=stream_seed(campaign.seed, worker, round),
-                          database=database, known=frozenset(found.get(policy, ())),
-                          tally=Sender(events, worker, policy), max_work_gap=campaign.max_work_gap)
+                 seconds=min(ROUND_SECONDS, left), seed=stream_seed(campaign.seed, worker, round),
+                 database=database, known=frozenset(found.get(policy, ())),
+                 tally=Sender(events, worker, policy), max_work_gap=campaign.max_work_gap)
             round += 1
     except BaseException as e:
         worker_errors(events, worker)(e)

@@ -36,6 +36,7 @@ class KVBlockPool:
         self.reuse_first: deque[int] = deque()  # freed blocks without content, the head first
         self.free_queue: OrderedDict[int, None] = OrderedDict()  # freed keyed blocks, least recently freed first
         self.ref_count: dict[int, int] = {}  # blocks some request holds -> how many hold them
+        self.shared: set[int] = set()  # blocks more than one request holds
         self.key_of: dict[int, Hashable] = {}  # blocks that carry a content key
         self.blocks_of_key: dict[Hashable, dict[int, None]] = {}  # every copy, the oldest first
 
@@ -76,7 +77,10 @@ class KVBlockPool:
         for block in hits:
             if block not in self.ref_count:
                 del self.free_queue[block]
-            self.ref_count[block] = self.ref_count.get(block, 0) + 1
+            count = self.ref_count.get(block, 0) + 1
+            self.ref_count[block] = count
+            if count == 2:
+                self.shared.add(block)
             req.block_ids.append(block)
         for _ in range(cdiv(num_tokens, self.block_size) - len(req.block_ids)):
             block = self._pop_free()
@@ -102,10 +106,10 @@ class KVBlockPool:
 
     def cache_full_blocks(self, req: Request, num_tokens: int) -> None:
         """Publish the content keys of req's blocks fully covered by its first num_tokens tokens."""
-        if not self.enable_prefix_caching:
+        full = num_tokens // self.block_size
+        if full <= req.num_cached_blocks or not self.enable_prefix_caching:
             return
-        full = min(num_tokens // self.block_size, len(req.block_ids),
-                   (req.num_tokens - self.hash_lookahead) // self.block_size)
+        full = min(full, len(req.block_ids), (req.num_tokens - self.hash_lookahead) // self.block_size)
         for index in range(req.num_cached_blocks, full):
             block = req.block_ids[index]
             if block not in self.key_of:
@@ -127,6 +131,8 @@ class KVBlockPool:
             assert count >= 0, f"block {block} freed twice"
             if count > 0:
                 self.ref_count[block] = count
+                if count == 1:
+                    self.shared.discard(block)
                 continue
             del self.ref_count[block]
             if block not in self.key_of:

@@ -349,8 +349,8 @@ class SchedulerLoop:
 
     def _shared_block_keys(self) -> dict[int, object]:
         """Content keys of the blocks more than one live request holds (prefix sharing)."""
-        ref, keys = self.pool.ref_count, self.pool.key_of
-        return {b: keys.get(b) for r in self.running for b in r.block_ids if ref[b] > 1}
+        keys = self.pool.key_of
+        return {b: keys.get(b) for b in self.pool.shared}
 
     def _unserved_demand(self) -> int:
         queued = self.running + self.waiting
@@ -366,6 +366,7 @@ class SchedulerLoop:
         padded placeholders are never accepted). Finished requests free their blocks."""
         accepted = accepted or {}
         cfg, k = self.cfg, self.k
+        stop_cuts_computed, caches_blocks = self._stop_cuts_computed(), self._caches_blocks_at_output()
         for rid in record.num_scheduled_tokens:
             req = self.requests[rid]
             if req.status is not Status.RUNNING or req.is_prefill_chunk:
@@ -378,9 +379,9 @@ class SchedulerLoop:
             room = min(req.max_tokens - req.num_output_tokens, cfg.max_model_len - req.num_tokens)
             kept = min(1 + taken, room)
             req.num_output_tokens += kept
-            if self._stop_cuts_computed():
+            if stop_cuts_computed:
                 req.num_computed_tokens -= 1 + taken - kept
-            if self._caches_blocks_at_output():
+            if caches_blocks:
                 self.pool.cache_full_blocks(req, req.num_computed_tokens)
             if req.num_output_tokens >= req.max_tokens or req.num_tokens >= cfg.max_model_len:
                 self.running.remove(req)

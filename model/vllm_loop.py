@@ -36,6 +36,7 @@ class VllmLoop(SchedulerLoop):
 
     def _schedule_running(self, step: StepPass, threshold: int) -> None:
         policy, cfg = self.policy, self.cfg
+        continues = self._continues_after_self_preemption()
         i = 0
         while i < len(self.running):
             if self.running_checks_exit_rule and not step.may_schedule():
@@ -49,10 +50,10 @@ class VllmLoop(SchedulerLoop):
                 continue
             num_drafts = decisions.scheduled_drafts(self.drafts_in_grant, req.num_draft_tokens, computed, grant,
                                                     req.num_tokens, req.is_decoding)
-            after = self.running[i + 1:]
+            after = self.running[i + 1:] if continues else []
             next_index = self._grant_running(step, i, grant, num_drafts, kv_tokens=grant)
             if next_index is None:
-                if not self._continues_after_self_preemption():
+                if not continues:
                     break
                 next_index = next((self.running.index(r) for r in after if r in self.running), len(self.running))
             i = next_index

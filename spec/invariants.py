@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from itertools import chain
 from typing import Any, Callable, Mapping, Optional
 
 from . import grant_rules
@@ -173,8 +172,14 @@ def kv_capacity(rec: StepRecord) -> list[Breach]:
         if held < need:
             out.append((rec.step,
                         f"{rid} holds {held} KV slots but needs {need} (computed + granted + lookahead)"))
-    holders = Counter(chain.from_iterable(rec.block_tables.values()))
-    twice = {block for block, count in holders.items() if count > 1}
+    seen: set[int] = set()
+    twice: set[int] = set()
+    for table in rec.block_tables.values():
+        blocks = set(table)
+        if len(blocks) < len(table):
+            twice.update(block for block, count in Counter(table).items() if count > 1)
+        twice |= seen & blocks
+        seen |= blocks
     if not twice:
         return out
     owner: dict[int, tuple[str, int]] = {}

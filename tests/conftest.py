@@ -8,14 +8,14 @@
   inputs); it falls back to random generation where CrossHair cannot reason.
 
 The suite runs on pytest-xdist workers (``-n auto`` in pyproject.toml). Each test file
-goes to one worker whole, so a module-scoped fixture runs once; the files marked
-``xdist_group("builtin-proofs")`` share one worker and the session's ``builtin_proofs``.
+goes to one worker whole, so a module-scoped fixture runs once; the files of one
+``SHARED_WORKER`` group share one worker, and so a session fixture (``builtin_proofs``).
 """
 from __future__ import annotations
 
 import math
 import os
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -61,11 +61,27 @@ settings.register_profile(
 settings.load_profile("dev")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Group each test file on one xdist worker unless it names its group (``--dist loadgroup``)."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.path.name))
+SHARED_WORKER = {  # test file -> the group of files that run on one worker
+    "tests/integration/test_cli.py": "builtin-proofs",
+    "tests/integration/test_proofs_prove.py": "builtin-proofs",
+}
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Whole files (or ``SHARED_WORKER`` groups) to one worker, the largest first. Decided
+    on the controller from node ids alone: xdist's own ``--dist loadgroup`` marks node ids on
+    the workers, which pytest 9 ignores (every test was scheduled on its own). An explicit
+    ``--dist`` other than ``load`` gets xdist's own scheduler."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFile(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return SHARED_WORKER.get(path, path)
+
+    return ByFile(config, log)
 
 
 @pytest.fixture(scope="session")

@@ -26,8 +26,6 @@ CORPUS = {p.stem: p for p in corpus_paths()}
 SEED = str(CORPUS["seed-000-vllm-adaptive"])
 FD_OVERFLOW = CORPUS["fastdeploy-reserve-rows-overflow"]
 
-pytestmark = pytest.mark.xdist_group("builtin-proofs")  # shares the session's proofs of the built-ins
-
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))

@@ -18,7 +18,7 @@ from tokenbudget.proofs.verdicts import REFUTED, UNKNOWN, Outcome
 from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.trace import ConfigRejectedExpectation, ViolationExpectation, load_trace
 
-pytestmark = [pytest.mark.proofs, pytest.mark.xdist_group("builtin-proofs")]
+pytestmark = pytest.mark.proofs
 
 
 @pytest.fixture(scope="module")

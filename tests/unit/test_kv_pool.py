@@ -138,6 +138,7 @@ def run_both(seed):
         assert pools[0].num_free == pools[1].num_free
         assert list(pools[0].free_queue) == list(pools[1].free_queue)
         assert list(pools[0].reuse_first) == list(pools[1].reuse_first)
+        assert pools[1].shared == {b for b, count in enumerate(pools[0].ref_count) if count > 1}
 
 
 @pytest.mark.parametrize("seed", range(60))

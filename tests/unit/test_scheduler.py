@@ -268,3 +268,25 @@ def test_fastdeploy_chunks_whatever_enable_chunked_prefill_says(chunked):
     s.add_request("0", 40, 4)
     s.add_request("1", 40, 4)
     assert step(s).num_scheduled_tokens == {"0": 40, "1": 24}
+
+
+@pytest.mark.parametrize("policy", ["vllm-adaptive", "fastdeploy-reserve", "trtllm"])  # SGLang: no prefix cache
+def test_shared_block_keys_are_the_blocks_two_running_requests_hold(policy):
+    """The pool's set of shared blocks against the record's own block tables, step by step,
+    through prefix hits, preemptions and finishes."""
+    import random
+    from collections import Counter
+
+    rng = random.Random(0)
+    s = scheduler(policy, num_kv_blocks=24, enable_prefix_caching=True)
+    shared_steps = 0
+    for n in range(60):
+        if rng.random() < 0.6:
+            s.add_request(str(n), rng.randint(9, 30), rng.randint(1, 8), prefix_group=rng.choice(("sys", "doc")),
+                          prefix_len=8)
+        record = s.schedule()
+        held = Counter(b for table in record.block_tables.values() for b in table)
+        assert record.block_keys == {b: s.pool.key_of.get(b) for b, count in held.items() if count > 1}
+        shared_steps += bool(record.block_keys)
+        s.update_from_output(record, {})
+    assert shared_steps > 5
