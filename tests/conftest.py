@@ -68,10 +68,10 @@ SHARED_WORKER = {  # test file -> the group of files that run on one worker
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Whole files (or ``SHARED_WORKER`` groups) to one worker, the largest first. Decided
-    on the controller from node ids alone: xdist's own ``--dist loadgroup`` marks node ids on
-    the workers, which pytest 9 ignores (every test was scheduled on its own). An explicit
-    ``--dist`` other than ``load`` gets xdist's own scheduler."""
+    """Whole files (or ``SHARED_WORKER`` groups) to one worker, those with most tests
+    first. Decided on the controller from node ids alone: xdist's own ``--dist loadgroup``
+    marks node ids on the workers, which pytest 9 ignores (every test was scheduled on its
+    own). An explicit ``--dist`` other than ``load`` gets xdist's own scheduler."""
     if config.getvalue("dist") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling
