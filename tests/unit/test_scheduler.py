@@ -1,6 +1,9 @@
 """The reference scheduler's features, one by one, each judged by the spec too."""
 from __future__ import annotations
 
+import random
+from collections import Counter
+
 import pytest
 
 from tokenbudget.model import BudgetConfig, SchedulerLoop, get_policy, scheduler_for
@@ -274,9 +277,6 @@ def test_fastdeploy_chunks_whatever_enable_chunked_prefill_says(chunked):
 def test_shared_block_keys_are_the_blocks_two_running_requests_hold(policy):
     """The pool's set of shared blocks against the record's own block tables, step by step,
     through prefix hits, preemptions and finishes."""
-    import random
-    from collections import Counter
-
     rng = random.Random(0)
     s = scheduler(policy, num_kv_blocks=24, enable_prefix_caching=True)
     shared_steps = 0
