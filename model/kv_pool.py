@@ -65,6 +65,8 @@ class KVBlockPool:
     def blocks_needed(self, req: Request, num_tokens: int, hits: list[int]) -> int:
         """Free blocks req must take so that it holds ``num_tokens`` slots after adopting hits."""
         new = max(cdiv(num_tokens, self.block_size) - len(req.block_ids) - len(hits), 0)
+        if not hits:
+            return new
         return new + sum(1 for b in hits if b not in self.ref_count)
 
     def allocate(self, req: Request, num_tokens: int, hits: list[int]) -> bool:
@@ -140,5 +142,5 @@ class KVBlockPool:
             else:
                 self.free_queue[block] = None
         self.reuse_first.extendleft(reversed(without_content))
-        req.block_ids = req.block_ids[:keep]  # a new list: a record may hold the old one
+        req.block_ids = req.block_ids[:keep]  # a new list, never a shortened one: Request.block_table
         req.num_cached_blocks = min(req.num_cached_blocks, keep)

@@ -226,7 +226,7 @@ class SchedulerLoop:
             running=tuple(r.request_id for r in self.running),
             waiting=tuple(r.request_id for r in self.waiting),
             kv_blocks_in_use=self.pool.num_in_use,
-            block_tables={r.request_id: tuple(r.block_ids) for r in self.running},
+            block_tables={r.request_id: r.block_table() for r in self.running},
             block_keys=self._shared_block_keys(),
             unserved_demand=self._unserved_demand(),
             initial_token_budget=initial.token,

@@ -32,8 +32,10 @@ class Request:
     num_draft_tokens: int = 0  # drafts proposed for the next step
     num_preemptions: int = 0
     is_prefill_chunk: bool = True  # prompt (or recompute) tokens left after the last pass
-    block_ids: list[int] = field(default_factory=list)
+    block_ids: list[int] = field(default_factory=list)  # the pool appends to it or replaces it, nothing else
     num_cached_blocks: int = 0  # leading blocks whose content key the pool already knows
+    _table: tuple[int, ...] = field(default=(), init=False, repr=False)
+    _table_of: list[int] | None = field(default=None, init=False, repr=False)
 
     @property
     def num_tokens(self) -> int:
@@ -60,3 +62,11 @@ class Request:
         if self.prefix_group is not None and (index + 1) * block_size + lookahead <= self.prefix_len:
             return ("group", self.prefix_group, index)
         return ("request", self.request_id, index)
+
+    def block_table(self) -> tuple[int, ...]:
+        """``block_ids`` as a tuple, built again only when they changed: the same list at the
+        same length holds the same blocks, since the pool only appends to it or replaces it."""
+        ids = self.block_ids
+        if self._table_of is not ids or len(self._table) != len(ids):
+            self._table, self._table_of = tuple(ids), ids
+        return self._table

@@ -161,3 +161,17 @@ def test_a_huge_pool_costs_what_the_run_touches():
         tracemalloc.stop()
     assert pool.num_free == 10**12 - pool.num_in_use
     assert peak < 2**20, f"{peak} bytes for a pool of 10^12 blocks"
+
+
+def test_a_block_table_follows_every_change_of_the_blocks():
+    """``Request.block_table`` reuses its tuple while the blocks stay; a request cut back and
+    grown to the same length again, on other blocks, must not read the old one."""
+    pool = KVBlockPool(16, 4, False)
+    req = Request("r", 40, 4, 0)
+    assert pool.allocate(req, 16, [])
+    before = req.block_table()
+    assert before == tuple(req.block_ids) and req.block_table() is before
+    pool.free_tail(req, 2)  # no read in between: the blocks are back to four when next read
+    assert pool.allocate(req, 16, [])
+    after = req.block_table()
+    assert after == tuple(req.block_ids) and len(after) == len(before) and after != before
