@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 KeyPath = Sequence["str | int"]
 
@@ -83,6 +83,7 @@ class Schema:
         self.root = document
         self._by_ref = {f"#/$defs/{name}": node for name, node in document.get("$defs", {}).items()}
         self._leaf_checks: dict[int, Any] = {}  # id(node) -> a fast test of a leaf node, or None
+        self._tests: dict[int, Callable[[Any], bool]] = {}  # id(node) -> the compiled test of ``accepts``
         self._check_subset(document, "#")
 
     @property
@@ -91,7 +92,16 @@ class Schema:
         return defs
 
     def validate(self, instance: Any) -> None:
-        self._validate(instance, self.root, [])
+        if not self.accepts(instance):
+            self._validate(instance, self.root, [])
+
+    def accepts(self, instance: Any) -> bool:
+        """Whether ``validate`` passes instance: the schema compiled once into plain tests, some
+        times faster than ``validate``'s walk, with no messages (``validate`` gives those)."""
+        try:
+            return bool(self._test(self.root)(instance))
+        except Exception:  # a value the tests cannot compare: ``validate`` names it
+            return False
 
     def branch(self, node: Mapping[str, Any], instance: Mapping[str, Any]) -> str | None:
         """The $defs name of the oneOf branch of ``node`` that ``instance`` is tagged for."""
@@ -142,6 +152,94 @@ class Schema:
             raise ValueError(f"{where}: anyOf branches may only list required keys")
         for child_where, child in children:
             self._check_subset(child, child_where)
+
+    # -- the compiled test ------------------------------------------------------------
+    def _test(self, node: Mapping[str, Any]) -> Callable[[Any], bool]:
+        """The test of every keyword of node, as ``_validate`` applies them."""
+        key = id(node)
+        if key not in self._tests:
+            leaf = self._leaf_check(node)
+            if leaf is not None:
+                self._tests[key] = leaf
+                return leaf
+            parts: list[Callable[[Any], bool]] = []
+            self._tests[key] = lambda value: all(part(value) for part in parts)  # a $ref cycle reads this one
+            parts += self._keyword_tests(node)
+            if len(parts) == 1:
+                self._tests[key] = parts[0]
+            elif len(parts) == 2:
+                first, second = parts
+                self._tests[key] = lambda value: first(value) and second(value)
+        return self._tests[key]
+
+    def _keyword_tests(self, node: Mapping[str, Any]) -> list[Callable[[Any], bool]]:
+        tests: list[Callable[[Any], bool]] = []
+        if "$ref" in node:
+            tests.append(self._test(self._resolve(node)))
+        if "type" in node:
+            types = [node["type"]] if isinstance(node["type"], str) else list(node["type"])
+            if types == ["integer"]:
+                tests.append(lambda v: isinstance(v, int) and not isinstance(v, bool))
+            elif types == ["string"]:
+                tests.append(lambda v: isinstance(v, str))
+            else:
+                tests.append(lambda v: any(_is_type(v, t) for t in types))
+        if "const" in node:
+            const = node["const"]
+            tests.append(lambda v: v == const and type(v) is type(const))
+        if "minimum" in node:
+            minimum = node["minimum"]
+            tests.append(lambda v: not v < minimum)
+        if "minLength" in node:
+            min_length = node["minLength"]
+            tests.append(lambda v: not len(v) < min_length)
+        if {"properties", "required", "additionalProperties", "dependentRequired"} & set(node):
+            tests.append(self._object_test(node))
+        if "items" in node:
+            item = self._test(node["items"])
+            tests.append(lambda v: not isinstance(v, list) or all(map(item, v)))
+        if "oneOf" in node:
+            tests.append(self._one_of_test(node))
+        if "anyOf" in node:
+            choices = [tuple(b["required"]) for b in node["anyOf"]]
+            tests.append(lambda v: any(all(k in v for k in keys) for keys in choices))
+        return tests
+
+    def _object_test(self, node: Mapping[str, Any]) -> Callable[[Any], bool]:
+        properties = {k: self._test(sub) for k, sub in node.get("properties", {}).items()}
+        required = tuple(node.get("required", ()))
+        extra = node.get("additionalProperties", True)
+        extra_test = self._test(extra) if isinstance(extra, dict) else None
+        dependent = [(k, tuple(needs)) for k, needs in node.get("dependentRequired", {}).items()]
+
+        def test(v: Any) -> bool:
+            if not isinstance(v, dict):
+                return True  # the type keyword judges it
+            for k, value in v.items():
+                sub = properties.get(k)
+                if sub is not None:
+                    if not sub(value):
+                        return False
+                elif extra is False or (extra_test is not None and not extra_test(value)):
+                    return False
+            return (all(k in v for k in required)
+                    and all(other in v for k, needs in dependent if k in v for other in needs))
+        return test
+
+    def _one_of_test(self, node: Mapping[str, Any]) -> Callable[[Any], bool]:
+        branches = []
+        for ref in node["oneOf"]:
+            key, const = self._tag(self._resolve(ref))
+            branches.append((key, const, self._test(self.defs[str(ref["$ref"]).rpartition("/")[2]])))
+
+        def test(v: Any) -> bool:
+            if not isinstance(v, dict):
+                return False
+            for key, const, branch in branches:
+                if key in v and (const is _ANY or v[key] == const):
+                    return branch(v)
+            return False
+        return test
 
     # -- validation -------------------------------------------------------------------
     def _leaf_check(self, node: Mapping[str, Any]) -> Any:

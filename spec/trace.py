@@ -105,6 +105,7 @@ ITEM_CLASSES: Mapping[str, type] = {
     "no_violation_expectation": NoViolationExpectation, "config_rejected_expectation": ConfigRejectedExpectation,
 }
 _DEF_OF = {cls: name for name, cls in ITEM_CLASSES.items()}
+_FIELD_NAMES = {cls: frozenset(f.name for f in fields(cls)) for cls in ITEM_CLASSES.values()}
 
 
 # -- the trace ----------------------------------------------------------------------
@@ -257,6 +258,8 @@ def _check_values(obj: Any, source: str) -> None:
     """What the schema cannot say, checked before it looks: nesting at most MAX_DEPTH
     levels, integers within MAX_INT, strings (keys too) that are Unicode text (no lone
     surrogate). Control characters are valid text; every output escapes them."""
+    if _plain_values(obj, 0):
+        return
     stack: list[tuple[tuple[str | int, ...], Any]] = [((), obj)]
     while stack:
         path, value = stack.pop()
@@ -281,6 +284,31 @@ def _check_values(obj: Any, source: str) -> None:
                                            f"number")
 
 
+def _plain_values(value: Any, depth: int) -> bool:
+    """True when ``_check_values`` has nothing to say of value at that depth: a quick walk that
+    builds no key paths; on False the walk that names the problem runs."""
+    kind = type(value)
+    if kind is int:
+        return -MAX_INT <= value <= MAX_INT and depth <= MAX_DEPTH
+    if kind is str:
+        return (value.isascii() or _is_text(value)) and depth <= MAX_DEPTH
+    if kind is dict:
+        return depth <= MAX_DEPTH and all(
+            type(key) is str and (key.isascii() or _is_text(key)) and _plain_values(item, depth + 1)
+            for key, item in value.items())
+    if kind is list:
+        return depth <= MAX_DEPTH and all(_plain_values(item, depth + 1) for item in value)
+    return (kind is bool or kind is float or value is None) and depth <= MAX_DEPTH
+
+
+def _is_text(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _check_text(text: str, path: KeyPath, source: str) -> None:
     if not text.isascii():
         try:
@@ -292,7 +320,7 @@ def _check_text(text: str, path: KeyPath, source: str) -> None:
 
 def _build(union: Mapping[str, Any], item: Mapping[str, Any]) -> Any:
     cls = ITEM_CLASSES[SCHEMA.branch(union, item)]  # type: ignore[index]  # validated: a branch matches
-    names = {f.name for f in fields(cls)}
+    names = _FIELD_NAMES[cls]
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in item.items() if k in names})
 
 

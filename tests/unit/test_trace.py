@@ -5,14 +5,18 @@ import copy
 import json
 from dataclasses import MISSING, fields
 from pathlib import Path
+from unittest import mock
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tokenbudget.spec.corpus import corpus_paths
 from tokenbudget.model import BudgetConfig
-from tokenbudget.spec.schema import Schema
+from tokenbudget.spec import trace as trace_module
+from tokenbudget.spec.schema import Schema, SchemaViolation
 from tokenbudget.spec.trace import (
-    FORMAT, ITEM_CLASSES, SCHEMA, AbortOp, AddOp, NoViolationExpectation, StepExpectation, StepOp, Trace,
+    FORMAT, ITEM_CLASSES, MAX_DEPTH, SCHEMA, AbortOp, AddOp, NoViolationExpectation, StepExpectation, StepOp, Trace,
     TraceError, ViolationExpectation, dump_trace, format_trace, load_trace, parse_trace, write_trace,
 )
 
@@ -226,3 +230,83 @@ def test_real_json_schema_validator_agrees() -> None:
     validator.validate(VALID)
     for doc, _, words, structural in REJECTIONS:
         assert validator.is_valid(doc) is not structural, words
+
+
+# -- the quick paths agree with the walks that name problems ----------------------------
+def walk_accepts(doc: object) -> bool:
+    """The schema's message-giving walk passes doc."""
+    try:
+        SCHEMA._validate(doc, SCHEMA.root, [])
+    except SchemaViolation:
+        return False
+    return True
+
+
+def values_walk_accepts(doc: object) -> bool:
+    """``_check_values``'s path-naming walk passes doc (its quick walk switched off)."""
+    with mock.patch.object(trace_module, "_plain_values", lambda value, depth: False):
+        try:
+            trace_module._check_values(doc, "t")
+        except TraceError:
+            return False
+    return True
+
+
+def nested(depth: int, leaf: object = 1, as_list: bool = False) -> object:
+    """leaf at ``depth`` levels down, under dicts (or lists)."""
+    value = leaf
+    for _ in range(depth):
+        value = [value] if as_list else {"k": value}
+    return value
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.floats(allow_nan=False) | st.text(max_size=4)
+    | st.sampled_from([0, -1, 1, 2**63 - 1, 2**63, -(2**63), "\ud800", "x\udfff", nested(14), nested(17)])
+    | st.integers(-10, 10),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3) | st.just("\ud800"), inner,
+                                                                  max_size=3),
+    max_leaves=6,
+)
+PATHS = ["format", "policy", "description", "config", "config.max_num_seqs", "config.method", "config.extra",
+         "ops", "ops.0", "ops.0.op", "ops.0.id", "ops.0.prompt_len", "ops.1.prefix_len", "ops.1.prefix_group",
+         "ops.2", "ops.2.accepted", "ops.2.accepted.0", "ops.2.accepted.1", "ops.3.op", "ops.4.id", "ops.9",
+         "expect", "expect.0", "expect.0.step", "expect.0.preempted", "expect.1.scheduled_draft_tokens",
+         "expect.2.violation", "expect.2.step", "found_by", "extra"]
+
+
+def mutated(path: str, value: object) -> dict:
+    doc = copy.deepcopy(VALID)
+    *parents, last = path.split(".")
+    node: object = doc
+    for key in parents:
+        node = node[int(key)] if isinstance(node, list) else node[key]  # type: ignore[index]
+    if isinstance(node, list):
+        index = int(last)
+        if index < len(node):
+            node[index] = value
+        else:
+            node.append(value)
+    else:
+        node[last] = value  # type: ignore[index]
+    return doc
+
+
+def test_the_quick_paths_agree_on_the_table_of_rejections() -> None:
+    edges = [nested(depth, leaf, as_list) for depth in range(MAX_DEPTH - 1, MAX_DEPTH + 2)
+             for leaf in ({}, [], 1, "x") for as_list in (False, True)]
+    docs = [VALID, *[doc for doc, *_ in REJECTIONS], *[json.loads(p.read_text()) for p in corpus_paths()], *edges]
+    for doc in docs:
+        assert SCHEMA.accepts(doc) == walk_accepts(doc), doc
+        assert trace_module._plain_values(doc, 0) == values_walk_accepts(doc), doc
+    assert not SCHEMA.accepts(REJECTIONS[0][0]) and SCHEMA.accepts(VALID)
+
+
+@settings(max_examples=300)
+@given(path=st.sampled_from(PATHS), value=JSON_VALUES)
+def test_the_quick_paths_accept_exactly_what_the_walks_accept(path: str, value: object) -> None:
+    """``Schema.accepts`` and ``_plain_values`` decide, in the loader, whether the slow walks
+    run at all: a yes where a walk says no would let a bad trace in."""
+    doc = mutated(path, value)
+    assert SCHEMA.accepts(doc) == walk_accepts(doc)
+    assert trace_module._plain_values(doc, 0) == values_walk_accepts(doc)
