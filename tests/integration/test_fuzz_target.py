@@ -1,12 +1,15 @@
 """The target interface and the one op-application path shared by replay and the fuzzer."""
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from tokenbudget.spec.execution import Execution, TargetDead
 from tokenbudget.model.target import ModelTarget
 from tokenbudget.model import BudgetConfig, SchedulerLoop, get_policy, scheduler_for
-from tokenbudget.model.replay import replay_on_model
+from tokenbudget.model import replay as replay_module
+from tokenbudget.model.replay import BadInput, replay_on_model
 from tokenbudget.spec.trace import AbortOp, AddOp, StepOp, Trace
 
 CFG = BudgetConfig(max_num_batched_tokens=20, max_num_seqs=16, num_speculative_tokens=4, method="ngram",
@@ -89,3 +92,33 @@ def test_replay_reports_a_target_error_and_stops(monkeypatch: pytest.MonkeyPatch
     result = replay_on_model(Trace("vllm-adaptive", CFG.to_dict(), OPS))
     assert len(result.steps) == 2 and not result.ok
     assert result.errors and result.errors[0].startswith("step 1: RuntimeError: planted")
+
+
+def test_a_replay_collects_garbage_itself_and_leaves_the_collector_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While its ops run a replay pauses the automatic collector and collects every so many ops
+    itself (the youngest generation, now and then everything); after it, even one that raised,
+    the collector is on or off as before."""
+    enabled_in_steps: list[bool] = []
+    original = SchedulerLoop.schedule
+
+    def watched(self: SchedulerLoop) -> object:
+        enabled_in_steps.append(gc.isenabled())
+        return original(self)
+
+    collections: list[int] = []
+    monkeypatch.setattr(SchedulerLoop, "schedule", watched)
+    monkeypatch.setattr(replay_module, "YOUNG_COLLECTION_EVERY", 2)
+    monkeypatch.setattr(replay_module, "FULL_COLLECTION_EVERY", 4)
+    monkeypatch.setattr(gc, "collect", lambda generation=2: collections.append(generation) or 0)
+    assert gc.isenabled()
+    assert replay_on_model(Trace("vllm-adaptive", CFG.to_dict(), OPS)).errors == ()
+    assert enabled_in_steps == [False] * 4 and collections == [0, 2, 0] and gc.isenabled()
+    with pytest.raises(BadInput):
+        replay_on_model(Trace("vllm-adaptive", CFG.to_dict(), (AddOp("long", 64, 1),)))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        replay_on_model(Trace("vllm-adaptive", CFG.to_dict(), OPS))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
