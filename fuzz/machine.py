@@ -45,6 +45,7 @@ from ..spec.target import describe
 from ..spec.trace import AbortOp, Op, StepOp, Trace, ViolationExpectation
 from .config_strategies import configs
 from .coverage import paths_taken
+from ..spec.collector import PacedCollector
 from ..spec.execution import Execution
 from .failures import MODEL_ERROR, error_kind, failure
 from ..model.target import ModelTarget, TargetFactory
@@ -104,6 +105,7 @@ class FuzzMachine(RuleBasedStateMachine):
     known: ClassVar[frozenset[str]] = frozenset()  # failure kinds not to raise again: such a run just ends
     max_work_gap: ClassVar[int | None] = None  # tokens beyond the base's gap a step may leave; None: not judged
     base: ClassVar[BudgetPolicy | None] = None  # the built-in the policy derives from, when judged against it
+    collector: ClassVar[PacedCollector | None] = None  # the run's garbage-collection pacer, ticked per step
 
     def __init__(self) -> None:
         super().__init__()
@@ -224,6 +226,9 @@ class FuzzMachine(RuleBasedStateMachine):
             if not current_build_context().is_final:  # shrinking: this example is dropped, the shrinking ends
                 _end_shrinking()
                 reject()
+        collector = type(self).collector
+        if collector is not None:
+            collector.tick()
         record = self._apply(StepOp(dict(accepted)))
         if record is None:
             return

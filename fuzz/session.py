@@ -36,6 +36,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from ..model import POLICY_ERROR, BudgetConfig, PolicyError, get_policy
 from ..model.replay import BadInput, ReplayResult, replay_on_model
 from ..model.verdict_rules import replay_judged
+from ..spec.collector import PacedCollector
 from ..spec.trace import Trace, ViolationExpectation, write_trace
 from .failures import FuzzFailure, failure
 from .seeded_draws import seeded_draws
@@ -249,7 +250,8 @@ def run_machine(cls: type[FuzzMachine], size: int, seed: int, phases: Sequence[P
         suppress_health_check=list(HealthCheck), report_multiple_bugs=False, phases=tuple(phases),
     )
     try:
-        with with_reporter(lambda _: None), seeded_draws():
+        with with_reporter(lambda _: None), seeded_draws(), PacedCollector() as collector:
+            cls.collector = collector
             run_state_machine_as_test(hypothesis_seed(seed)(cls), settings=s)
     except FuzzFailure as found:
         return _with_program(found)
@@ -259,6 +261,8 @@ def run_machine(cls: type[FuzzMachine], size: int, seed: int, phases: Sequence[P
         if not cls.stats.stopped:
             raise
         return None  # the budget ran out before any failure (Hypothesis may complain of the example cut short)
+    finally:
+        cls.collector = None
     return None
 
 

@@ -11,13 +11,12 @@ the ReplayResult.
 """
 from __future__ import annotations
 
-import gc
 import json
 import re
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
+from ..spec.collector import PacedCollector
 from ..spec.execution import Execution
 from .target import ModelTarget, TargetFactory
 from . import POLICY_ERROR, BudgetConfig, BudgetPolicy, ConfigError, PolicyError, get_policy
@@ -153,11 +152,12 @@ def replay_on_model(trace: Trace, policy: str | BudgetPolicy | None = None,
     except Exception as e:  # the model raised while it was built: a model-error, not a crash
         return _judge(trace, name, None, None, crash=f"{describe(e)} while it was built")
     execution = Execution(target)
-    crash = _run(trace, execution)
-    version = _version_used(cfg, pol, target)
-    if crash is not None and POLICY_ERROR + ":" in crash:
-        return replace(_judge(trace, name, None, execution.run), errors=(crash,), engine_version=version)
-    return replace(_judge(trace, name, None, execution.run, crash, judge_more), engine_version=version)
+    with PacedCollector() as collector:
+        crash = _run(trace, execution, collector)
+        version = _version_used(cfg, pol, target)
+        if crash is not None and POLICY_ERROR + ":" in crash:
+            return replace(_judge(trace, name, None, execution.run), errors=(crash,), engine_version=version)
+        return replace(_judge(trace, name, None, execution.run, crash, judge_more), engine_version=version)
 
 
 def _version_used(cfg: BudgetConfig, policy: BudgetPolicy, target: object) -> str | None:
@@ -190,37 +190,13 @@ def _resolve_policy(trace: Trace, policy: str | BudgetPolicy | None) -> tuple[st
         raise BadInput(f"{trace.source}: {e}") from None
 
 
-YOUNG_COLLECTION_EVERY = 1_000  # ops between two collections of the youngest generation in a replay
-FULL_COLLECTION_EVERY = 20_000  # ops between two full collections (cycles a real engine's objects make)
-
-
-@contextmanager
-def _collections_paused() -> Iterator[None]:
-    """Pause Python's automatic garbage collection. A replay keeps every record of its run, so
-    the collector's passes walk an ever larger heap that holds almost no garbage: a sixth of
-    a 20,000-request replay. ``_apply_ops`` collects itself, far less often."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _run(trace: Trace, execution: Execution) -> str | None:
+def _run(trace: Trace, execution: Execution, collector: PacedCollector) -> str | None:
     """Apply the trace's ops until the end, a step in which the target raised, or an add
     or abort that raised (then what it raised, ``ops[i]: ...``, is returned)."""
-    with _collections_paused():
-        return _apply_ops(trace, execution)
-
-
-def _apply_ops(trace: Trace, execution: Execution) -> str | None:
     for index, op in enumerate(trace.ops):
         if execution.crashed is not None:
             break
-        if (index + 1) % YOUNG_COLLECTION_EVERY == 0:
-            gc.collect(2 if (index + 1) % FULL_COLLECTION_EVERY == 0 else 0)
+        collector.tick()
         try:
             execution.apply(op)
         except ValueError as e:

@@ -15,6 +15,7 @@ from dataclasses import MISSING, Field, dataclass, field, fields
 from importlib import resources
 from typing import Any, Literal, Mapping, NoReturn, Union
 
+from .collector import PacedCollector
 from .invariants import INVARIANTS
 from .schema import KeyPath, Schema, SchemaViolation, format_path
 
@@ -224,7 +225,8 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
     except UnicodeDecodeError as e:
         raise TraceError(source, [], f"not UTF-8 (byte {e.start})") from None
     try:
-        obj = json.loads(text, object_pairs_hook=_no_duplicates, parse_int=_int, parse_constant=_constant)
+        with PacedCollector():  # a decoded document holds no cycles
+            obj = json.loads(text, object_pairs_hook=_no_duplicates, parse_int=_int, parse_constant=_constant)
     except json.JSONDecodeError as e:
         raise TraceError(source, [], f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
     except _DuplicateKey as e:

@@ -1,16 +1,20 @@
 """The fuzzing state machine: what it generates, how it judges, and that its traces replay."""
 from __future__ import annotations
 
+import gc
 from dataclasses import replace
 from pathlib import Path
 from typing import Mapping
 
+import pytest
 from hypothesis import Phase, settings
 from hypothesis import strategies as st
 
 from tokenbudget.fuzz.config_strategies import configs
+from tokenbudget.fuzz.failures import FAILURE_CLASSES
 from tokenbudget.fuzz.machine import FuzzStats, machine_class
 from tokenbudget.fuzz.session import fuzz, run_machine
+from tokenbudget.spec import collector as collector_module
 from tokenbudget.spec.shrink import shrink
 from tokenbudget.model.target import ModelTarget
 from tokenbudget.model import BudgetConfig, BudgetPolicy, get_policy
@@ -87,6 +91,18 @@ def test_a_known_kind_ends_its_run_quietly() -> None:
     found, cls = failure_of("fastdeploy-v0", examples=30, known=frozenset({"input-rows-cap"}))
     assert found is None or found.kind != "input-rows-cap"
     assert "input-rows-cap" in cls.stats.first_failure  # seen, not raised
+
+
+def test_a_run_paces_the_full_collections_per_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No automatic full collection while the machine runs: one every FULL_EVERY steps; after
+    the run the machine holds no collector and the thresholds are as before."""
+    before = gc.get_threshold()
+    collections: list[int] = []
+    monkeypatch.setattr(collector_module, "FULL_EVERY", 10)
+    monkeypatch.setattr(gc, "collect", lambda generation=2: collections.append(generation) or 0)
+    _, cls = failure_of("vllm-adaptive", examples=20, known=frozenset(FAILURE_CLASSES))
+    assert cls.stats.steps >= 10 and len(collections) >= cls.stats.steps // 10
+    assert cls.collector is None and gc.get_threshold() == before
 
 
 def _without_model_fields(record: StepRecord) -> StepRecord:

@@ -8,8 +8,8 @@ import pytest
 from tokenbudget.spec.execution import Execution, TargetDead
 from tokenbudget.model.target import ModelTarget
 from tokenbudget.model import BudgetConfig, SchedulerLoop, get_policy, scheduler_for
-from tokenbudget.model import replay as replay_module
 from tokenbudget.model.replay import BadInput, replay_on_model
+from tokenbudget.spec import collector as collector_module
 from tokenbudget.spec.trace import AbortOp, AddOp, StepOp, Trace
 
 CFG = BudgetConfig(max_num_batched_tokens=20, max_num_seqs=16, num_speculative_tokens=4, method="ngram",
@@ -94,31 +94,25 @@ def test_replay_reports_a_target_error_and_stops(monkeypatch: pytest.MonkeyPatch
     assert result.errors and result.errors[0].startswith("step 1: RuntimeError: planted")
 
 
-def test_a_replay_collects_garbage_itself_and_leaves_the_collector_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
-    """While its ops run a replay pauses the automatic collector and collects every so many ops
-    itself (the youngest generation, now and then everything); after it, even one that raised,
-    the collector is on or off as before."""
-    enabled_in_steps: list[bool] = []
+def test_a_replay_paces_the_full_collections_and_restores_the_collector(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a replay runs, Python makes no full collection of its own and the replay makes
+    one every FULL_EVERY ops; after it, even one that raised, the thresholds are as before."""
+    before = gc.get_threshold()
+    in_steps: list[tuple[int, int, int]] = []
     original = SchedulerLoop.schedule
 
     def watched(self: SchedulerLoop) -> object:
-        enabled_in_steps.append(gc.isenabled())
+        in_steps.append(gc.get_threshold())
         return original(self)
 
     collections: list[int] = []
     monkeypatch.setattr(SchedulerLoop, "schedule", watched)
-    monkeypatch.setattr(replay_module, "YOUNG_COLLECTION_EVERY", 2)
-    monkeypatch.setattr(replay_module, "FULL_COLLECTION_EVERY", 4)
+    monkeypatch.setattr(collector_module, "FULL_EVERY", 3)
     monkeypatch.setattr(gc, "collect", lambda generation=2: collections.append(generation) or 0)
-    assert gc.isenabled()
     assert replay_on_model(Trace("vllm-adaptive", CFG.to_dict(), OPS)).errors == ()
-    assert enabled_in_steps == [False] * 4 and collections == [0, 2, 0] and gc.isenabled()
+    assert collections == [2, 2]  # after the 3rd and the 6th of the 7 ops
+    assert in_steps == [(before[0], before[1], collector_module._NEVER)] * 4
+    assert gc.get_threshold() == before
     with pytest.raises(BadInput):
         replay_on_model(Trace("vllm-adaptive", CFG.to_dict(), (AddOp("long", 64, 1),)))
-    assert gc.isenabled()
-    gc.disable()
-    try:
-        replay_on_model(Trace("vllm-adaptive", CFG.to_dict(), OPS))
-        assert not gc.isenabled()
-    finally:
-        gc.enable()
+    assert gc.get_threshold() == before
