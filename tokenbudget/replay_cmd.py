@@ -26,6 +26,7 @@ from .harness.vllm.target import VllmTarget
 from .kernels.arrivals import MAX_STEPS
 from .model.replay import BadInput, ReplayResult, replay_on_model
 from .model.verdict_rules import replay_judged
+from .spec.collector import PacedCollector
 from .spec.trace import Trace, load_trace
 from .targets import MODEL, RUNNER, TARGETS, VLLM
 
@@ -82,15 +83,16 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.target == RUNNER:
         return _replay_on_runner(args, traces, console)
     results: list[ReplayResult] = []
-    for n, trace in enumerate(traces, 1):
-        console.progress(f"replaying {n}/{len(traces)}: {trace.source}")
-        results.append(replay_on_model(trace, args.policy, VllmTarget) if args.target == VLLM
-                       else replay_judged(trace, args.policy, args.max_work_gap))
-    ok = all(_passed(r) for r in results)
-    if args.json:
-        console.json({"ok": ok, "target": args.target, "traces": [r.to_json() for r in results]})
-    else:
-        console.text("\n\n".join(render.replay(r, t.description) for r, t in zip(results, traces)))
+    with PacedCollector():  # the results are kept until printed: a full collection would only re-walk them
+        for n, trace in enumerate(traces, 1):
+            console.progress(f"replaying {n}/{len(traces)}: {trace.source}")
+            results.append(replay_on_model(trace, args.policy, VllmTarget) if args.target == VLLM
+                           else replay_judged(trace, args.policy, args.max_work_gap))
+        ok = all(_passed(r) for r in results)
+        if args.json:
+            console.json({"ok": ok, "target": args.target, "traces": [r.to_json() for r in results]})
+        else:
+            console.text("\n\n".join(render.replay(r, t.description) for r, t in zip(results, traces)))
     return OK if ok else FAILED
 
 
