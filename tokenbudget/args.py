@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 from typing import Any, Callable
 
 from .fuzz.database import default_database
@@ -43,6 +44,14 @@ def positive_float(text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text[:40]!r}")
     return value
+
+
+def folder(text: str) -> Path:
+    """A folder's path. An empty one, which would mean the current folder, is refused: files
+    would land among the user's own."""
+    if not text:
+        raise argparse.ArgumentTypeError("expected a folder, got an empty path; name one (. for the current folder)")
+    return Path(text)
 
 
 def at_most(parse: Callable[[str], Any], limit: float) -> Callable[[str], Any]:

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from . import render
-from .args import add_database, add_json, add_max_work_gap, add_policy, positive_float, positive_int
+from .args import add_database, add_json, add_max_work_gap, add_policy, folder, positive_float, positive_int
 from .console import Console
 from .exits import FAILED, INTERRUPTED, OK
 from .fuzz.campaign import Campaign, report_json, run_campaign
@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1, metavar="N",
                         help="worker processes (default: the cores, %(default)s here)")
     add_database(parser)
-    parser.add_argument("--out", type=Path, default=Path("tokenbudget-campaign"), metavar="DIR",
+    parser.add_argument("--out", type=folder, default=Path("tokenbudget-campaign"), metavar="DIR",
                         help="the campaign's folder: state, report, corpus (default: %(default)s)")
     add_policy(parser, "fuzz this policy (repeatable; default: every built-in; for --target vllm: vllm-adaptive)")
     parser.add_argument("--target", choices=tuple(FACTORIES), default=MODEL,

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from . import render
-from .args import add_json, at_most, seed, whole
+from .args import add_json, at_most, folder, seed, whole
 from .console import Console
 from .engine_path import in_child, run_child, run_in_child
 from .exits import FAILED, OK
@@ -33,9 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=ENGINES, default=VLLM, help="the real engine (default vllm)")
     parser.add_argument("--workloads", type=at_most(whole, 10**6), default=100, metavar="N", help="workloads to run (default 100)")
     parser.add_argument("--seed", type=seed, default=0, help="workload stream (default 0)")
-    parser.add_argument("--corpus", type=Path, metavar="DIR",
+    parser.add_argument("--corpus", type=folder, metavar="DIR",
                         help="where divergence traces go (default: a new temp dir)")
-    parser.add_argument("--engine-path", type=Path, metavar="DIR", dest="engine_dir",
+    parser.add_argument("--engine-path", type=folder, metavar="DIR", dest="engine_dir",
                         help="the engine's folder: for vllm an unpacked wheel or a vLLM checkout (run in a child "
                              "process); for sglang a pip --target folder holding sglang")
     add_json(parser)

@@ -14,14 +14,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .args import UsageError
+from .args import UsageError, folder
 from .harness.vllm.engine import ENGINE_PATH_ENV
 
 _CHILD = "import sys; from tokenbudget.cli import main; sys.exit(main())"
 
 
 def add_engine_path(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--engine-path", type=Path, metavar="DIR",
+    parser.add_argument("--engine-path", type=folder, metavar="DIR",
                         help="run the vLLM in DIR (an unpacked wheel or a vLLM checkout) instead of the installed one")
 
 

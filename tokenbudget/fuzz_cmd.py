@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Sequence
 
 from . import render
-from .args import (UsageError, add_database, add_json, add_max_work_gap, add_policy, at_most, positive_float,
-                   positive_int, seed)
+from .args import (UsageError, add_database, add_json, add_max_work_gap, add_policy, at_most, folder,
+                   positive_float, positive_int, seed)
 from .check import is_known
 from .console import Console
 from .engine_path import add_engine_path
@@ -77,7 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: the cores, %(default)s here); 1 fuzzes in this process")
     add_max_work_gap(parser)
     add_database(parser)
-    parser.add_argument("--corpus", type=Path, metavar="DIR",
+    parser.add_argument("--corpus", type=folder, metavar="DIR",
                         help="where counterexample traces go (default: a new temp dir); existing files are kept")
     add_engine_path(parser)
     add_json(parser)

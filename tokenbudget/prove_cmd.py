@@ -9,10 +9,10 @@ the verdicts as the manifest instead; it refuses (1) when a verdict is unknown.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from . import render
-from .args import UsageError, add_json, add_policy, add_verdict_options, at_most, positive_float, positive_int
+from .args import (UsageError, add_json, add_policy, add_verdict_options, at_most, folder, positive_float,
+                   positive_int)
 from .console import Console
 from .exits import FAILED, OK
 from .model import builtin_policies
@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=at_most(positive_float, 86400.0), default=Options.timeout_s, metavar="S",
                         help=f"seconds z3 may spend on one query; a timeout is an unknown verdict, a failure "
                              f"(default {Options.timeout_s:g})")
-    parser.add_argument("--emit-traces", type=Path, metavar="DIR",
+    parser.add_argument("--emit-traces", type=folder, metavar="DIR",
                         help="write every counterexample as a trace file in DIR (never overwrites a file)")
     parser.add_argument("--update-manifest", action="store_true",
                         help="prove every obligation of every built-in policy, one at a time, and record the "

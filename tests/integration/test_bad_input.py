@@ -371,6 +371,8 @@ def test_a_policy_that_fails_on_z3_terms_is_one_error_line_in_prove(name: str, w
     (("prove", "--max-requests", "1000000"), "at most"),
     (("replay", SEED, "--device", "cuda"), "--target runner"), (("replay", SEED, "--mode", "live"), "--target runner"),
     (("replay", SEED, "--target", "runner", "--plot", "x.pdf"), ".png"),
+    (("fuzz", "--corpus", ""), "empty path"), (("prove", "--emit-traces", ""), "empty path"),
+    (("conform", "--corpus", ""), "empty path"), (("campaign", "--out", ""), "empty path"),
 ])
 def test_a_nonsense_flag_is_one_error_line(argv: tuple[Any, ...], words: str) -> None:
     assert_error(words, *argv)
