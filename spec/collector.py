@@ -5,7 +5,7 @@ model makes almost no reference cycles, so the collector's automatic full passes
 growing heap of live objects (Python 3.11: 3 s of a 20,000-request replay's 26 s; 13% of a
 fuzz run, which makes 29% more steps per second without them). Inside the context the young
 generations are still collected as usual (cheap, and they free the short-lived cycles), the
-automatic full passes are off, and the run makes one itself every ``full_every`` ticks (an
+automatic full passes are off, and the run makes one itself every FULL_EVERY ticks (an
 op, a step), so the cycles a real engine's or a user policy's objects make are freed all the
 same.
 """
@@ -21,11 +21,10 @@ _NEVER = 2**31 - 1  # the oldest generation's threshold: young collections betwe
 class PacedCollector:
     """A context: no automatic full collection inside it; after it, the thresholds as before."""
 
-    def __init__(self, full_every: int | None = None) -> None:
-        self.full_every = full_every or FULL_EVERY
-        assert self.full_every > 0, self.full_every
+    def __init__(self) -> None:
+        self.full_every = FULL_EVERY
         self.ticks = 0
-        self.saved = gc.get_threshold()
+        self.saved = (0, 0, 0)  # the thresholds found on entry
 
     def __enter__(self) -> PacedCollector:
         self.saved = gc.get_threshold()

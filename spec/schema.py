@@ -84,6 +84,7 @@ class Schema:
         self._by_ref = {f"#/$defs/{name}": node for name, node in document.get("$defs", {}).items()}
         self._leaf_checks: dict[int, Any] = {}  # id(node) -> a fast test of a leaf node, or None
         self._tests: dict[int, Callable[[Any], bool]] = {}  # id(node) -> the compiled test of ``accepts``
+        self._tags: dict[int, list[tuple[str, Any, str]]] = {}  # id(oneOf node) -> its branches' tags and names
         self._check_subset(document, "#")
 
     @property
@@ -105,11 +106,18 @@ class Schema:
 
     def branch(self, node: Mapping[str, Any], instance: Mapping[str, Any]) -> str | None:
         """The $defs name of the oneOf branch of ``node`` that ``instance`` is tagged for."""
-        for ref in node["oneOf"]:
-            key, const = self._tag(self._resolve(ref))
+        for key, const, name in self._branch_tags(node):
             if key in instance and (const is _ANY or instance[key] == const):
-                return str(ref["$ref"]).rpartition("/")[2]
+                return name
         return None
+
+    def _branch_tags(self, node: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
+        """Tag key, tag const and $defs name of each oneOf branch of node, worked out once."""
+        key = id(node)
+        if key not in self._tags:
+            self._tags[key] = [(*self._tag(self._resolve(ref)), str(ref["$ref"]).rpartition("/")[2])
+                               for ref in node["oneOf"]]
+        return self._tags[key]
 
     # -- loading ----------------------------------------------------------------------
     def _resolve(self, node: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -227,18 +235,13 @@ class Schema:
         return test
 
     def _one_of_test(self, node: Mapping[str, Any]) -> Callable[[Any], bool]:
-        branches = []
-        for ref in node["oneOf"]:
-            key, const = self._tag(self._resolve(ref))
-            branches.append((key, const, self._test(self.defs[str(ref["$ref"]).rpartition("/")[2]])))
+        tests = {name: self._test(self.defs[name]) for _, _, name in self._branch_tags(node)}
 
         def test(v: Any) -> bool:
             if not isinstance(v, dict):
                 return False
-            for key, const, branch in branches:
-                if key in v and (const is _ANY or v[key] == const):
-                    return branch(v)
-            return False
+            name = self.branch(node, v)
+            return name is not None and tests[name](v)
         return test
 
     # -- validation -------------------------------------------------------------------
