@@ -71,23 +71,28 @@ class KVBlockPool:
 
     def allocate(self, req: Request, num_tokens: int, hits: list[int]) -> bool:
         """Give req the hit blocks and enough new blocks for ``num_tokens`` slots, or nothing."""
-        if self.blocks_needed(req, num_tokens, hits) > self.num_free:
+        block_ids, ref_count = req.block_ids, self.ref_count
+        wanted = cdiv(num_tokens, self.block_size)
+        if not hits:  # the commonest call: a running request's next step (blocks_needed, unrolled)
+            if wanted - len(block_ids) > self.num_free:
+                return False
+        elif self.blocks_needed(req, num_tokens, hits) > self.num_free:
             return False
         if hits:  # hit blocks carry their keys already
-            assert not req.block_ids, "prefix hits are only adopted by a request holding no blocks"
+            assert not block_ids, "prefix hits are only adopted by a request holding no blocks"
             req.num_cached_blocks = len(hits)
         for block in hits:
-            if block not in self.ref_count:
+            if block not in ref_count:
                 del self.free_queue[block]
-            count = self.ref_count.get(block, 0) + 1
-            self.ref_count[block] = count
+            count = ref_count.get(block, 0) + 1
+            ref_count[block] = count
             if count == 2:
                 self.shared.add(block)
-            req.block_ids.append(block)
-        for _ in range(cdiv(num_tokens, self.block_size) - len(req.block_ids)):
+            block_ids.append(block)
+        for _ in range(wanted - len(block_ids)):
             block = self._pop_free()
-            self.ref_count[block] = 1
-            req.block_ids.append(block)
+            ref_count[block] = 1
+            block_ids.append(block)
         return True
 
     def _pop_free(self) -> int:

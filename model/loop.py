@@ -365,25 +365,26 @@ class SchedulerLoop:
         its prompt or decoded, plus ``accepted[id]`` drafts (clipped to those scheduled;
         padded placeholders are never accepted). Finished requests free their blocks."""
         accepted = accepted or {}
-        cfg, k = self.cfg, self.k
+        k, max_model_len, requests = self.k, self.cfg.max_model_len, self.requests
+        drafts_in_grant = self.drafts_in_grant
+        padded, drafts, computed_before, num_tokens = (record.padded, record.scheduled_draft_tokens,
+                                                       record.computed_before, record.num_tokens)
         stop_cuts_computed, caches_blocks = self._stop_cuts_computed(), self._caches_blocks_at_output()
-        for rid in record.num_scheduled_tokens:
-            req = self.requests[rid]
+        for rid, grant in record.num_scheduled_tokens.items():
+            req = requests[rid]
             if req.status is not Status.RUNNING or req.is_prefill_chunk:
                 continue
-            taken = decisions.accepted_drafts(rid in record.padded, accepted.get(rid, 0),
-                                              record.scheduled_draft_tokens.get(rid, 0))
+            taken = decisions.accepted_drafts(rid in padded, accepted.get(rid, 0), drafts.get(rid, 0))
             req.num_computed_tokens = decisions.computed_after_output(
-                self.drafts_in_grant, req.num_computed_tokens, record.computed_before[rid],
-                record.num_scheduled_tokens[rid], record.num_tokens[rid], taken)
-            room = min(req.max_tokens - req.num_output_tokens, cfg.max_model_len - req.num_tokens)
+                drafts_in_grant, req.num_computed_tokens, computed_before[rid], grant, num_tokens[rid], taken)
+            room = min(req.max_tokens - req.num_output_tokens, max_model_len - req.num_tokens)
             kept = min(1 + taken, room)
             req.num_output_tokens += kept
             if stop_cuts_computed:
                 req.num_computed_tokens -= 1 + taken - kept
             if caches_blocks:
                 self.pool.cache_full_blocks(req, req.num_computed_tokens)
-            if req.num_output_tokens >= req.max_tokens or req.num_tokens >= cfg.max_model_len:
+            if req.num_output_tokens >= req.max_tokens or req.num_tokens >= max_model_len:
                 self.running.remove(req)
                 self.pool.free(req)
                 req.status = Status.FINISHED

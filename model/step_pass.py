@@ -41,20 +41,20 @@ class StepPass:
 
     def record_grant(self, req: Request, grant: int, num_drafts: int, padded: bool) -> None:
         """Charge ``grant`` tokens to req (computed tokens not yet advanced)."""
-        rid = req.request_id
+        rid, computed, num_tokens = req.request_id, req.num_computed_tokens, req.num_tokens
         is_decode = req.is_decoding
-        policy, before = self.policy, self.budgets
-        after = self.budgets = policy.spend(before, policy.charge(self.params, grant, is_decode), -1)
+        policy, params, before = self.policy, self.params, self.budgets
+        after = self.budgets = policy.spend(before, policy.charge(params, grant, is_decode), -1)
         self.ledger.append(LedgerEntry("grant", rid, grant, before.token, after.token, before.input, after.input))
         self.grants[rid] = grant
         self.drafts[rid] = num_drafts
-        self.rows[rid] = policy.runner_rows(self.params, grant, is_decode)
-        self.computed_before[rid] = req.num_computed_tokens
-        self.num_tokens[rid] = req.num_tokens
+        self.rows[rid] = policy.runner_rows(params, grant, is_decode)
+        self.computed_before[rid] = computed
+        self.num_tokens[rid] = num_tokens
         self.charged_as_decode[rid] = is_decode
         if padded:
             self.padded.add(rid)
-        if not is_decode and req.num_computed_tokens < req.num_tokens - 1:
+        if not is_decode and computed < num_tokens - 1:
             self.prefill.add(rid)
 
     def record_refund(self, req: Request, unschedule: bool = True) -> None:

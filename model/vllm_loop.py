@@ -35,21 +35,22 @@ class VllmLoop(SchedulerLoop):
     decodes_bypass_budget = False
 
     def _schedule_running(self, step: StepPass, threshold: int) -> None:
-        policy, cfg = self.policy, self.cfg
+        policy, params, max_model_len = self.policy, self.params, self.cfg.max_model_len
+        checks_exit_rule, running_grant = self.running_checks_exit_rule, self.running_grant
         continues = self._continues_after_self_preemption()
         i = 0
         while i < len(self.running):
-            if self.running_checks_exit_rule and not step.may_schedule():
+            if checks_exit_rule and not step.may_schedule():
                 break
             req = self.running[i]
-            computed = req.num_computed_tokens
-            grant = self.running_grant(policy, self.params, step.budgets, req.num_tokens_with_spec - computed,
-                                       computed, threshold, cfg.max_model_len, False)
+            computed, num_tokens, drafts = req.num_computed_tokens, req.num_tokens, req.num_draft_tokens
+            grant = running_grant(policy, params, step.budgets, num_tokens + drafts - computed, computed, threshold,
+                                  max_model_len, False)
             if grant <= 0:
                 i += 1
                 continue
-            num_drafts = decisions.scheduled_drafts(self.drafts_in_grant, req.num_draft_tokens, computed, grant,
-                                                    req.num_tokens, req.is_decoding)
+            num_drafts = decisions.scheduled_drafts(self.drafts_in_grant, drafts, computed, grant, num_tokens,
+                                                    req.is_decoding)
             after = self.running[i + 1:] if continues else []
             next_index = self._grant_running(step, i, grant, num_drafts, kv_tokens=grant)
             if next_index is None:

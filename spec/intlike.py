@@ -48,7 +48,11 @@ def ite(cond: BoolLike, then: Any, other: Any) -> Any:
 
 def min_(*values: IntLike) -> IntLike:
     """The least of the values."""
-    if _CONCRETE.issuperset(map(type, values)):
+    if len(values) == 2:  # the model's commonest call, its concreteness test unrolled
+        a, b = values
+        if type(a) in _CONCRETE and type(b) in _CONCRETE:
+            return b if b < a else a
+    elif _CONCRETE.issuperset(map(type, values)):
         return min(values)
     result = values[0]
     for v in values[1:]:
@@ -58,7 +62,11 @@ def min_(*values: IntLike) -> IntLike:
 
 def max_(*values: IntLike) -> IntLike:
     """The greatest of the values."""
-    if _CONCRETE.issuperset(map(type, values)):
+    if len(values) == 2:
+        a, b = values
+        if type(a) in _CONCRETE and type(b) in _CONCRETE:
+            return b if b > a else a
+    elif _CONCRETE.issuperset(map(type, values)):
         return max(values)
     result = values[0]
     for v in values[1:]:
@@ -67,17 +75,19 @@ def max_(*values: IntLike) -> IntLike:
 
 
 def and_(*conds: BoolLike) -> BoolLike:
-    """Conjunction; short-circuits on concrete False."""
-    if _CONCRETE.issuperset(map(type, conds)):
-        return all(conds)
-    return _z3mod().And(*conds)
+    """Conjunction of the conditions; a z3 And when one is symbolic."""
+    for cond in conds:
+        if type(cond) not in _CONCRETE:
+            return _z3mod().And(*conds)
+    return all(conds)
 
 
 def or_(*conds: BoolLike) -> BoolLike:
-    """Disjunction; short-circuits on concrete True."""
-    if _CONCRETE.issuperset(map(type, conds)):
-        return any(conds)
-    return _z3mod().Or(*conds)
+    """Disjunction of the conditions; a z3 Or when one is symbolic."""
+    for cond in conds:
+        if type(cond) not in _CONCRETE:
+            return _z3mod().Or(*conds)
+    return any(conds)
 
 
 def not_(cond: BoolLike) -> BoolLike:

@@ -166,15 +166,17 @@ def kv_capacity(rec: StepRecord) -> list[Breach]:
     out = []
     if rec.kv_blocks_in_use > lim.num_kv_blocks:
         out.append((rec.step, f"{rec.kv_blocks_in_use} blocks in use, pool {lim.num_kv_blocks}"))
+    computed_before, block_tables = rec.computed_before, rec.block_tables
+    lookahead, max_model_len, block_size = lim.lookahead, lim.max_model_len, lim.block_size
     for rid, grant in rec.num_scheduled_tokens.items():
-        need = grant_rules.kv_slots_needed(rec.computed_before[rid], grant, lim.lookahead, lim.max_model_len)
-        held = len(rec.block_tables.get(rid, ())) * lim.block_size
+        need = grant_rules.kv_slots_needed(computed_before[rid], grant, lookahead, max_model_len)
+        held = len(block_tables.get(rid, ())) * block_size
         if held < need:
             out.append((rec.step,
                         f"{rid} holds {held} KV slots but needs {need} (computed + granted + lookahead)"))
     seen: set[int] = set()
     twice: set[int] = set()
-    for table in rec.block_tables.values():
+    for table in block_tables.values():
         blocks = set(table)
         if len(blocks) < len(table):
             twice.update(block for block, count in Counter(table).items() if count > 1)
@@ -409,7 +411,9 @@ def check_step(rec: StepRecord) -> list[Violation]:
     """Every safety and liveness invariant of one step."""
     out: list[Violation] = []
     for check in STEP_CHECKS:
-        out.extend(check(rec))
+        breaches = check.predicate(rec)
+        if breaches:
+            out.extend(check._violations(breaches))
     return out
 
 
