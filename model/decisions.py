@@ -127,7 +127,9 @@ def unserved_demand(max_num_seqs: IntLike, running: Sequence[BoolLike], waiting:
     wanted_running: IntLike = 0
     wanted_waiting: IntLike = 0
     for run, wait, n, d, c in zip(running, waiting, num_tokens, drafts, computed):
-        wanted_running = wanted_running + ite(run, max_(0, n + d - c), 0)
-        wanted_waiting = wanted_waiting + ite(wait, n - c, 0)
-    num_running = sum((ite(r, 1, 0) for r in running), 0)
+        if run is not False:  # a concrete False adds 0: skipped, as every waiting request in the model
+            wanted_running = wanted_running + ite(run, max_(0, n + d - c), 0)
+        if wait is not False:
+            wanted_waiting = wanted_waiting + ite(wait, n - c, 0)
+    num_running = sum((ite(r, 1, 0) for r in running if r is not False), 0)
     return wanted_running + ite(num_running < max_num_seqs, wanted_waiting, 0)

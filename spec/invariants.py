@@ -284,16 +284,19 @@ class RequestAccounting:
         """One step's record and outcome (None when the target gave none)."""
         out: list[Breach] = []
         status = self.status
-        seen: set[str] = set()
-        for rid in rec.running + rec.waiting:
-            if rid in seen:
-                out.append((rec.step, f"{rid} is queued twice"))
-            seen.add(rid)
-            if status.get(rid) != "live":
-                out.append((rec.step, f"{rid} is queued but {status.get(rid, 'was never added')}"))
-        if len(seen) < len(self.live) or not seen.issuperset(self.live):
-            missing = sorted((rid for rid in self.live if rid not in seen), key=self.live.__getitem__)
-            out += [(rec.step, f"{rid} is in no queue") for rid in missing]
+        queued = rec.running + rec.waiting
+        seen = set(queued)
+        if len(seen) < len(queued) or seen != self.live.keys():  # else each live request is queued once
+            seen = set()
+            for rid in queued:
+                if rid in seen:
+                    out.append((rec.step, f"{rid} is queued twice"))
+                seen.add(rid)
+                if status.get(rid) != "live":
+                    out.append((rec.step, f"{rid} is queued but {status.get(rid, 'was never added')}"))
+            if len(seen) < len(self.live) or not seen.issuperset(self.live):
+                missing = sorted((rid for rid in self.live if rid not in seen), key=self.live.__getitem__)
+                out += [(rec.step, f"{rid} is in no queue") for rid in missing]
         if outcome is None:
             return out
         computed = self.computed

@@ -168,6 +168,13 @@ def test_no_request_lost_catches_an_aborted_request_left_queued():
     assert ids(inv.no_request_lost(run_of([rec], [out], events))) == {"no-request-lost"}
 
 
+def test_no_request_lost_names_a_request_queued_twice_and_one_never_added():
+    rec = good_record(running=("0", "1"), waiting=("1", "2"))
+    out = StepOutcome(0, {"0": state("running", 10, 1), "1": state("running", 4)})
+    found = inv.no_request_lost(run_of([rec], [out], [("add", "0"), ("add", "1"), ("step", 0)]))
+    assert [v.message for v in found] == ["1 is queued twice", "2 is queued but was never added"]
+
+
 def test_no_request_lost_catches_too_many_outputs_and_going_back():
     rec = good_record()
     outs = [StepOutcome(0, {"0": state("running", 10, 1), "1": state("running", 4)}),
