@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Callable, Mapping, Optional
 
 from . import grant_rules
@@ -174,6 +175,8 @@ def kv_capacity(rec: StepRecord) -> list[Breach]:
         if held < need:
             out.append((rec.step,
                         f"{rid} holds {held} KV slots but needs {need} (computed + granted + lookahead)"))
+    if _held_twice_only_as_shared_prefix(rec):
+        return out
     seen: set[int] = set()
     twice: set[int] = set()
     for table in block_tables.values():
@@ -198,6 +201,30 @@ def kv_capacity(rec: StepRecord) -> list[Breach]:
                 out.append((rec.step,
                             f"block {block} is owned by {first[0]} and {rid} without a shared prefix"))
     return out
+
+
+def _held_twice_only_as_shared_prefix(rec: StepRecord) -> bool:
+    """Whether every block held more than once is a shared-prefix block (``block_keys``) at
+    one index in every table that holds it, so that the ownership walk would find nothing.
+    The tables are searched for the few keyed blocks, not walked block by block."""
+    tables = rec.block_tables.values()
+    distinct = set(chain.from_iterable(tables))
+    unexplained = sum(map(len, tables)) - len(distinct)  # places of blocks held before
+    for block in rec.block_keys:
+        if block not in distinct:
+            continue
+        index = None
+        for table in tables:
+            places = table.count(block)
+            if places == 0:
+                continue
+            if places > 1 or (index is not None and table.index(block) != index):
+                return False
+            if index is None:
+                index = table.index(block)
+            else:
+                unexplained -= 1
+    return unexplained == 0
 
 
 @invariant("model-len", STEP, "computed + granted + sampled <= max_model_len", per_grant=True)
