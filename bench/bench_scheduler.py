@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
                      "accept_p": ACCEPT_P, "seed": args.seed, "max_steps": args.steps, "rounds": args.rounds},
         "sizes": sizes,
         "unavailable": unavailable,
-        "goal_met": bool(ratios) and min(ratios) >= GOAL_RATIO,
+        "goal_met": min(ratios) >= GOAL_RATIO if ratios else None,  # None: one side only, nothing compared
     }
     if args.json:
         print(json.dumps(doc, indent=2))
@@ -273,8 +273,8 @@ def _print_text(doc: dict[str, Any]) -> None:
                   f"{size['ratio_over_vllm_step']}x; {a['agreeing_steps']}/{a['compared_steps']} steps grant alike")
     for side, why in doc["unavailable"].items():
         print(f"{side} unavailable: {why}")
-    print(f"goal: the model >= {GOAL_RATIO:g}x vLLM's own schedule + update at every size: "
-          f"{'met' if doc['goal_met'] else 'not met'}")
+    verdict = {True: "met", False: "not met", None: "not measured (one side ran)"}[doc["goal_met"]]
+    print(f"goal: the model >= {GOAL_RATIO:g}x vLLM's own schedule + update at every size: {verdict}")
 
 
 if __name__ == "__main__":
