@@ -71,13 +71,9 @@ class KVBlockPool:
 
     def allocate(self, req: Request, num_tokens: int, hits: list[int]) -> bool:
         """Give req the hit blocks and enough new blocks for ``num_tokens`` slots, or nothing."""
-        block_ids, ref_count = req.block_ids, self.ref_count
-        wanted = cdiv(num_tokens, self.block_size)
-        if not hits:  # the commonest call: a running request's next step (blocks_needed, unrolled)
-            if wanted - len(block_ids) > self.num_free:
-                return False
-        elif self.blocks_needed(req, num_tokens, hits) > self.num_free:
+        if self.blocks_needed(req, num_tokens, hits) > self.num_free:
             return False
+        block_ids, ref_count = req.block_ids, self.ref_count
         if hits:  # hit blocks carry their keys already
             assert not block_ids, "prefix hits are only adopted by a request holding no blocks"
             req.num_cached_blocks = len(hits)
@@ -89,7 +85,7 @@ class KVBlockPool:
             if count == 2:
                 self.shared.add(block)
             block_ids.append(block)
-        for _ in range(wanted - len(block_ids)):
+        for _ in range(cdiv(num_tokens, self.block_size) - len(block_ids)):
             block = self._pop_free()
             ref_count[block] = 1
             block_ids.append(block)

@@ -218,10 +218,11 @@ def _held_twice_only_as_shared_prefix(rec: StepRecord) -> bool:
             places = table.count(block)
             if places == 0:
                 continue
-            if places > 1 or (index is not None and table.index(block) != index):
+            at = table.index(block)
+            if places > 1 or (index is not None and at != index):
                 return False
             if index is None:
-                index = table.index(block)
+                index = at
             else:
                 unexplained -= 1
     return unexplained == 0
