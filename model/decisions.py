@@ -118,18 +118,35 @@ def computed_after_output(drafts_in_grant: bool, computed: IntLike, computed_bef
     return computed + taken
 
 
+def running_demand(num_tokens: IntLike, drafts: IntLike, computed: IntLike) -> IntLike:
+    """What a running request still wants after a pass (computed already advanced): its
+    tokens and drafts not yet computed, never negative."""
+    return max_(0, num_tokens + drafts - computed)
+
+
+def waiting_demand(num_tokens: IntLike, computed: IntLike) -> IntLike:
+    """What a waiting request wants: its tokens not yet computed."""
+    return num_tokens - computed
+
+
+def unserved_total(max_num_seqs: IntLike, num_running: IntLike, wanted_running: IntLike,
+                   wanted_waiting: IntLike) -> IntLike:
+    """The demand a pass left unserved: the running requests', plus the waiting ones' while a
+    sequence slot is free."""
+    return wanted_running + ite(num_running < max_num_seqs, wanted_waiting, 0)
+
+
 def unserved_demand(max_num_seqs: IntLike, running: Sequence[BoolLike], waiting: Sequence[BoolLike],
                     num_tokens: Sequence[IntLike], drafts: Sequence[IntLike],
                     computed: Sequence[IntLike]) -> IntLike:
-    """Tokens queued requests still want after a pass (computed already advanced): what
-    each running request wants, drafts included and never negative, plus what each waiting
-    one wants while a sequence slot is free."""
+    """``unserved_total`` over queued requests flagged running or waiting (the prover's
+    slots); the model sums the same terms over its queues (``SchedulerLoop._unserved_demand``)."""
     wanted_running: IntLike = 0
     wanted_waiting: IntLike = 0
     for run, wait, n, d, c in zip(running, waiting, num_tokens, drafts, computed):
-        if run is not False:  # a concrete False adds 0: skipped, as every waiting request in the model
-            wanted_running = wanted_running + ite(run, max_(0, n + d - c), 0)
+        if run is not False:  # a concrete False adds 0: skipped
+            wanted_running = wanted_running + ite(run, running_demand(n, d, c), 0)
         if wait is not False:
-            wanted_waiting = wanted_waiting + ite(wait, n - c, 0)
+            wanted_waiting = wanted_waiting + ite(wait, waiting_demand(n, c), 0)
     num_running = sum((ite(r, 1, 0) for r in running if r is not False), 0)
-    return wanted_running + ite(num_running < max_num_seqs, wanted_waiting, 0)
+    return unserved_total(max_num_seqs, num_running, wanted_running, wanted_waiting)

@@ -32,6 +32,7 @@ from .kv_pool import KVBlockPool
 from .policy import BudgetParams, BudgetPolicy, Budgets
 from .request import Request, Status
 from .step_pass import StepPass
+from .waiting_snapshot import WaitingSnapshot
 
 
 _QUEUE_STATUS = {
@@ -122,6 +123,7 @@ class SchedulerLoop:
         self.requests: dict[str, Request] = {}
         self.waiting: list[Request] = []
         self.running: list[Request] = []
+        self.waiting_snapshot = WaitingSnapshot()
         self.num_steps = 0
         self.limits = StepLimits(
             max_num_batched_tokens=cfg.max_num_batched_tokens,
@@ -211,6 +213,7 @@ class SchedulerLoop:
             req.num_computed_tokens += grant
             req.is_prefill_chunk = req.num_computed_tokens < req.num_tokens
             req.num_draft_tokens = 0
+        self.waiting_snapshot.update(self.waiting)
         record = StepRecord(
             step=self.num_steps,
             limits=self.limits,
@@ -224,7 +227,7 @@ class SchedulerLoop:
             preempted=tuple(step.preempted),
             paused=frozenset(step.paused),
             running=tuple([r.request_id for r in self.running]),
-            waiting=tuple([r.request_id for r in self.waiting]),
+            waiting=self.waiting_snapshot.ids,
             kv_blocks_in_use=self.pool.num_in_use,
             block_tables={r.request_id: r.block_table() for r in self.running},
             block_keys=self._shared_block_keys(),
@@ -353,11 +356,14 @@ class SchedulerLoop:
         return {b: keys.get(b) for b in self.pool.shared}
 
     def _unserved_demand(self) -> int:
-        queued = self.running + self.waiting
-        running = [True] * len(self.running) + [False] * len(self.waiting)
-        return decisions.unserved_demand(  # type: ignore[no-any-return]
-            self.cfg.max_num_seqs, running, [not run for run in running], [r.num_tokens for r in queued],
-            [r.num_draft_tokens for r in queued], [r.num_computed_tokens for r in queued])
+        """``decisions.unserved_total`` of the queues; the waiting queue's sum is kept from step
+        to step (``WaitingSnapshot``), so a long queue costs what changed in it."""
+        wanted_running = 0
+        running_demand = decisions.running_demand
+        for r in self.running:
+            wanted_running += running_demand(r.num_tokens, r.num_draft_tokens, r.num_computed_tokens)
+        return decisions.unserved_total(  # type: ignore[no-any-return]
+            self.cfg.max_num_seqs, len(self.running), wanted_running, self.waiting_snapshot.demand)
 
     # -- output ---------------------------------------------------------------------
     def update_from_output(self, record: StepRecord, accepted: dict[str, int] | None = None) -> StepOutcome:

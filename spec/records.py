@@ -8,7 +8,7 @@ tokenbudget: any target can produce these.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Sequence
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class StepRecord:
     prefill: frozenset[str]  # requests scheduled as a prefill chunk
     preempted: tuple[str, ...]
     running: tuple[str, ...]  # after the pass
-    waiting: tuple[str, ...]  # after the pass
+    waiting: Sequence[str]  # after the pass: a tuple, or a QueueIds window (equal to the tuple of its ids)
     kv_blocks_in_use: int
     block_tables: dict[str, tuple[int, ...]]
     block_keys: dict[int, object]
