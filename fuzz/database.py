@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
+if TYPE_CHECKING:
+    from hypothesis.database import ExampleDatabase
 
 NONE = "none"
 ENVIRONMENT = "TOKENBUDGET_DATABASE"
@@ -46,6 +48,7 @@ def open_database(where: str) -> ExampleDatabase | None:
         return None
     if "://" in where and not is_redis(where):
         raise DatabaseError(f"--database {where}: expected a folder or redis://HOST:PORT/N")
+    from hypothesis.database import DirectoryBasedExampleDatabase  # Hypothesis loads only when a database opens
     if not is_redis(where):
         return DirectoryBasedExampleDatabase(where)
     from hypothesis.extra.redis import RedisExampleDatabase

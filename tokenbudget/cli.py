@@ -12,14 +12,12 @@ what it finished and exit status 130.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
+from types import ModuleType
 from typing import NoReturn
 
-from hypothesis.configuration import set_hypothesis_home_dir
-from z3 import Z3Exception
-
-from . import campaign_cmd, check_cmd, conform_cmd, export_cmd, fuzz_cmd, policies_cmd, prove_cmd, replay_cmd
 from .args import UsageError
 from .console import Console
 from .engine_path import in_child, run_in_child
@@ -32,12 +30,23 @@ from .model.policy_guard import symbolic_branch
 from .model.replay import BadInput
 from .spec.trace import TraceError
 
-COMMANDS = {"policies": policies_cmd, "replay": replay_cmd, "check": check_cmd, "prove": prove_cmd,
-            "conform": conform_cmd, "fuzz": fuzz_cmd, "campaign": campaign_cmd,
-            "export": export_cmd}
+# name -> its module; a run imports only the module of the command it runs (Hypothesis and
+# the prover load with the commands that use them), the help imports them all
+COMMANDS = {"policies": "policies_cmd", "replay": "replay_cmd", "check": "check_cmd", "prove": "prove_cmd",
+            "conform": "conform_cmd", "fuzz": "fuzz_cmd", "campaign": "campaign_cmd", "export": "export_cmd"}
 # PolicyError reaches here only from prove, whose policy calls run on z3 terms: the policy cannot be used
 BAD_INPUT_ERRORS = (UsageError, TraceError, BadInput, ConfigError, EngineUnavailable, DatabaseError, PolicyError)
 MAX_ERROR = 1000  # characters of an error line
+
+
+def command_module(name: str) -> ModuleType:
+    return importlib.import_module(f"{__package__}.{COMMANDS[name]}")
+
+
+def _z3_errors() -> tuple[type[BaseException], ...]:
+    """z3's exception class once a command has loaded z3 (none can be raised before)."""
+    z3 = sys.modules.get("z3")
+    return (z3.Z3Exception,) if z3 is not None else ()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,10 +54,13 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; when ``argv`` names a command first, of that one alone."""
     parser = _Parser(prog="tokenbudget", description="Token-budget invariants of speculative-decoding schedulers.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, command in COMMANDS.items():
+    named = argv[0] if argv and argv[0] in COMMANDS else None
+    for name in COMMANDS if named is None else [named]:
+        command = command_module(name)
         p = sub.add_parser(name, help=command.HELP, description=command.DESCRIPTION)
         command.add_arguments(p)
         p.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -59,22 +71,26 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status. What Hypothesis keeps besides the
     example database goes to the per-user cache folder, never the current directory."""
+    storage = None
     if "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ:
-        os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = str(cache_folder() / "hypothesis")
-        set_hypothesis_home_dir(os.environ["HYPOTHESIS_STORAGE_DIRECTORY"])
+        storage = os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = str(cache_folder() / "hypothesis")
     console = Console()
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser(argv)
+        if storage is not None and "hypothesis.configuration" in sys.modules:  # loaded by the command, unused yet
+            sys.modules["hypothesis.configuration"].set_hypothesis_home_dir(storage)
+        args = parser.parse_args(argv)
         console.quiet = args.quiet
         engine_path = getattr(args, "engine_path", None)
         if engine_path is not None and not in_child(engine_path):
             if getattr(args, "target", "vllm") != "vllm":
                 raise UsageError("--engine-path runs a vLLM: use it with --target vllm (or conform)")
-            return run_in_child(engine_path, sys.argv[1:] if argv is None else list(argv))
+            return run_in_child(engine_path, argv)
         return args.run(args, console)
     except BAD_INPUT_ERRORS as e:
         return _error(console, str(e))
-    except Z3Exception as e:  # a symbolic branch outside a guarded method of a user policy: its input, not ours
+    except _z3_errors() as e:  # a symbolic branch outside a guarded method of a user policy: its input, not ours
         return _error(console, symbolic_branch(e))
     except BrokenPipeError:  # the reader left early (`| head`): keep quiet, as other tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -7,24 +7,25 @@ from __future__ import annotations
 
 import unicodedata
 from collections import Counter
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Mapping, Sequence
 
-from .check import CheckReport
 from .fuzz.coverage import PATHS
-from .fuzz.parallel import Live
-from .fuzz.session import FuzzReport
-from .harness.conform import ConformReport
 from .harness.features import FEATURES
 from .model import POLICY_ERROR
-from .model.replay import ReplayResult
-from .proofs.prove import Judgement
-from .proofs.solving import Z3_VERSION
-from .proofs.verdicts import MODEL_SEARCH, PROVED_UP_TO, Outcome
+from .proofs.verdicts import MODEL_SEARCH, PROVED_UP_TO
 from .spec import INVARIANTS
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the reports, named for their types only: a command loads only what it renders
+    from .check import CheckReport
+    from .fuzz.parallel import Live
+    from .fuzz.session import FuzzReport
+    from .harness.conform import ConformReport
     from .kernels.report import RunnerReport
+    from .model.replay import ReplayResult
+    from .proofs.prove import Judgement
+    from .proofs.verdicts import Outcome
 
 MAX_LISTED = 10  # violations listed per trace before "... and N more"
 MAX_TEXT = 300  # characters of one piece of input text (a description, an id, a message) shown
@@ -67,9 +68,10 @@ def counts(values: Mapping[str, int], limit: int = 6) -> str:
     """``0:10 1:4``; past ``limit`` entries the first few and ``+N more``."""
     if not values:
         return "-"
-    items = [f"{clean(rid, 40)}:{n}" for rid, n in values.items()]
-    if len(items) > limit:
-        items = items[: limit - 2] + [f"+{len(items) - limit + 2} more"]
+    listed = values.items() if len(values) <= limit else islice(values.items(), limit - 2)
+    items = [f"{clean(rid, 40)}:{n}" for rid, n in listed]
+    if len(values) > limit:
+        items.append(f"+{len(values) - limit + 2} more")
     return " ".join(items)
 
 
@@ -179,6 +181,7 @@ def check(report: CheckReport) -> str:
 def prove(j: Judgement, written: Sequence[Path]) -> str:
     """The obligation x policy table (verdict, time), then each verdict with its measured and
     recorded seconds, the traces written and the problems."""
+    from .proofs.solving import Z3_VERSION  # z3 itself: loaded with the prover, not by every command
     obligations = list(dict.fromkeys(o.obligation for o in j.outcomes))
     policies = list(dict.fromkeys(o.policy for o in j.outcomes))
     names = {policy: clean(policy, 60) for policy in policies}
