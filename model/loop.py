@@ -44,6 +44,10 @@ _QUEUE_STATUS = {
 }
 
 
+def _priority_order(req: Request) -> tuple[int, int]:
+    return req.priority, req.arrival
+
+
 def scheduler_for(cfg: BudgetConfig, policy: BudgetPolicy, validate: bool = True) -> "SchedulerLoop":
     """The reference scheduler of cfg under policy: its loop (``policy.loop``).
     Raises ConfigError when ``validate`` and the policy refuses cfg."""
@@ -173,9 +177,8 @@ class SchedulerLoop:
         req.status = Status.ABORTED
 
     def _enqueue_waiting(self, req: Request, front: bool) -> None:
-        if self.cfg.scheduling_policy == "priority":
-            keys = [(r.priority, r.arrival) for r in self.waiting]
-            self.waiting.insert(bisect.bisect(keys, (req.priority, req.arrival)), req)
+        if self.cfg.scheduling_policy == "priority":  # the queue is kept in (priority, arrival) order
+            self.waiting.insert(bisect.bisect(self.waiting, (req.priority, req.arrival), key=_priority_order), req)
         elif front:
             self.waiting.insert(0, req)
         else:
