@@ -22,6 +22,7 @@ from itertools import chain
 from typing import Any, Callable, Mapping, Optional
 
 from . import grant_rules
+from .queue_ids import WaitingTally
 from .records import RequestState, RunRecord, StepOutcome, StepRecord
 
 LEDGER, STEP, RUN, CONFIG, EFFICIENCY = "ledger", "step", "run", "config", "efficiency"
@@ -267,8 +268,9 @@ def model_error(rec: StepRecord) -> list[Breach]:
 # -- run invariants -------------------------------------------------------------------
 class RequestAccounting:
     """``no-request-lost`` judged as the run goes: ``feed`` takes the events of a RunRecord
-    not yet seen, in order, and returns what broke in them. A step costs what its queues
-    and its outcome hold and the live requests, not every request ever added. Every id
+    not yet seen, in order, and returns what broke in them. A step costs its running queue,
+    its outcome and what changed in its waiting queue (``WaitingTally``), not every request
+    ever added; only a step that breaks it walks its queues to name each breach. Every id
     added or reported keeps its status and computed tokens (a few ints), no record."""
 
     def __init__(self) -> None:
@@ -276,6 +278,7 @@ class RequestAccounting:
         self.place: dict[str, int] = {}  # id -> when it was first seen: "in no queue" is reported in this order
         self.live: dict[str, int] = {}  # the live ids -> their place
         self.computed: dict[str, int] = {}
+        self.waiting = WaitingTally(self.live)  # the waiting ids, tallied as they change
         self.seen_events = 0
 
     def feed(self, run: RunRecord) -> list[Breach]:
@@ -303,18 +306,24 @@ class RequestAccounting:
     def _set(self, rid: str, status: str) -> None:
         self.place.setdefault(rid, len(self.place))
         self.status[rid] = status
+        was_live = rid in self.live
         if status == "live":
             self.live[rid] = self.place[rid]
         else:
             self.live.pop(rid, None)
+        if was_live != (status == "live"):
+            self.waiting.liveness_changed(rid, not was_live)
 
     def step(self, rec: StepRecord, outcome: Optional[StepOutcome]) -> list[Breach]:
         """One step's record and outcome (None when the target gave none)."""
         out: list[Breach] = []
-        status = self.status
-        queued = rec.running + rec.waiting
-        seen = set(queued)
-        if len(seen) < len(queued) or seen != self.live.keys():  # else each live request is queued once
+        status, live, running, waiting = self.status, self.live, rec.running, self.waiting
+        waiting.take(rec.waiting)
+        queued_once = (waiting.surplus == 0 and waiting.stale == 0 and len(set(running)) == len(running)
+                       and len(waiting.counts) + len(running) == len(live)
+                       and all(rid in live and rid not in waiting.counts for rid in running))
+        if not queued_once:  # some live request is in no queue, or some id queued twice or not live: name each
+            queued = running + rec.waiting
             seen = set()
             for rid in queued:
                 if rid in seen:

@@ -1,7 +1,8 @@
 """QueueIds: the ids of a queue as a StepRecord holds them, a window of a log the steps share."""
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence, overload
+from collections import Counter
+from typing import Any, Iterator, Mapping, Optional, Sequence, overload
 
 
 class QueueIds(Sequence[str]):
@@ -75,3 +76,64 @@ class QueueIds(Sequence[str]):
     def __reduce__(self) -> tuple[Any, ...]:
         return (tuple, (tuple(self),))
 
+
+
+class WaitingTally:
+    """The waiting ids of a run's steps, tallied as they change: how many ids are held
+    (``counts``), how many holdings repeat an id (``surplus``) and how many held ids are not
+    in ``live`` (``stale``), with ``live`` read as it is when an id enters or leaves.
+
+    A step whose waiting ids are a ``QueueIds`` window of the log of the last step's
+    window, starting and ending no earlier and starting no later than it ended (requests
+    left the head, arrivals joined the tail), costs the ids that left and entered; any other
+    waiting sequence is tallied afresh (counted in C). The owner reports each change of an
+    id's liveness (``liveness_changed``) so ``stale`` stays true between steps.
+    """
+
+    def __init__(self, live: Mapping[str, object]) -> None:
+        self.live = live
+        self.counts: dict[str, int] = {}
+        self.surplus = 0
+        self.stale = 0
+        self.window: Optional[tuple[list[str], int, int]] = None  # (log, start, stop) of the tallied ids
+
+    def take(self, waiting: Sequence[str]) -> None:
+        """Tally ``waiting`` in place of the ids tallied last."""
+        last = self.window
+        if isinstance(waiting, QueueIds):
+            log, start, stop = waiting._log, waiting._start, waiting._stop
+            if last is not None and last[0] is log and last[1] <= start <= last[2] <= stop:
+                for rid in log[last[1]:start]:
+                    self._drop(rid)
+                for rid in log[last[2]:stop]:
+                    self._hold(rid)
+                self.window = (log, start, stop)
+                return
+            self.window = (log, start, stop)
+        else:
+            self.window = None
+        self.counts = Counter(waiting)
+        self.surplus = len(waiting) - len(self.counts)
+        self.stale = len(self.counts.keys() - self.live.keys())
+
+    def liveness_changed(self, rid: str, live: bool) -> None:
+        if rid in self.counts:
+            self.stale += -1 if live else 1
+
+    def _hold(self, rid: str) -> None:
+        count = self.counts.get(rid, 0)
+        self.counts[rid] = count + 1
+        if count:
+            self.surplus += 1
+        elif rid not in self.live:
+            self.stale += 1
+
+    def _drop(self, rid: str) -> None:
+        count = self.counts[rid]
+        if count > 1:
+            self.counts[rid] = count - 1
+            self.surplus -= 1
+            return
+        del self.counts[rid]
+        if rid not in self.live:
+            self.stale -= 1

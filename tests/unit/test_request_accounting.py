@@ -18,6 +18,7 @@ from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec import RequestState, RunRecord, StepOutcome
 from tokenbudget.spec import invariants as inv
 from tokenbudget.spec.corpus import corpus_paths
+from tokenbudget.spec.queue_ids import QueueIds
 from tokenbudget.spec.trace import load_trace
 
 
@@ -101,8 +102,41 @@ def random_runs(draw):
     return run
 
 
+@st.composite
+def random_window_runs(draw):
+    """Runs whose waiting ids are QueueIds windows over shared logs, as the model records
+    them, moved every way: sliding (head gone, tail added), jumping, onto a new log, or a
+    plain tuple between; the log repeats ids, so windows can hold one twice."""
+    run, log, start = RunRecord(limits=LIMITS), [], 0
+    for _ in range(draw(st.integers(0, 16))):
+        kind = draw(st.sampled_from(("add", "abort", "step", "step", "step")))
+        if kind != "step":
+            run.events.append((kind, draw(IDS)))
+            continue
+        move = draw(st.sampled_from(("slide", "slide", "slide", "jump", "new log", "tuple")))
+        if move == "new log":
+            log, start = draw(st.lists(IDS, max_size=4)), 0
+        log += draw(st.lists(IDS, max_size=2))
+        if move == "slide":
+            start = draw(st.integers(start, len(log)))
+        elif move == "jump":
+            start = draw(st.integers(0, len(log)))
+        stop = len(log) if move != "jump" else draw(st.integers(start, len(log)))
+        waiting = tuple(log[start:stop]) if move == "tuple" else QueueIds(log, start, stop)
+        index = len(run.steps)
+        run.steps.append(good_record(step=index, running=tuple(draw(st.lists(IDS, max_size=3))), waiting=waiting))
+        if draw(st.booleans()):
+            touched = draw(st.dictionaries(IDS, st.tuples(STATUSES, st.integers(0, 6), st.integers(0, 4)), max_size=3))
+            run.outcomes.append(StepOutcome(step=index, requests={rid: RequestState(s, c, o, 3, 5)
+                                                                  for rid, (s, c, o) in touched.items()}))
+        else:
+            run.outcomes.append(StepOutcome(step=index, requests={}))
+        run.events.append(("step", index))
+    return run
+
+
 @settings(max_examples=300, deadline=None)
-@given(random_runs())
+@given(st.one_of(random_runs(), random_window_runs()))
 def test_agrees_with_the_whole_run_predicate_on_random_runs(run):
     want = whole_run_no_request_lost(run)
     assert inv.no_request_lost.predicate(run) == want

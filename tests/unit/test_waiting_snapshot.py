@@ -2,10 +2,8 @@
 its ids (windows of a shared log, each still true after later steps) and its summed
 demand, on random queue edits and at every step of every built-in loop (each policy,
 random configs, arrivals with priorities and shared prefixes, aborts, acceptances,
-preemptions). QueueIds behaves as the tuple of its ids."""
+preemptions)."""
 from __future__ import annotations
-
-import pickle
 
 import pytest
 from hypothesis import given, settings
@@ -17,7 +15,6 @@ from tokenbudget.model.loop import scheduler_for
 from tokenbudget.model.registry import builtin_policies
 from tokenbudget.model.request import Request
 from tokenbudget.model.waiting_snapshot import WaitingSnapshot
-from tokenbudget.spec.queue_ids import QueueIds
 
 
 def summed_whole(waiting):
@@ -47,21 +44,6 @@ def test_equals_the_whole_queue_after_any_edits(edits):
         assert snapshot.demand == summed_whole(queue)
         windows.append((snapshot.ids, tuple(r.request_id for r in queue)))
     assert [ids for ids, _ in windows] == [want for _, want in windows]
-
-
-def test_queue_ids_behave_as_the_tuple_of_their_ids():
-    log = ["a", "b", "c", "d"]
-    ids = QueueIds(log, 1, 3)
-    log.append("e")  # the log grows; the window does not
-    assert ids == ("b", "c") and ("b", "c") == ids and ids != ("b",) and ids == QueueIds(["b", "c"], 0, 2)
-    assert len(ids) == 2 and bool(ids) and not QueueIds(log, 2, 2) and list(ids) == ["b", "c"]
-    assert ids[0] == "b" and ids[-1] == "c" and ids[:1] == ("b",)
-    with pytest.raises(IndexError):
-        ids[2]
-    assert "c" in ids and "a" not in ids and "e" not in ids
-    assert ("a",) + ids == ("a", "b", "c") and ids + ("d",) == ("b", "c", "d") and hash(ids) == hash(("b", "c"))
-    assert repr(ids) == "('b', 'c')" and pickle.loads(pickle.dumps(ids)) == ("b", "c")
-    assert type(pickle.loads(pickle.dumps(ids))) is tuple
 
 
 def whole_unserved(loop):
