@@ -27,8 +27,7 @@ class WaitingSnapshot:
         self.queue: list[Request] = []  # a copy of the queue seen last
         self.terms: list[int] = []  # its requests' demand terms, in order
         self.demand = 0
-        self.log: list[str] = []
-        self.start = 0  # the queue's ids are log[start:]
+        self.log: list[str] = []  # ends with the queue's ids
 
     def update(self, waiting: list[Request]) -> None:
         """Take the queue as it is now."""
@@ -36,21 +35,19 @@ class WaitingSnapshot:
         if gone is None:
             self.terms = [self._term(r) for r in waiting]
             self.demand = sum(self.terms)
-            self.log, self.start = [r.request_id for r in waiting], 0
+            self.log = [r.request_id for r in waiting]
         else:
             arrivals = waiting[len(self.queue) - gone:]
             arrived = [self._term(r) for r in arrivals]
             self.demand += sum(arrived) - sum(self.terms[:gone])
             self.terms = self.terms[gone:] + arrived
-            self.start += gone
             self.log += [r.request_id for r in arrivals]
         self.queue = list(waiting)
-        assert len(self.log) - self.start == len(waiting)
 
     @property
     def ids(self) -> QueueIds:
         """The queue's ids, as the StepRecord holds them."""
-        return QueueIds(self.log, self.start, len(self.log))
+        return QueueIds(self.log, len(self.log) - len(self.queue), len(self.log))
 
     def _gone_from_head(self, waiting: list[Request]) -> Optional[int]:
         """How many requests left the head of the queue seen last, when ``waiting`` is its

@@ -77,7 +77,6 @@ class QueueIds(Sequence[str]):
         return (tuple, (tuple(self),))
 
 
-
 class WaitingTally:
     """The waiting ids of a run's steps, tallied as they change: how many ids are held
     (``counts``), how many holdings repeat an id (``surplus``) and how many held ids are not
