@@ -1,6 +1,7 @@
 """WaitingSnapshot: the waiting queue as a step reports it (its ids, its summed demand), kept at the cost of what changed."""
 from __future__ import annotations
 
+from collections import deque
 from typing import Optional
 
 from ..spec.queue_ids import QueueIds
@@ -14,9 +15,10 @@ class WaitingSnapshot:
 
     When the queue is that one less some requests at its head and plus some at its tail
     (admissions and arrivals: nearly every step), only those requests are read; any other
-    change (a preemption to the front, a priority insert, an abort) reads the queue again
-    and starts a new log. The list comparisons run in C, so a queue of thousands costs
-    microseconds a step, and the records of a run share the log instead of each copying it.
+    change (a priority insert, an abort) reads the queue again and starts a new log, and a
+    head that was not queued (a preemption to the front) reads it again as arrivals. The
+    queue is compared pointer by pointer in C, so a queue of thousands costs microseconds a
+    step, and the records of a run share the log instead of each copying it.
 
     A demand term read once stays true because no loop changes the tokens of a request
     while it waits: they are set before it is queued and after it leaves
@@ -25,43 +27,48 @@ class WaitingSnapshot:
 
     def __init__(self) -> None:
         self.queue: list[Request] = []  # a copy of the queue seen last
-        self.terms: list[int] = []  # its requests' demand terms, in order
+        self.terms: deque[int] = deque()  # its requests' demand terms, in order
         self.demand = 0
         self.log: list[str] = []  # ends with the queue's ids
 
     def update(self, waiting: list[Request]) -> None:
         """Take the queue as it is now."""
-        gone = self._gone_from_head(waiting)
+        gone = self._follow(waiting)
         if gone is None:
-            self.terms = [self._term(r) for r in waiting]
+            self.terms = deque(map(self._term, waiting))
             self.demand = sum(self.terms)
             self.log = [r.request_id for r in waiting]
-        else:
-            arrivals = waiting[len(self.queue) - gone:]
-            arrived = [self._term(r) for r in arrivals]
-            self.demand += sum(arrived) - sum(self.terms[:gone])
-            self.terms = self.terms[gone:] + arrived
-            self.log += [r.request_id for r in arrivals]
-        self.queue = list(waiting)
+            self.queue = list(waiting)
+            return
+        terms, demand = self.terms, self.demand
+        for _ in range(gone):
+            demand -= terms.popleft()
+        arrivals = waiting[len(terms):]
+        arrived = list(map(self._term, arrivals))
+        terms.extend(arrived)
+        self.demand = demand + sum(arrived)
+        self.log += [r.request_id for r in arrivals]
 
     @property
     def ids(self) -> QueueIds:
         """The queue's ids, as the StepRecord holds them."""
         return QueueIds(self.log, len(self.log) - len(self.queue), len(self.log))
 
-    def _gone_from_head(self, waiting: list[Request]) -> Optional[int]:
-        """How many requests left the head of the queue seen last, when ``waiting`` is its
-        rest followed by new arrivals; None when it changed otherwise."""
+    def _follow(self, waiting: list[Request]) -> Optional[int]:
+        """When ``waiting`` is the queue seen last less some requests at its head, followed by
+        new arrivals: how many left the head (the copy kept is made ``waiting``'s). None when
+        it changed otherwise. The copy is moved and compared pointer by pointer (a Request
+        compares by identity), in C: the requests themselves are not read."""
         queue = self.queue
-        if not queue:
-            return 0
-        if not waiting:
-            return len(queue)
         try:
-            gone = queue.index(waiting[0])  # a Request compares by identity
+            gone = queue.index(waiting[0]) if waiting else len(queue)
         except ValueError:
-            return None  # a new head: read it all again
-        return gone if waiting[:len(queue) - gone] == queue[gone:] else None
+            gone = len(queue)  # a new head: the old queue left whole, or it changed otherwise
+        if len(queue) - gone > len(waiting):
+            return None
+        del queue[:gone]
+        queue += waiting[len(queue):]
+        return gone if queue == waiting else None
 
     @staticmethod
     def _term(req: Request) -> int:
