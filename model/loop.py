@@ -25,6 +25,7 @@ from typing import ClassVar, Optional, Sequence
 
 from ..spec import grant_rules
 from ..spec.intlike import BoolLike, IntLike, ite
+from ..spec.queue_ids import QueueIds
 from ..spec.records import RequestState, StepLimits, StepOutcome, StepRecord
 from . import decisions, methods
 from .config import BudgetConfig
@@ -216,7 +217,7 @@ class SchedulerLoop:
             req.num_computed_tokens += grant
             req.is_prefill_chunk = req.num_computed_tokens < req.num_tokens
             req.num_draft_tokens = 0
-        self.waiting_snapshot.update(self.waiting)
+        waiting = self.waiting_ids()
         record = StepRecord(
             step=self.num_steps,
             limits=self.limits,
@@ -230,7 +231,7 @@ class SchedulerLoop:
             preempted=tuple(step.preempted),
             paused=frozenset(step.paused),
             running=tuple([r.request_id for r in self.running]),
-            waiting=self.waiting_snapshot.ids,
+            waiting=waiting,
             kv_blocks_in_use=self.pool.num_in_use,
             block_tables={r.request_id: r.block_table() for r in self.running},
             block_keys=self._shared_block_keys(),
@@ -242,6 +243,12 @@ class SchedulerLoop:
         )
         self.num_steps += 1
         return record
+
+    def waiting_ids(self) -> QueueIds:
+        """The waiting queue's ids as it stands, read at the cost of what changed in it since
+        they were last read (``WaitingSnapshot``, whose summed demand is then the queue's too)."""
+        self.waiting_snapshot.update(self.waiting)
+        return self.waiting_snapshot.ids
 
     def _schedule_running(self, step: StepPass, threshold: int) -> None:
         """The running pass: grant running requests in queue order (``_grant_running``)."""

@@ -44,13 +44,12 @@ class ModelTarget:
         """One pass; a pass that raises gives an empty record with ``error`` set and the
         queues as they were before it (nothing observable happened)."""
         sched = self.scheduler
-        running_before, waiting_before = list(sched.running), list(sched.waiting)  # ids read only on an error
+        running_before, waiting = list(sched.running), sched.waiting_ids()  # running ids read only on an error
         in_use = sched.pool.num_in_use
         try:
             return sched.schedule()
         except Exception as exc:
             running = tuple(r.request_id for r in running_before)
-            waiting = tuple(r.request_id for r in waiting_before)
             return StepRecord(
                 step=sched.num_steps, limits=self.limits, num_scheduled_tokens={}, scheduled_draft_tokens={},
                 runner_rows={}, computed_before={}, num_tokens={}, padded=frozenset(), prefill=frozenset(),

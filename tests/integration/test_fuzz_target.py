@@ -53,14 +53,17 @@ def test_a_refused_add_raises_value_error() -> None:
 def test_an_exception_in_the_pass_becomes_the_record_error_and_ends_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
     execution = Execution(ModelTarget(CFG, get_policy("vllm-adaptive")))
     execution.apply(AddOp("0", 10, 3))
+    execution.apply(AddOp("1", 10, 3))
 
     def broken(self: SchedulerLoop) -> None:
+        self.running.append(self.waiting.pop(0))
+        self.waiting.reverse()
         raise RuntimeError("planted")
 
     monkeypatch.setattr(SchedulerLoop, "schedule", broken)
     record = execution.apply(StepOp())
     assert record is not None and record.error is not None and record.error.startswith("RuntimeError: planted (")
-    assert record.num_scheduled_tokens == {} and record.waiting == ("0",)  # the queues as they were
+    assert record.num_scheduled_tokens == {} and record.waiting == ("0", "1") and record.running == ()  # as they were
     assert execution.crashed is record
     with pytest.raises(TargetDead, match="planted"):
         execution.apply(StepOp())
