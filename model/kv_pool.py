@@ -71,6 +71,8 @@ class KVBlockPool:
 
     def allocate(self, req: Request, num_tokens: int, hits: list[int]) -> bool:
         """Give req the hit blocks and enough new blocks for ``num_tokens`` slots, or nothing."""
+        if not hits and cdiv(num_tokens, self.block_size) <= len(req.block_ids):
+            return True  # it holds them already: most calls, a decode between block boundaries
         if self.blocks_needed(req, num_tokens, hits) > self.num_free:
             return False
         block_ids, ref_count = req.block_ids, self.ref_count
