@@ -33,6 +33,7 @@ from typing import Any, Callable, ClassVar, Mapping
 from hypothesis import strategies as st
 from hypothesis import reject, target
 from hypothesis.control import current_build_context
+from hypothesis.errors import StopTest
 from hypothesis.internal.conjecture.engine import ConjectureRunner
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -47,7 +48,7 @@ from .config_strategies import configs
 from .coverage import paths_taken
 from ..spec.collector import PacedCollector
 from ..spec.execution import Execution
-from .failures import MODEL_ERROR, error_kind, failure
+from .failures import MODEL_ERROR, FuzzFailure, error_kind, failure
 from ..model.target import ModelTarget, TargetFactory
 from .request_shapes import PATTERNS, RequestShape, accepted_drafts, request_shapes, resolve
 
@@ -80,7 +81,8 @@ class FuzzStats:
     tick: Callable[["FuzzStats"], None] | None = None
     max_examples: int | None = None
     deadline: float | None = None
-    stopped: bool = False  # the budget ran out (BudgetSpent raised, or shrinking ended)
+    stopped: bool = False  # the budget ran out (BudgetSpent raised, or shrinking ended), or ``cut_short`` ended the run
+    cut_short: FuzzFailure | None = None  # found draining an example Hypothesis had cut short, which it drops
 
     def spent(self, reserve: int = 0) -> bool:
         """Whether the budget is spent, keeping ``reserve`` examples of it."""
@@ -127,6 +129,9 @@ class FuzzMachine(RuleBasedStateMachine):
         self.cfg = cfg
         stats = type(self).stats
         final = current_build_context().is_final  # Hypothesis's replay of the failure it reports: not counted
+        if not final and stats.cut_short is not None:  # the failure Hypothesis could not take ends the run
+            stats.stopped = True
+            raise BudgetSpent
         if not final and stats.spent(reserve=1 if stats.raised_kind else 0):
             stats.stopped = True
             if stats.raised_kind is None:
@@ -285,10 +290,23 @@ class FuzzMachine(RuleBasedStateMachine):
         The spec bounds the drain from the requests live when it began, which may be before
         this teardown, and from their clipped demands, which the machine does not track; so
         ``progress_bound`` is asked at every doubling of the spec's smallest bound, and a stuck
-        run costs at most about twice the spec's bound.
+        run costs at most about twice the spec's bound. An example Hypothesis cut short (out
+        of data) is drained too: what that finds Hypothesis would drop, so it is kept in
+        ``stats.cut_short`` and ends the run, which reports it.
         """
         if self.execution is None or self.broken:
             return
+        stats = type(self).stats
+        cut_short = stats.raised_kind is None and isinstance(sys.exc_info()[1], StopTest)
+        try:
+            self._drain()
+        except FuzzFailure as found:
+            if not cut_short:
+                raise
+            stats.cut_short = found  # Hypothesis ran out of data for this example: it would drop the failure
+
+    def _drain(self) -> None:
+        assert self.execution is not None
         run = self.execution.run
         ask_at, drained = SMALLEST_DRAIN_BOUND, 0
         while self.live and not self.broken:

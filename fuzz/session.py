@@ -238,6 +238,8 @@ def run_machine(cls: type[FuzzMachine], size: int, seed: int, phases: Sequence[P
                 parent: settings | None = None, database: ExampleDatabase | None = None) -> FuzzFailure | None:
     """One Hypothesis run of ``size`` examples of ``cls`` from ``seed``, stopping at the
     first failure: that failure (shrunk when ``phases`` shrink) with its program, or None.
+    A failure found draining an example Hypothesis cut short (``FuzzStats.cut_short``)
+    comes as it was found, without a program: Hypothesis never saw it.
     Nothing is printed; an exception other than a FuzzFailure propagates. ``parent``
     supplies the other settings (a test passes its profile's, whose ``derandomize`` then
     decides the seed); by default the seed does. The example ``database`` is replayed
@@ -260,10 +262,12 @@ def run_machine(cls: type[FuzzMachine], size: int, seed: int, phases: Sequence[P
     except (BudgetSpent, Exception):
         if not cls.stats.stopped:
             raise
-        return None  # the budget ran out before any failure (Hypothesis may complain of the example cut short)
+        # the budget ran out before any failure (Hypothesis may complain of the example cut
+        # short), or a failure Hypothesis dropped ended the run
+        return cls.stats.cut_short
     finally:
         cls.collector = None
-    return None
+    return cls.stats.cut_short
 
 
 def _with_program(failure: FuzzFailure) -> FuzzFailure:

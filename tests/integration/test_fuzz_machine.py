@@ -9,6 +9,7 @@ from typing import Mapping
 import pytest
 from hypothesis import Phase, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import precondition, rule
 
 from tokenbudget.fuzz.config_strategies import configs
 from tokenbudget.fuzz.failures import FAILURE_CLASSES
@@ -137,20 +138,40 @@ def test_an_exception_in_the_target_is_a_model_error() -> None:
     assert found.trace.expect == (ViolationExpectation("model-error"),)
 
 
+class Stalled(EngineLike):
+    """Schedules nothing, ever, and (like a real engine) does not say whether it could have."""
+
+    def step(self, accepted: Mapping[str, int]) -> tuple[StepRecord, StepOutcome]:
+        sched = self.scheduler
+        waiting = tuple(r.request_id for r in sched.waiting)
+        record = StepRecord(sched.num_steps, self.limits, {}, {}, {}, {}, {}, frozenset(), frozenset(), (),
+                            (), waiting, 0, {}, {})
+        sched.num_steps += 1
+        return record, StepOutcome(record.step, {})
+
+
 def test_a_drain_that_never_finishes_is_a_progress_violation() -> None:
-    class Stalled(EngineLike):
-        """Schedules nothing, ever, and (like a real engine) does not say whether it could have."""
-
-        def step(self, accepted: Mapping[str, int]) -> tuple[StepRecord, StepOutcome]:
-            sched = self.scheduler
-            waiting = tuple(r.request_id for r in sched.waiting)
-            record = StepRecord(sched.num_steps, self.limits, {}, {}, {}, {}, {}, frozenset(), frozenset(), (),
-                                (), waiting, 0, {}, {})
-            sched.num_steps += 1
-            return record, StepOutcome(record.step, {})
-
     found, _ = failure_of("fastdeploy-decode-count", SMALL_FD, examples=5, target_factory=Stalled)
     assert found is not None and found.kind == "progress" and "drain" in str(found)
+
+
+def test_what_the_drain_finds_in_an_example_hypothesis_cut_short_is_reported() -> None:
+    """Hypothesis drops an exception raised after it ran out of data for an example; the
+    drain's failure is still the run's, unshrunk and without a program, and ends the run."""
+    policy = get_policy("fastdeploy-decode-count")
+    base = machine_class("fastdeploy-decode-count", policy, Stalled, config_strategy=SMALL_FD)
+
+    class OutOfData(base):  # type: ignore[misc, valid-type]
+        @precondition(lambda self: bool(self.live))
+        @rule(blob=st.binary(min_size=100_000))
+        def draw_past_the_data(self, blob: bytes) -> None:
+            raise AssertionError("never drawn: Hypothesis runs out of data first")
+
+    OutOfData.stats = FuzzStats()
+    found = run_machine(OutOfData, 50, 0, NO_SHRINK, parent=settings(derandomize=True))
+    assert found is not None and found.kind == "progress" and "drain" in str(found), found
+    assert found.program == [] and OutOfData.stats.cut_short is found and OutOfData.stats.stopped
+    assert OutOfData.stats.examples == OutOfData.stats.raised_at  # no example ran after it
 
 
 def test_a_session_saves_each_counterexample_without_overwriting(tmp_path: Path) -> None:
