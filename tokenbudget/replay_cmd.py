@@ -114,7 +114,11 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
                f"takes no device or mode: drop {given} or add --target runner"
     if args.target != RUNNER:
         given = [flag for dest, (flag, default) in RUNNER_ONLY.items() if getattr(args, dest) != default]
-        return f"{', '.join(given)} only apply to --target runner" if given else None
+        if not given:
+            return None
+        flags, one = ", ".join(given), len(given) == 1
+        return f"{flags} {'applies' if one else 'apply'} only to --target runner; drop {'it' if one else 'them'} " \
+               "or add --target runner"
     if args.steps > MAX_STEPS:
         return f"--steps {args.steps} is more than the runner target runs ({MAX_STEPS}); lower --steps"
     if args.memory_cap and args.device != "cuda":

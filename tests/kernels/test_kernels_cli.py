@@ -66,8 +66,9 @@ def test_cuda_without_a_gpu_is_a_usage_error(capsys: pytest.CaptureFixture[str])
 
 
 @pytest.mark.parametrize(("argv", "words"), [
-    (["--plot", "x.png"], "--plot only apply to --target runner"),
-    (["--steps", "3", "--acceptance", "rejection"], "--acceptance, --steps only apply to --target runner"),
+    (["--plot", "x.png"], "--plot applies only to --target runner; drop it or add --target runner"),
+    (["--steps", "3", "--acceptance", "rejection"],
+     "--acceptance, --steps apply only to --target runner; drop them or add --target runner"),
     (["--target", "runner", "--memory-cap"], "add --device cuda"),
     ([FD_OVERFLOW, "--target", "runner", "--plot", "x.png"], "--plot draws one trace, got 2"),
     (["--target", "runner", "--plot", "/no/such/folder/x.png"], "no folder /no/such/folder"),
