@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from ..model.target import TargetFactory
 from .database import open_database
-from .session import PROGRESS_EVERY, FuzzReport, Tally, fuzz, seconds_left
+from .session import PROGRESS_EVERY, Counterexample, FuzzReport, Tally, fuzz, seconds_left
 
 Event = tuple[Any, ...]
 CONTEXT = multiprocessing.get_context("spawn")
@@ -202,21 +202,61 @@ def _fuzz_worker(job: Job, worker: int, events: Any) -> None:
 def fuzz_workers(job: Job, workers: int, live: Callable[[Live], None] = lambda _: None) -> list[FuzzReport]:
     """Fuzz ``job`` on ``workers`` processes; one merged report per policy, in order, its
     counterexamples not saved (``session.save`` them). ``live`` hears the merged counts
-    about every PROGRESS_EVERY seconds."""
+    about every PROGRESS_EVERY seconds. A KeyboardInterrupt ends it with the reports of the
+    policies every worker finished, then one marked ``interrupted`` holding what the
+    workers' tallies told of the policy running (counts and counterexamples up to their
+    last tally)."""
     assert workers >= 1
     counts = Live(workers)
     reports: dict[str, list[FuzzReport]] = {p: [] for p in job.policies}
+    told = {p: FuzzReport(p, job.target_name, job.seed) for p in job.policies}  # the tallies, added up
+
+    def handle(event: Event) -> None:
+        if event[0] == "tally":
+            counts.add(event[2], event[3])
+            _add_tally(told[event[2]], event[3])
+        elif event[0] == "report":
+            reports[event[2].policy].append(event[2])
+
+    interrupted = False
     events, processes = start_workers(_fuzz_worker, [(job, w) for w in range(workers)])
     try:
-        for event in receive(events, processes):
-            if event is not None and event[0] == "tally":
-                counts.add(event[2], event[3])
-            elif event is not None and event[0] == "report":
-                reports[event[2].policy].append(event[2])
-            live(counts)
+        try:
+            for event in receive(events, processes):
+                if event is not None:
+                    handle(event)
+                live(counts)
+        except KeyboardInterrupt:
+            interrupted = True
+            for event in drain(events):
+                handle(event)
     finally:
         stop_workers(processes)
-    return [merge(reports[p]) for p in job.policies]
+    if not interrupted:
+        return [merge(reports[p]) for p in job.policies]
+    done = []
+    for policy in job.policies:
+        if len(reports[policy]) < workers:
+            partial = told[policy]
+            partial.seconds, partial.interrupted = counts.seconds, True
+            partial.counterexamples = _earliest_per_kind(partial.counterexamples)
+            return done + [partial]
+        done.append(merge(reports[policy]))
+    done[-1].interrupted = True
+    return done
+
+
+def _add_tally(report: FuzzReport, delta: Tally) -> None:
+    report.examples += delta.examples
+    report.steps += delta.steps
+    report.coverage.update(delta.coverage)
+    report.counterexamples.extend(delta.counterexamples)
+
+
+def _earliest_per_kind(found: Sequence[Counterexample]) -> list[Counterexample]:
+    """Each failure kind once, its earliest counterexample, in the order they were first seen."""
+    ordered = sorted(found, key=lambda c: c.first_seen)
+    return sorted({c.kind: c for c in reversed(ordered)}.values(), key=lambda c: c.first_seen)
 
 
 def merge(reports: Sequence[FuzzReport]) -> FuzzReport:
@@ -229,7 +269,5 @@ def merge(reports: Sequence[FuzzReport]) -> FuzzReport:
         merged.steps += r.steps
         merged.seconds = max(merged.seconds, r.seconds)
         merged.coverage.update(r.coverage)
-    found = sorted((c for r in reports for c in r.counterexamples), key=lambda c: c.first_seen)
-    merged.counterexamples = list({c.kind: c for c in reversed(found)}.values())
-    merged.counterexamples.sort(key=lambda c: c.first_seen)
+    merged.counterexamples = _earliest_per_kind([c for r in reports for c in r.counterexamples])
     return merged

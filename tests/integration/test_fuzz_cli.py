@@ -4,11 +4,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tokenbudget.cli import main
+from tokenbudget.fuzz.database import NONE
+from tokenbudget.fuzz.parallel import Job, Live, fuzz_workers
+from tokenbudget.model.target import ModelTarget
+from tokenbudget.spec.invariants import INVARIANTS
 
 # its one known violation, a row overflow (input-rows-cap, refuted in the manifest), is found and shrunk in
 # seconds from seed 0; it has no stuck drain (FastDeploy's F5), whose thousands of steps would fill the examples
@@ -68,3 +73,21 @@ def test_bad_usage_exits_2_with_one_line(argv: list[str], words: str, capsys: py
     code, out, err = run(capsys, "fuzz", *argv)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("tokenbudget: error: ") and words in err, err
+
+
+def test_ctrl_c_during_a_parallel_fuzz_keeps_what_the_workers_told() -> None:
+    """A KeyboardInterrupt while two workers fuzz ends with a report of the policy running,
+    marked interrupted, holding the counts and counterexamples the workers' tallies brought."""
+    job = Job(("vllm-static", "fastdeploy-v0"), ModelTarget, "model", None, 120.0, 0, NONE, time.time())
+    told = []
+
+    def ctrl_c_once_counted(counts: Live) -> None:
+        told.append(counts.examples)
+        if counts.examples > 0:
+            raise KeyboardInterrupt
+
+    reports = fuzz_workers(job, 2, ctrl_c_once_counted)
+    assert [r.policy for r in reports] == ["vllm-static"] and reports[0].interrupted
+    assert reports[0].examples >= told[-1] > 0 and reports[0].steps > 0
+    kinds = [c.kind for c in reports[0].counterexamples]
+    assert len(kinds) == len(set(kinds)) and set(kinds) <= set(INVARIANTS)
