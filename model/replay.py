@@ -28,6 +28,8 @@ from ..spec.trace import (
     ViolationExpectation, dump_item,
 )
 
+PROGRESS_OPS = 1024  # ops between two reports of how far a replay is (the listener paces its output)
+
 
 class BadInput(Exception):
     """A trace that cannot be replayed as given: an unknown policy, a config the policy
@@ -131,13 +133,15 @@ class ReplayResult:
 
 def replay_on_model(trace: Trace, policy: str | BudgetPolicy | None = None,
                     target_factory: TargetFactory = ModelTarget,
-                    judge_more: Callable[[RunRecord], Sequence[Violation]] | None = None) -> ReplayResult:
+                    judge_more: Callable[[RunRecord], Sequence[Violation]] | None = None,
+                    progress: Callable[[str], None] = lambda _: None) -> ReplayResult:
     """Run the trace on the reference scheduler under its policy (or ``policy``: a name,
     ``pkg.module:Class`` or an instance) and judge it. Raises BadInput. ``target_factory``
     builds what executes the ops from the config and the policy (the torch runner's
     target wraps the reference scheduler and executes each of its steps). ``judge_more``
     adds the violations of a rule the spec alone cannot judge on the run (a user policy's
-    work gap against its base, ``verdict_rules.replay_judged``)."""
+    work gap against its base, ``verdict_rules.replay_judged``). ``progress`` hears how far
+    the run is, every PROGRESS_OPS ops, and when the judging starts."""
     name, pol = _resolve_policy(trace, policy)
     try:
         cfg = BudgetConfig.from_dict(trace.config)
@@ -153,7 +157,8 @@ def replay_on_model(trace: Trace, policy: str | BudgetPolicy | None = None,
         return _judge(trace, name, None, None, crash=f"{describe(e)} while it was built")
     execution = Execution(target)
     with PacedCollector() as collector:
-        crash = _run(trace, execution, collector)
+        crash = _run(trace, execution, collector, progress)
+        progress(f"judging {len(execution.run.steps)} steps")
         version = _version_used(cfg, pol, target)
         if crash is not None and POLICY_ERROR + ":" in crash:
             return replace(_judge(trace, name, None, execution.run), errors=(crash,), engine_version=version)
@@ -190,13 +195,15 @@ def _resolve_policy(trace: Trace, policy: str | BudgetPolicy | None) -> tuple[st
         raise BadInput(f"{trace.source}: {e}") from None
 
 
-def _run(trace: Trace, execution: Execution, collector: PacedCollector) -> str | None:
+def _run(trace: Trace, execution: Execution, collector: PacedCollector, progress: Callable[[str], None]) -> str | None:
     """Apply the trace's ops until the end, a step in which the target raised, or an add
     or abort that raised (then what it raised, ``ops[i]: ...``, is returned)."""
     for index, op in enumerate(trace.ops):
         if execution.crashed is not None:
             break
         collector.tick()
+        if index % PROGRESS_OPS == 0:
+            progress(f"op {index} of {len(trace.ops)}, step {len(execution.run.steps)}")
         try:
             execution.apply(op)
         except ValueError as e:

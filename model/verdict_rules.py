@@ -23,7 +23,7 @@ share this rule: the fuzzer hands in the two runs it steps side by side.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from ..spec.invariants import CONFIG, EFFICIENCY, INVARIANTS, Violation, work_conserving, work_gap
 from ..spec.records import RunRecord, StepRecord
@@ -138,27 +138,28 @@ def gap_against_base(trace: Optional[Trace], policy: str | BudgetPolicy, ours: O
 
 
 def replay_judged(trace: Trace, policy_spec: Optional[str] = None, max_work_gap: int = 0,
-                  target_factory: TargetFactory = ModelTarget) -> ReplayResult:
-    """Replay ``trace`` (``replay_on_model``) under ``policy_spec`` (default: the trace's) and
-    judge it as fuzz and prove judge the policy: a user policy with a built-in base also
-    fails a step that leaves more than ``max_work_gap`` tokens of work undone beyond its
-    base's on the same state (a ``work-conserving`` violation naming both gaps; the base
-    replays on the model). Raises BadInput."""
+                  target_factory: TargetFactory = ModelTarget,
+                  progress: Callable[[str], None] = lambda _: None) -> ReplayResult:
+    """Replay ``trace`` (``replay_on_model``, which tells ``progress`` how far it is) under
+    ``policy_spec`` (default: the trace's) and judge it as fuzz and prove judge the policy: a
+    user policy with a built-in base also fails a step that leaves more than ``max_work_gap``
+    tokens of work undone beyond its base's on the same state (a ``work-conserving``
+    violation naming both gaps; the base replays on the model). Raises BadInput."""
     spec = policy_spec or trace.policy
     if spec in builtin_policies():
-        return replay_on_model(trace, spec, target_factory)
+        return replay_on_model(trace, spec, target_factory, progress=progress)
     try:
         policy = get_policy(spec)
     except ConfigError:
-        return replay_on_model(trace, spec, target_factory)  # refused there, as BadInput
+        return replay_on_model(trace, spec, target_factory, progress=progress)  # refused there, as BadInput
     if base_policy(policy) is None:
-        return replay_on_model(trace, spec, target_factory)
+        return replay_on_model(trace, spec, target_factory, progress=progress)
 
     def against_base(run: RunRecord) -> list[Violation]:
         violation = gap_violation(gap_against_base(trace, policy, ours=run), max_work_gap)
         return [] if violation is None else [violation]
 
-    return replay_on_model(trace, spec, target_factory, judge_more=against_base)
+    return replay_on_model(trace, spec, target_factory, judge_more=against_base, progress=progress)
 
 
 def same_state(ours: RunRecord, theirs: RunRecord, index: int) -> bool:

@@ -85,9 +85,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
     results: list[ReplayResult] = []
     with PacedCollector():  # the results are kept until printed: a full collection would only re-walk them
         for n, trace in enumerate(traces, 1):
-            console.progress(f"replaying {n}/{len(traces)}: {trace.source}")
-            results.append(replay_on_model(trace, args.policy, VllmTarget) if args.target == VLLM
-                           else replay_judged(trace, args.policy, args.max_work_gap))
+            def progress(where: str, n: int = n, trace: Trace = trace) -> None:
+                console.progress(f"replaying {n}/{len(traces)}: {trace.source}: {where}")
+
+            results.append(replay_on_model(trace, args.policy, VllmTarget, progress=progress) if args.target == VLLM
+                           else replay_judged(trace, args.policy, args.max_work_gap, progress=progress))
         ok = all(_passed(r) for r in results)
         if args.json:
             console.json({"ok": ok, "target": args.target, "traces": [r.to_json() for r in results]})

@@ -21,6 +21,7 @@ from tokenbudget.proofs.obligations import Options
 from tokenbudget.proofs.verdicts import Outcome
 from tokenbudget.spec import INVARIANTS
 from tokenbudget.spec.corpus import corpus_paths
+from tokenbudget.spec.trace import load_trace
 
 CORPUS = {p.stem: p for p in corpus_paths()}
 SEED = str(CORPUS["seed-000-vllm-adaptive"])
@@ -72,6 +73,16 @@ def test_replay_seed_000_shows_the_grants(capsys: pytest.CaptureFixture[str]) ->
     assert "0:10 1:4" in out
     assert 'num_scheduled_tokens {"0": 10, "1": 4}' in out
     assert "verdict: ok" in out
+
+
+def test_a_replay_says_how_far_it_is_when_stderr_is_not_a_terminal(capsys: pytest.CaptureFixture[str],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(console, "EVERY", 0.0)  # every progress message becomes a line
+    code, out, err = run(capsys, "replay", SEED)
+    lines = err.splitlines()
+    assert code == 0 and "verdict: ok" in out
+    assert lines[0] == f"tokenbudget: replaying 1/1: {SEED}: op 0 of {len(load_trace(SEED).ops)}, step 0"
+    assert lines[-1].startswith(f"tokenbudget: replaying 1/1: {SEED}: judging ") and lines[-1].endswith(" steps")
 
 
 def test_replay_json_is_the_only_stdout(capsys: pytest.CaptureFixture[str]) -> None:
