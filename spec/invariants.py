@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from itertools import chain
 from typing import Any, Callable, Mapping, Optional
 
 from . import grant_rules
@@ -207,26 +206,23 @@ def kv_capacity(rec: StepRecord) -> list[Breach]:
 def _held_twice_only_as_shared_prefix(rec: StepRecord) -> bool:
     """Whether every block held more than once is a shared-prefix block (``block_keys``) at
     one index in every table that holds it, so that the ownership walk would find nothing.
-    The tables are searched for the few keyed blocks, not walked block by block."""
-    tables = rec.block_tables.values()
-    distinct = set(chain.from_iterable(tables))
-    unexplained = sum(map(len, tables)) - len(distinct)  # places of blocks held before
-    for block in rec.block_keys:
-        if block not in distinct:
-            continue
-        index = None
-        for table in tables:
-            places = table.count(block)
-            if places == 0:
-                continue
-            at = table.index(block)
-            if places > 1 or (index is not None and at != index):
+    Linear in the blocks held: each table is read once, in C, and only the keyed blocks
+    it shares are looked at one by one."""
+    keyed = rec.block_keys.keys()
+    index_of: dict[int, int] = {}  # keyed block -> its index in the tables that hold it
+    seen: set[int] = set()
+    for table in rec.block_tables.values():
+        places = dict(zip(table, range(len(table))))
+        if len(places) < len(table):
+            return False  # a block twice in one table
+        shared = places.keys() & keyed
+        for block in shared:
+            if index_of.setdefault(block, places[block]) != places[block]:
                 return False
-            if index is None:
-                index = at
-            else:
-                unexplained -= 1
-    return unexplained == 0
+        if not (places.keys() & seen) <= shared:
+            return False  # an unkeyed block held before
+        seen.update(places)
+    return True
 
 
 @invariant("model-len", STEP, "computed + granted + sampled <= max_model_len", per_grant=True)
