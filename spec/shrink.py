@@ -1,18 +1,34 @@
 """Shrink a trace while a predicate still holds: drop requests, steps, aborts and accepted drafts.
 
-A greedy pass (delta debugging at the granularity of one op): each candidate leaves out
-one request (its add, its aborts and its accepted entries), one step or abort op, or one
-accepted entry; a candidate that keeps the predicate true replaces the trace, and the
-passes repeat until none does or the attempt budget is spent.
+Delta debugging over three kinds of unit: requests (a request's add, its aborts and its
+accepted entries), step and abort ops, and single accepted entries. For each kind in turn,
+chunks of half the units, then a quarter, down to one unit each, are left out; a
+candidate that keeps the predicate true replaces the trace and the search goes on at the
+same place. Then single units are tried again until a round removes nothing or the attempt
+budget is spent: the result is 1-minimal (no single unit can be left out) unless the budget
+ran out. A long trace whose failure needs a few ops loses most of them in a few large
+chunks, so later attempts replay short traces.
 """
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Callable, Iterator
+from typing import Any, Callable, Sequence
 
 from .trace import AbortOp, AddOp, Op, StepOp, Trace
 
 MAX_ATTEMPTS = 200
+
+
+class _Attempts:
+    """The predicate, called at most ``limit`` times."""
+
+    def __init__(self, holds: Callable[[Trace], bool], limit: int) -> None:
+        self.holds, self.left = holds, limit
+
+    def __call__(self, candidate: Trace) -> bool:
+        assert self.left > 0
+        self.left -= 1
+        return self.holds(candidate)
 
 
 def shrink(trace: Trace, holds: Callable[[Trace], bool], max_attempts: int = MAX_ATTEMPTS) -> Trace:
@@ -20,44 +36,78 @@ def shrink(trace: Trace, holds: Callable[[Trace], bool], max_attempts: int = MAX
 
     ``holds`` is called at most ``max_attempts`` times.
     """
-    attempts = 0
-    progress = True
-    while progress and attempts < max_attempts:
-        progress = False
-        for candidate in _candidates(trace):
-            attempts += 1
-            if holds(candidate):
-                trace, progress = candidate, True
-                break
-            if attempts >= max_attempts:
-                break
+    attempt = _Attempts(holds, max_attempts)
+    chunked = True
+    while attempt.left:
+        before = trace
+        for units, without in _UNIT_KINDS:
+            trace = _leave_out(trace, units, without, attempt, chunked)
+        if trace is before:
+            break
+        chunked = False
     return trace
 
 
-def _candidates(trace: Trace) -> Iterator[Trace]:
-    ops = trace.ops
-    for op in ops:
-        if isinstance(op, AddOp):
-            yield replace(trace, ops=_without_request(ops, op.id))
-    for i, op in enumerate(ops):
-        if isinstance(op, (StepOp, AbortOp)):
-            yield replace(trace, ops=ops[:i] + ops[i + 1:])
-    for i, op in enumerate(ops):
-        if isinstance(op, StepOp):
-            for rid in op.accepted:
-                kept = {r: n for r, n in op.accepted.items() if r != rid}
-                yield replace(trace, ops=ops[:i] + (StepOp(kept),) + ops[i + 1:])
+def _leave_out(trace: Trace, units: Callable[[Trace], list[Any]],
+               without: Callable[[Trace, Sequence[Any]], Trace], attempt: _Attempts, chunked: bool) -> Trace:
+    """``trace`` with the chunks of ``units`` left out that ``attempt`` accepts: halves first
+    when ``chunked``, down to single units."""
+    current = units(trace)
+    size = max(1, len(current) // 2) if chunked else 1
+    while True:
+        at = 0
+        while at < len(current):
+            if not attempt.left:
+                return trace
+            candidate = without(trace, current[at:at + size])
+            if attempt(candidate):
+                trace, current = candidate, units(candidate)  # the next chunk now starts at ``at``
+            else:
+                at += size
+        if size == 1:
+            return trace
+        size //= 2
 
 
-def _without_request(ops: tuple[Op, ...], rid: str) -> tuple[Op, ...]:
+def _request_ids(trace: Trace) -> list[Any]:
+    return [op.id for op in trace.ops if isinstance(op, AddOp)]
+
+
+def _without_requests(trace: Trace, ids: Sequence[Any]) -> Trace:
+    gone = set(ids)
     out: list[Op] = []
-    for op in ops:
-        if isinstance(op, (AddOp, AbortOp)) and op.id == rid:
+    for op in trace.ops:
+        if isinstance(op, (AddOp, AbortOp)) and op.id in gone:
             continue
-        if isinstance(op, StepOp) and rid in op.accepted:
-            op = StepOp({r: n for r, n in op.accepted.items() if r != rid})
+        if isinstance(op, StepOp) and not gone.isdisjoint(op.accepted):
+            op = StepOp({r: n for r, n in op.accepted.items() if r not in gone})
         out.append(op)
-    return tuple(out)
+    return replace(trace, ops=tuple(out))
+
+
+def _step_and_abort_places(trace: Trace) -> list[Any]:
+    return [i for i, op in enumerate(trace.ops) if isinstance(op, (StepOp, AbortOp))]
+
+
+def _without_places(trace: Trace, places: Sequence[Any]) -> Trace:
+    gone = set(places)
+    return replace(trace, ops=tuple(op for i, op in enumerate(trace.ops) if i not in gone))
+
+
+def _accepted_entries(trace: Trace) -> list[Any]:
+    return [(i, rid) for i, op in enumerate(trace.ops) if isinstance(op, StepOp) for rid in op.accepted]
+
+
+def _without_accepted(trace: Trace, entries: Sequence[Any]) -> Trace:
+    gone = set(entries)
+    return replace(trace, ops=tuple(
+        StepOp({r: n for r, n in op.accepted.items() if (i, r) not in gone})
+        if isinstance(op, StepOp) and any((i, r) in gone for r in op.accepted) else op
+        for i, op in enumerate(trace.ops)))
+
+
+_UNIT_KINDS = ((_request_ids, _without_requests), (_step_and_abort_places, _without_places),
+               (_accepted_entries, _without_accepted))
 
 
 def cut_after_step(trace: Trace, step: int) -> Trace:
