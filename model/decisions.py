@@ -38,10 +38,12 @@ def running_grant(policy: BudgetPolicy, p: BudgetParams, budgets: Budgets, deman
                   threshold: IntLike, max_model_len: IntLike, bypass: BoolLike) -> IntLike:
     """Tokens for a running request that wants ``demand``; <= 0 means skip it and go on.
 
-    ``bypass``: the engine runs this decode whatever the budget (FastDeploy's worker).
+    ``bypass``: the engine runs this decode whatever the budget (FastDeploy's worker). A
+    request known to bypass never reaches ``policy.grant``: its budgets may be spent, which
+    the grant's contract rules out.
     """
     wanted = capped_by_threshold(demand, threshold)
-    grant = ite(bypass, wanted, policy.grant(p, wanted, budgets))
+    grant = wanted if bypass is True else ite(bypass, wanted, policy.grant(p, wanted, budgets))
     return min_(grant, max_model_len - computed - 1)
 
 

@@ -244,6 +244,25 @@ def test_fastdeploy_unvisited_decodes_run_on_their_own_blocks_or_pause():
     assert record.num_scheduled_tokens == {"b": 1} and record.paused == frozenset()
 
 
+class GrantOnlyWithBudget(get_policy("fastdeploy-decode-count").__class__):
+    """A user's grant that relies on its contract: it is asked only while the exit rule lets the pass go on."""
+
+    def grant(self, p, demand, b):
+        assert b.token > 0, "grant asked with the budget spent"
+        return super().grant(p, demand, b)
+
+
+def test_a_decode_run_whatever_the_budget_never_asks_the_policy_for_a_grant():
+    cfg = BudgetConfig(max_num_batched_tokens=4, max_num_seqs=2, num_speculative_tokens=1, method="mtp",
+                       block_size=4, num_kv_blocks=64, max_model_len=16)
+    s = scheduler_for(cfg, GrantOnlyWithBudget())
+    s.add_request("a", 1, 2)
+    s.add_request("b", 3, 3)
+    step(s)
+    record = step(s)  # B - S * t = 4 - 2 * 2: "a" runs on its own block with the budget at 0
+    assert record.initial_token_budget == 0 and record.num_scheduled_tokens == {"a": 1}
+
+
 def test_fastdeploy_ignores_long_prefill_token_threshold():
     knobs = dict(max_num_batched_tokens=64, max_num_seqs=8, max_model_len=512, num_kv_blocks=512)
     a, b = scheduler("fastdeploy-v0", **knobs), scheduler("fastdeploy-v0", long_prefill_token_threshold=8, **knobs)
