@@ -11,9 +11,9 @@ from ...model import BudgetConfig, get_policy, scheduler_for
 from ...spec import StepRecord, check_step
 
 
-def _two_steps(policy: str, b: int, s: int, k: int, prompts: list[int]) -> StepRecord:
+def _two_steps(policy: str, b: int, s: int, k: int, prompts: list[int], parallel: bool) -> StepRecord:
     cfg = BudgetConfig(max_num_batched_tokens=b, max_num_seqs=s, num_speculative_tokens=k,
-                       method="ngram" if k else None, parallel_drafting=k > 0, block_size=4, num_kv_blocks=32,
+                       method="ngram" if k else None, parallel_drafting=parallel and k > 0, block_size=4, num_kv_blocks=32,
                        max_model_len=32)
     sched = scheduler_for(cfg, get_policy(policy))
     for i, n in enumerate(prompts):
@@ -31,14 +31,14 @@ def vllm_adaptive_step(b: int, s: int, k: int, prompts: list[int]) -> StepRecord
     pre: all(1 <= n <= 20 for n in prompts)
     post: check_step(__return__) == []
     """
-    return _two_steps("vllm-adaptive", b, s, k, prompts)
+    return _two_steps("vllm-adaptive", b, s, k, prompts, parallel=True)
 
 
 def fastdeploy_decode_count_step(b: int, s: int, k: int, prompts: list[int]) -> StepRecord:
     """Two steps of fastdeploy-decode-count keep every step invariant.
 
-    pre: 1 <= s and 4 <= b <= min(40, 32 * s) and 0 <= k <= 3 and b >= s * (k + 1) and 1 <= len(prompts) <= 3
+    pre: 1 <= s and 4 <= b <= min(40, 32 * s) and 0 <= k <= 3 and b >= s * max(k + 1, 2) and 1 <= len(prompts) <= 3
     pre: all(1 <= n <= 20 for n in prompts)
     post: check_step(__return__) == []
     """
-    return _two_steps("fastdeploy-decode-count", b, s, k, prompts)
+    return _two_steps("fastdeploy-decode-count", b, s, k, prompts, parallel=False)  # FastDeploy has none
