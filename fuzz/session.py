@@ -37,6 +37,7 @@ from ..model import POLICY_ERROR, BudgetConfig, PolicyError, get_policy
 from ..model.replay import BadInput, ReplayResult, replay_on_model
 from ..model.verdict_rules import replay_judged
 from ..spec.collector import PacedCollector
+from ..spec.invariants import work_conserving
 from ..spec.trace import Trace, ViolationExpectation, write_trace
 from .failures import FuzzFailure, failure
 from .seeded_draws import seeded_draws
@@ -292,12 +293,15 @@ def reduce(trace: Trace, kind: str, target_factory: TargetFactory, deadline: flo
     judged (given ``max_work_gap``, a user policy against its base too:
     ``verdict_rules.replay_judged``). Expectations keep the violated invariants the reduced
     trace still shows; the description is its first violation of ``kind``. Past
-    ``deadline`` (perf_counter) it stops reducing."""
+    ``deadline`` (perf_counter) it stops reducing. The base replays beside a candidate only
+    when ``kind`` is what it judges (``work-conserving``), and beside the reduced trace."""
 
-    def replayed(candidate: Trace) -> ReplayResult | None:
+    base_judges_kind = kind == work_conserving.id
+
+    def replayed(candidate: Trace, against_base: bool = base_judges_kind) -> ReplayResult | None:
         bare = replace(candidate, expect=())
         try:
-            if max_work_gap is None:
+            if max_work_gap is None or not against_base:
                 return replay_on_model(bare, target_factory=target_factory)
             return replay_judged(bare, max_work_gap=max_work_gap, target_factory=target_factory)
         except BadInput:
@@ -314,7 +318,7 @@ def reduce(trace: Trace, kind: str, target_factory: TargetFactory, deadline: flo
         return deadline is None or time.perf_counter() < deadline
 
     reduced = shrink(trace, lambda candidate: in_time() and bool(shown(replayed(candidate))))
-    result = replayed(reduced)
+    result = replayed(reduced, against_base=True)
     if result is None or not shown(result):  # a user policy that fails only now and then: keep the trace as found
         return trace
     still = {v.invariant for v in result.violations}
