@@ -20,6 +20,19 @@ def test_shrink_keeps_only_what_the_predicate_needs() -> None:
     assert small.ops == (AddOp("b", 7, 2), StepOp(), StepOp())
 
 
+def test_a_long_trace_loses_what_it_does_not_need_in_large_chunks() -> None:
+    ops = (AddOp("a", 5, 2), *(StepOp() for _ in range(500)), StepOp({"a": 1}), *(StepOp() for _ in range(500)))
+    calls = []
+
+    def holds(t: Trace) -> bool:  # "a is added and a step accepts one of its drafts"
+        calls.append(t)
+        return any(isinstance(op, StepOp) and op.accepted for op in t.ops) and isinstance(t.ops[0], AddOp)
+
+    small = shrink(Trace(policy="vllm-adaptive", config={}, ops=ops), holds)
+    assert small.ops == (AddOp("a", 5, 2), StepOp({"a": 1}))
+    assert len(calls) <= 40  # 29; one at a time, 200 attempts left 902 ops
+
+
 def test_shrink_respects_its_attempt_budget() -> None:
     calls = []
     shrink(TRACE, lambda t: calls.append(t) is None and False, max_attempts=5)
