@@ -13,8 +13,8 @@ from ...spec import StepRecord, check_step
 
 def _two_steps(policy: str, b: int, s: int, k: int, prompts: list[int], parallel: bool) -> StepRecord:
     cfg = BudgetConfig(max_num_batched_tokens=b, max_num_seqs=s, num_speculative_tokens=k,
-                       method="ngram" if k else None, parallel_drafting=parallel and k > 0, block_size=4, num_kv_blocks=32,
-                       max_model_len=32)
+                       method="ngram" if k else None, parallel_drafting=parallel and k > 0, block_size=4,
+                       num_kv_blocks=32, max_model_len=32)
     sched = scheduler_for(cfg, get_policy(policy))
     for i, n in enumerate(prompts):
         sched.add_request(str(i), n, 8)

@@ -7,6 +7,7 @@ from collections import Counter
 import pytest
 
 from tokenbudget.model import BudgetConfig, SchedulerLoop, get_policy, scheduler_for
+from tokenbudget.model.fastdeploy_policies import FastDeployDecodeCount
 from tokenbudget.spec import check_step
 
 SPEC = dict(num_speculative_tokens=4, method="ngram", parallel_drafting=True)  # d = 3, L = 0
@@ -244,7 +245,7 @@ def test_fastdeploy_unvisited_decodes_run_on_their_own_blocks_or_pause():
     assert record.num_scheduled_tokens == {"b": 1} and record.paused == frozenset()
 
 
-class GrantOnlyWithBudget(get_policy("fastdeploy-decode-count").__class__):
+class GrantOnlyWithBudget(FastDeployDecodeCount):
     """A user's grant that relies on its contract: it is asked only while the exit rule lets the pass go on."""
 
     def grant(self, p, demand, b):
