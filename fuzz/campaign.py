@@ -25,7 +25,8 @@ from typing import Any, Callable, Sequence
 
 from ..model.target import TargetFactory
 from .database import open_database
-from .parallel import CONTEXT, Event, Live, Sender, drain, receive, start_workers, stop_workers, stream_seed, worker_errors
+from .parallel import (CONTEXT, Event, Live, Sender, drain, receive, sigint_held, start_workers, stop_workers,
+                       stream_seed, worker_errors)
 from .session import Counterexample, fuzz, save
 
 ROUND_SECONDS = 60.0  # one worker's session on one policy, at most
@@ -96,13 +97,15 @@ def report_json(campaign: Campaign, state: CampaignState, running: bool) -> dict
 
 
 def write_report(campaign: Campaign, state: CampaignState, running: bool) -> None:
-    """state.json, report.json and report.png, each replaced whole."""
+    """state.json, report.json and report.png, each replaced whole; a Ctrl-C meanwhile
+    takes effect once all three are written."""
     from .campaign_plot import plot  # matplotlib: loaded by run_campaign before anything can be interrupted
 
-    campaign.folder.mkdir(parents=True, exist_ok=True)
-    _write(campaign.folder / "state.json", json.dumps(asdict(state), indent=1))
-    _write(campaign.folder / "report.json", json.dumps(report_json(campaign, state, running), indent=1))
-    plot(state.history, campaign.folder / "report.png")
+    with sigint_held():
+        campaign.folder.mkdir(parents=True, exist_ok=True)
+        _write(campaign.folder / "state.json", json.dumps(asdict(state), indent=1))
+        _write(campaign.folder / "report.json", json.dumps(report_json(campaign, state, running), indent=1))
+        plot(state.history, campaign.folder / "report.png")
 
 
 def _campaign_worker(campaign: Campaign, worker: int, first_round: int, deadline: float, inbox: Any,

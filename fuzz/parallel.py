@@ -18,6 +18,7 @@ import signal
 import threading
 import time
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
@@ -134,14 +135,24 @@ def receive(events: Any, processes: list[Any], timeout: float = PROGRESS_EVERY) 
 def _get_whole(events: Any, timeout: float) -> Event:
     """``events.get(timeout=timeout)`` with a Ctrl-C held until the get returns: a
     KeyboardInterrupt raised inside the read can leave half an event in the pipe, and the
-    next read (``drain``) then takes its bytes for a length and waits forever. The held
-    signal then goes to the handler that was in place (KeyboardInterrupt by default)."""
-    if threading.current_thread() is not threading.main_thread():
+    next read (``drain``) then takes its bytes for a length and waits forever."""
+    with sigint_held():
         return events.get(timeout=timeout)
+
+
+@contextmanager
+def sigint_held() -> Iterator[None]:
+    """Run the block with a Ctrl-C held until it ends, then hand the held signal to the
+    handler that was in place (KeyboardInterrupt by default). For code a KeyboardInterrupt
+    would break half-way, or that loses one (drawing a plot lost it: the command went on).
+    Outside the main thread, where no signal arrives, the block just runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     held: list[int] = []
     previous = signal.signal(signal.SIGINT, lambda signum, _: held.append(signum))
     try:
-        return events.get(timeout=timeout)
+        yield
     finally:
         signal.signal(signal.SIGINT, previous)
         if held and callable(previous):

@@ -2,6 +2,8 @@
 merging workers' reports, naming a database."""
 from __future__ import annotations
 
+import os
+import signal
 from dataclasses import replace
 from pathlib import Path
 
@@ -10,7 +12,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 
 from tokenbudget.fuzz.coverage import PATHS, paths_taken
 from tokenbudget.fuzz.database import DatabaseError, default_database, open_database
-from tokenbudget.fuzz.parallel import Live, merge, stream_seed
+from tokenbudget.fuzz.parallel import Live, merge, sigint_held, stream_seed
 from tokenbudget.fuzz.session import Counterexample, FuzzReport
 from tokenbudget.fuzz.session import Tally
 from tokenbudget.model import BudgetConfig
@@ -97,3 +99,12 @@ def test_the_live_line_merges_workers_and_counts_each_policy_once_per_kind() -> 
     line = live(counts)
     assert (counts.examples, counts.steps) == (6, 55) and "2 workers 6 ex" in line
     assert "violated input-rows-capx2" in line and "kv-pressure:3" in line and "same-step-refund:0" in line
+
+
+def test_a_ctrl_c_inside_a_held_block_is_raised_once_the_block_ends() -> None:
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        with sigint_held():
+            os.kill(os.getpid(), signal.SIGINT)
+            done.append("the rest of the block")
+    assert done == ["the rest of the block"] and signal.getsignal(signal.SIGINT) is signal.default_int_handler
