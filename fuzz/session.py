@@ -314,10 +314,7 @@ def reduce(trace: Trace, kind: str, target_factory: TargetFactory, deadline: flo
             return [result.policy_error] if result.policy_error else []
         return [str(v) for v in result.violations if v.invariant == kind]
 
-    def in_time() -> bool:
-        return deadline is None or time.perf_counter() < deadline
-
-    reduced = shrink(trace, lambda candidate: in_time() and bool(shown(replayed(candidate))))
+    reduced = shrink(trace, lambda candidate: bool(shown(replayed(candidate))), deadline=deadline)
     result = replayed(reduced, against_base=True)
     if result is None or not shown(result):  # a user policy that fails only now and then: keep the trace as found
         return trace

@@ -11,6 +11,7 @@ chunks, so later attempts replay short traces.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
@@ -20,23 +21,29 @@ MAX_ATTEMPTS = 200
 
 
 class _Attempts:
-    """The predicate, called at most ``limit`` times."""
+    """The predicate, called at most ``limit`` times and never past ``deadline`` (perf_counter)."""
 
-    def __init__(self, holds: Callable[[Trace], bool], limit: int) -> None:
-        self.holds, self.left = holds, limit
+    def __init__(self, holds: Callable[[Trace], bool], limit: int, deadline: float | None) -> None:
+        self.holds, self.limit, self.deadline = holds, limit, deadline
+
+    @property
+    def left(self) -> int:
+        return 0 if self.deadline is not None and time.perf_counter() >= self.deadline else self.limit
 
     def __call__(self, candidate: Trace) -> bool:
-        assert self.left > 0
-        self.left -= 1
+        assert self.limit > 0
+        self.limit -= 1
         return self.holds(candidate)
 
 
-def shrink(trace: Trace, holds: Callable[[Trace], bool], max_attempts: int = MAX_ATTEMPTS) -> Trace:
+def shrink(trace: Trace, holds: Callable[[Trace], bool], max_attempts: int = MAX_ATTEMPTS,
+           deadline: float | None = None) -> Trace:
     """A trace no larger than ``trace`` for which ``holds`` is true (``holds(trace)`` must be).
 
-    ``holds`` is called at most ``max_attempts`` times.
+    ``holds`` is called at most ``max_attempts`` times, and not once ``deadline``
+    (``time.perf_counter``) has passed: no candidate is built after it either.
     """
-    attempt = _Attempts(holds, max_attempts)
+    attempt = _Attempts(holds, max_attempts, deadline)
     chunked = True
     while attempt.left:
         before = trace

@@ -9,7 +9,8 @@
 
 The suite runs on pytest-xdist workers (``-n auto`` in pyproject.toml). Each test file
 goes to one worker whole, so a module-scoped fixture runs once; the files of one
-``SHARED_WORKER`` group share one worker, and so a session fixture (``builtin_proofs``).
+``SHARED_WORKER`` group share one worker, and so a session fixture (``builtin_proofs``,
+``vllm_imported``).
 """
 from __future__ import annotations
 
@@ -64,6 +65,8 @@ settings.load_profile("dev")
 SHARED_WORKER = {  # test file -> the group of files that run on one worker
     "tests/integration/test_cli.py": "builtin-proofs",
     "tests/integration/test_proofs_prove.py": "builtin-proofs",
+    "tests/vllm/test_vllm_conform.py": "vllm-in-process",  # one worker imports vLLM (~9 s)
+    "tests/vllm/test_vllm_target.py": "vllm-in-process",
 }
 
 

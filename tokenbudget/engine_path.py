@@ -39,15 +39,21 @@ def in_child(path: Path) -> bool:
     return os.environ.get(ENGINE_PATH_ENV) == str(engine_folder(path))
 
 
-def run_in_child(path: Path, argv: list[str]) -> int:
-    """Run ``tokenbudget argv`` again with the vLLM in ``path`` first on the import path;
-    its exit status (``run_child``)."""
+def child_env(path: Path) -> dict[str, str]:
+    """The environment of the child that runs the vLLM in ``path``: this one, with the
+    folder first on the import path, ``VLLM_TARGET_DEVICE=cpu`` and the child's mark."""
     folder = engine_folder(path)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(folder), *filter(None, [env.get("PYTHONPATH")])])
     env["VLLM_TARGET_DEVICE"] = "cpu"
     env[ENGINE_PATH_ENV] = str(folder)
-    return run_child(argv, env)
+    return env
+
+
+def run_in_child(path: Path, argv: list[str]) -> int:
+    """Run ``tokenbudget argv`` again in the child for the vLLM in ``path`` (``child_env``);
+    its exit status (``run_child``)."""
+    return run_child(argv, child_env(path))
 
 
 def run_child(argv: list[str], env: dict[str, str]) -> int:

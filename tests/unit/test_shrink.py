@@ -1,6 +1,9 @@
 """The trace shrinker used for conformance divergences (no engine needed)."""
 from __future__ import annotations
 
+import time
+from unittest import mock
+
 from tokenbudget.spec.shrink import cut_after_step, shrink
 from tokenbudget.spec.trace import AbortOp, AddOp, StepOp, Trace
 
@@ -37,6 +40,20 @@ def test_shrink_respects_its_attempt_budget() -> None:
     calls = []
     shrink(TRACE, lambda t: calls.append(t) is None and False, max_attempts=5)
     assert len(calls) == 5
+
+
+def test_shrink_stops_at_its_deadline() -> None:
+    calls: list[Trace] = []
+    assert shrink(TRACE, lambda t: calls.append(t) is None, deadline=time.perf_counter() - 1) is TRACE
+    assert calls == [], "past the deadline no candidate is tried"
+
+    def holds(t: Trace) -> bool:
+        calls.append(t)
+        return True
+
+    with mock.patch("time.perf_counter", lambda: 0 if len(calls) < 2 else 99):  # the deadline passes in attempt 2
+        shrink(TRACE, holds, deadline=1)
+    assert len(calls) == 2
 
 
 def test_cut_after_step_keeps_the_ops_up_to_that_step() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from vllm_support import AGREEING_FINDINGS, RAISING_FINDINGS, skip_without_vllm
+from vllm_support import AGREEING_FINDINGS, RAISING_FINDINGS
 
 from tokenbudget.cli import main
 from tokenbudget.spec.corpus import corpus_paths
@@ -21,8 +21,7 @@ from tokenbudget.model.findings import Finding
 from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.trace import Trace, load_trace
 
-pytestmark = pytest.mark.vllm
-skip_without_vllm()
+pytestmark = [pytest.mark.vllm, pytest.mark.usefixtures("vllm_imported")]
 
 VLLM_CORPUS = [p for p in corpus_paths(findings=False) if load_trace(p).policy == "vllm-adaptive"]
 

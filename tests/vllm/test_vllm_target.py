@@ -1,12 +1,12 @@
 """The importable vLLM's scheduler (0.32 here) as a target: records, target errors, replay and the CLI.
 A trace or a model built for another vLLM version is compared with that version elsewhere
-(tests/vllm/test_harness_on_both_vllm_versions.py runs 0.33 through ``--engine-path``)."""
+(tests/vllm/test_both_vllm_versions.py runs 0.33 through ``--engine-path``)."""
 from __future__ import annotations
 
 import json
 
 import pytest
-from vllm_support import F1_TRACE, F2_TRACE, skip_without_vllm
+from vllm_support import F1_TRACE, F2_TRACE
 
 from tokenbudget.cli import main
 from tokenbudget.spec.corpus import corpus_paths
@@ -20,8 +20,7 @@ from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec import check_run
 from tokenbudget.spec.trace import AddOp, StepOp, load_trace
 
-pytestmark = pytest.mark.vllm
-skip_without_vllm()
+pytestmark = [pytest.mark.vllm, pytest.mark.usefixtures("vllm_imported")]
 
 ADAPTIVE = get_policy("vllm-adaptive")
 VLLM_CORPUS = [p for p in corpus_paths(findings=False) if load_trace(p).policy == "vllm-adaptive"]
@@ -40,7 +39,7 @@ def test_every_vllm_adaptive_corpus_trace_meets_its_expectations_on_vllm(path) -
     written_for = trace.config.get("engine_version")
     if written_for not in (None, driven.model_version):
         pytest.skip(f"the trace's expectations are vLLM {written_for}'s and this process drives vLLM {driven.release}; "
-                    "test_vllm033_corpus.py replays it on its version")
+                    "test_both_vllm_versions.py replays it on its version")
     result = replay_on_model(trace, target_factory=VllmTarget)
     assert result.ok, "; ".join(result.problems)
 
