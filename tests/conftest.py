@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections import Counter
 from typing import Any, Iterator
 
 import pytest
@@ -67,23 +68,47 @@ SHARED_WORKER = {  # test file -> the group of files that run on one worker
     "tests/integration/test_proofs_prove.py": "builtin-proofs",
     "tests/vllm/test_vllm_conform.py": "vllm-in-process",  # one worker imports vLLM (~9 s)
     "tests/vllm/test_vllm_target.py": "vllm-in-process",
+    "tests/integration/test_bad_input.py": "vllm-in-process",  # replays --target vllm
 }
 
 
+START_FIRST = (  # the scopes of tens of seconds each, longest first, so that none runs alone at the end
+    "builtin-proofs", "tests/integration/test_proofs_crosshair.py", "tests/vllm/test_both_vllm_versions.py",
+    "vllm-in-process", "tests/quality/test_planted_bugs.py", "tests/quality/test_real_bugs.py",
+    "tests/integration/test_proofs_induction.py", "tests/integration/test_fuzz_campaign.py",
+    "tests/sglang/test_sglang_conformance.py",
+)
+
+
+def scope(nodeid: str) -> str:
+    """The file of a test, or its ``SHARED_WORKER`` group."""
+    path = nodeid.split("::", 1)[0]
+    return SHARED_WORKER.get(path, path)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The ``START_FIRST`` scopes first, in that order, then those with most tests; a
+    file's tests keep their order."""
+    counts = Counter(scope(item.nodeid) for item in items)
+    rank = {name: i for i, name in enumerate(START_FIRST)}
+    items.sort(key=lambda item: (rank.get(scope(item.nodeid), len(rank)), -counts[scope(item.nodeid)]))
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Whole files (or ``SHARED_WORKER`` groups) to one worker, those with most tests
-    first. Decided on the controller from node ids alone: xdist's own ``--dist loadgroup``
-    marks node ids on the workers, which pytest 9 ignores (every test was scheduled on its
-    own). An explicit ``--dist`` other than ``load`` gets xdist's own scheduler."""
+    """Whole files (or ``SHARED_WORKER`` groups) to one worker, in the order of the
+    collection (``pytest_collection_modifyitems``). Decided on the controller from node ids
+    alone: xdist's own ``--dist loadgroup`` marks node ids on the workers, which pytest 9
+    ignores (every test was scheduled on its own). An explicit ``--dist`` other than
+    ``load`` gets xdist's own scheduler."""
     if config.getvalue("dist") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     class ByFile(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return SHARED_WORKER.get(path, path)
+            return scope(nodeid)
 
+    config.option.loadscopereorder = False
     return ByFile(config, log)
 
 

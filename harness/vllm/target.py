@@ -48,21 +48,21 @@ class VllmTarget(EngineTarget):
     """One deployment of vLLM's scheduler, validated at the config's ``engine_version`` (none:
     the modelled version of the vLLM driven). Construction raises EngineUnavailable without
     vLLM, and ConfigError (one line) for another policy than ``vllm-adaptive``, a config
-    the policy refuses (when ``validate``), a pool larger than MAX_VLLM_KV_BLOCKS, or one
-    vLLM's own config checks refuse."""
+    the policy refuses (when ``validate``), a pool larger than MAX_VLLM_KV_BLOCKS (before
+    vLLM is imported), or one vLLM's own config checks refuse."""
 
     def __init__(self, cfg: BudgetConfig, policy: BudgetPolicy, validate: bool = True) -> None:
         if policy.name != VLLM_POLICY:
             raise ConfigError(f"the vllm target runs vLLM's scheduler, whose policy is {VLLM_POLICY}, not "
                               f"{policy.name}; replay this trace with --target model")
-        if cfg.engine_version is None:  # the trace names no version: the one of the vLLM driven
-            cfg = cfg.replace(engine_version=engine_version().model_version)
-        if validate:
-            policy.validate(cfg)
         if cfg.num_kv_blocks > MAX_VLLM_KV_BLOCKS:
             raise ConfigError(f"num_kv_blocks {cfg.num_kv_blocks} is more than the vllm target builds "
                               f"({MAX_VLLM_KV_BLOCKS}): vLLM's block pool makes every block up front, about "
                               f"{VLLM_BYTES_PER_BLOCK} bytes each; lower num_kv_blocks or replay with --target model")
+        if cfg.engine_version is None:  # the trace names no version: the one of the vLLM driven
+            cfg = cfg.replace(engine_version=engine_version().model_version)
+        if validate:
+            policy.validate(cfg)
         try:
             self.engine = VllmEngine(cfg)
         except ValueError as exc:
