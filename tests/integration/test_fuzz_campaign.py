@@ -52,22 +52,25 @@ def _state(folder: Path) -> dict[str, object]:
     return dict(json.loads((folder / "state.json").read_text()))
 
 
+HOURS = 0.001  # 3.6 s of fuzzing a run; its history has a point at its start and one at its end
+
+
 def test_a_campaign_reports_and_continues_where_it_stopped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out_dir = tmp_path / "campaign"
     argv = ["campaign", "--policy", QUIET, "--policy", "vllm-adaptive", "--workers", "1", "--out", str(out_dir),
             "--database", str(tmp_path / "examples"), "--json"]
-    code, out, err = run(capsys, *argv, "--hours", "0.003")
+    code, out, err = run(capsys, *argv, "--hours", str(HOURS))
     first = json.loads(out)
     assert code in (0, 1) and err == "" and first["running"] is False and first["interrupted"] is False
     assert (out_dir / "report.png").stat().st_size > 0 and json.loads((out_dir / "report.json").read_text())["seconds"]
     before = _state(out_dir)
-    assert before["seconds"] >= 0.003 * 3600 and len(first["history"]) >= 2
-    code, out, _ = run(capsys, *argv, "--hours", "0.003")  # spent already: a report, nothing run
+    assert before["seconds"] >= HOURS * 3600 and len(first["history"]) >= 2
+    code, out, _ = run(capsys, *argv, "--hours", str(HOURS))  # spent already: a report, nothing run
     assert json.loads(out)["examples"] == first["examples"] and _state(out_dir)["rounds"] == before["rounds"]
-    code, out, _ = run(capsys, *argv, "--hours", "0.006")
+    code, out, _ = run(capsys, *argv, "--hours", str(2 * HOURS))
     second = json.loads(out)
     after = _state(out_dir)
-    assert second["seconds"] >= 0.006 * 3600 and second["examples"] >= first["examples"]
+    assert second["seconds"] >= 2 * HOURS * 3600 and second["examples"] >= first["examples"]
     assert after["rounds"]["0"] >= before["rounds"].get("0", 0)  # type: ignore[union-attr]
     assert len(second["history"]) > len(first["history"]) and second["history"][:len(first["history"])] == first["history"]
 
