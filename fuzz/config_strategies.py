@@ -101,41 +101,43 @@ def candidate_configs(policy: BudgetPolicy, space: ConfigSpace | None = None,
     """The configs ``configs`` draws before it drops those the policy rejects: built valid
     from the policy's ``ConfigSpace``, so the policy should accept nearly all of them."""
     space = space or config_space(policy)
+    return _draw_config(policy, space, scales)
+
+
+@st.composite
+def _draw_config(draw: Draw, policy: BudgetPolicy, space: ConfigSpace, scales: tuple[str, ...]) -> BudgetConfig:
+    """One candidate config (``candidate_configs``). Defined once, at module level:
+    Hypothesis parses a composite's source as it is defined (about 0.1 s each time)."""
     table = methods.TABLES[policy.table]
-
-    @st.composite
-    def draw_config(draw: Draw) -> BudgetConfig:
-        method = draw(st.sampled_from(space.methods))
-        k = 0 if method is None else draw(st.integers(1, space.max_k))
-        parallel = bool(method and space.parallel_drafting and table[method].parallel_draft_slots is not None
-                        and draw(st.booleans()))
-        d = int(methods.draft_slots(policy.table, method, k, parallel)) if method else 0
-        budget, seqs, block_size, model_len = _limits(draw, draw(st.sampled_from(scales)), d, k, space.max_seqs)
-        chunked = not (space.chunked_prefill_off and budget >= 2) or draw(st.sampled_from((True, True, False)))
-        model_len = max(space.min_model_len, min(model_len, budget) if not chunked else model_len)
-        scheduled = None
-        if space.max_num_scheduled_tokens and draw(st.sampled_from((False, False, True))):
-            scheduled = draw(st.integers(1, 2 * budget))
-        cfg = BudgetConfig(
-            max_num_batched_tokens=budget,
-            max_num_seqs=seqs,
-            max_num_scheduled_tokens=scheduled,
-            num_speculative_tokens=k,
-            method=method,
-            parallel_drafting=parallel,
-            block_size=block_size,
-            num_kv_blocks=_pool(draw, cdiv(model_len, block_size)),
-            max_model_len=model_len,
-            long_prefill_token_threshold=_threshold(draw, k, model_len) if space.long_prefill_threshold else 0,
-            scheduling_policy=draw(st.sampled_from(space.scheduling_policies)),
-            enable_chunked_prefill=chunked,
-            enable_prefix_caching=draw(st.sampled_from((True, False))),
-        )
-        if asks_more_pool(policy, cfg) and draw(st.booleans()):
-            return at_the_boundary(policy, cfg, space)
-        return cfg
-
-    return draw_config()
+    method = draw(st.sampled_from(space.methods))
+    k = 0 if method is None else draw(st.integers(1, space.max_k))
+    parallel = bool(method and space.parallel_drafting and table[method].parallel_draft_slots is not None
+                    and draw(st.booleans()))
+    d = int(methods.draft_slots(policy.table, method, k, parallel)) if method else 0
+    budget, seqs, block_size, model_len = _limits(draw, draw(st.sampled_from(scales)), d, k, space.max_seqs)
+    chunked = not (space.chunked_prefill_off and budget >= 2) or draw(st.sampled_from((True, True, False)))
+    model_len = max(space.min_model_len, min(model_len, budget) if not chunked else model_len)
+    scheduled = None
+    if space.max_num_scheduled_tokens and draw(st.sampled_from((False, False, True))):
+        scheduled = draw(st.integers(1, 2 * budget))
+    cfg = BudgetConfig(
+        max_num_batched_tokens=budget,
+        max_num_seqs=seqs,
+        max_num_scheduled_tokens=scheduled,
+        num_speculative_tokens=k,
+        method=method,
+        parallel_drafting=parallel,
+        block_size=block_size,
+        num_kv_blocks=_pool(draw, cdiv(model_len, block_size)),
+        max_model_len=model_len,
+        long_prefill_token_threshold=_threshold(draw, k, model_len) if space.long_prefill_threshold else 0,
+        scheduling_policy=draw(st.sampled_from(space.scheduling_policies)),
+        enable_chunked_prefill=chunked,
+        enable_prefix_caching=draw(st.sampled_from((True, False))),
+    )
+    if asks_more_pool(policy, cfg) and draw(st.booleans()):
+        return at_the_boundary(policy, cfg, space)
+    return cfg
 
 
 def asks_more_pool(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:

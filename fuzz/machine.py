@@ -12,10 +12,12 @@ drain is longer than the spec's bound ``progress_bound`` judges it. A user polic
 built-in base, given ``max_work_gap``, is judged against it (``model.verdict_rules``): the
 same ops run on the base alongside, while both are in the same state, and a step that
 leaves more work undone than the base's by over ``max_work_gap`` tokens is a
-``work-conserving`` violation naming both gaps. ``target()`` steers
-generation toward high input-row use and preemption. The first violation raises a
+``work-conserving`` violation naming both gaps. ``target()`` steers generation toward high
+input-row use and preemption (in Hypothesis's target phase). The first violation raises a
 FuzzFailure carrying the trace, unless its kind is ``known`` (found before in the same
-session): then the run just ends, its later rules doing nothing.
+session): then the run just ends, its later rules doing nothing. So does a drain stuck for
+good (``STUCK_REPEATS`` idle steps in a row, each the one before again) once ``progress``
+is known: a drain has no input, so it would repeat that step up to the bound.
 
 Only the spec's observations are read, never the target's internals, so a real engine
 whose records lack a ledger (or carry an ``error``) runs in the same machine.
@@ -27,7 +29,7 @@ import math
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, ClassVar, Mapping
 
 from hypothesis import strategies as st
@@ -39,8 +41,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from ..model import POLICY_ERROR, BudgetConfig, BudgetPolicy, ConfigError, PolicyError, builtin_policies
 from ..model.verdict_rules import base_policy, gap_against_base, gap_violation, same_state
-from ..spec.invariants import (SMALLEST_DRAIN_BOUND, RequestAccounting, Violation,
-                               check_step, no_request_lost, progress, work_gap)
+from ..spec.invariants import (RequestAccounting, Violation, check_step, drain_steps_left, no_request_lost,
+                               progress, work_gap)
 from ..spec.records import RequestState, StepRecord
 from ..spec.target import describe
 from ..spec.trace import AbortOp, Op, StepOp, Trace, ViolationExpectation
@@ -108,6 +110,7 @@ class FuzzMachine(RuleBasedStateMachine):
     max_work_gap: ClassVar[int | None] = None  # tokens beyond the base's gap a step may leave; None: not judged
     base: ClassVar[BudgetPolicy | None] = None  # the built-in the policy derives from, when judged against it
     collector: ClassVar[PacedCollector | None] = None  # the run's garbage-collection pacer, ticked per step
+    aims: ClassVar[bool] = True  # report target() scores: only Hypothesis's target phase uses them
 
     def __init__(self) -> None:
         super().__init__()
@@ -288,9 +291,8 @@ class FuzzMachine(RuleBasedStateMachine):
         """Stop adding and drain; a drain past the spec's bound is a ``progress`` violation.
 
         The spec bounds the drain from the requests live when it began, which may be before
-        this teardown, and from their clipped demands, which the machine does not track; so
-        ``progress_bound`` is asked at every doubling of the spec's smallest bound, and a stuck
-        run costs at most about twice the spec's bound. An example Hypothesis cut short (out
+        this teardown (``drain_steps_left`` reads it from the run after the first step), so a
+        stuck run stops exactly at the step where ``progress_bound`` first judges it. An example Hypothesis cut short (out
         of data) is drained too: what that finds Hypothesis would drop, so it is kept in
         ``stats.cut_short`` and ends the run, which reports it.
         """
@@ -308,16 +310,20 @@ class FuzzMachine(RuleBasedStateMachine):
     def _drain(self) -> None:
         assert self.execution is not None
         run = self.execution.run
-        ask_at, drained = SMALLEST_DRAIN_BOUND, 0
-        while self.live and not self.broken:
+        left: int | None = None  # steps before the spec judges the drain
+        repeats = 0  # drain steps in a row that repeated the one before (but its number)
+        while self.live and not self.broken and left != 0:
             self._step({})
-            drained += 1
-            if drained >= ask_at:
-                if progress.over_run(run):
-                    break
-                ask_at *= 2
+            if self.broken:
+                break
+            left = drain_steps_left(run) if left is None else left - 1
+            repeats = repeats + 1 if len(run.steps) > 1 and _repeats(run.steps[-2], run.steps[-1]) else 0
+            if repeats >= STUCK_REPEATS and progress.id in type(self).known:
+                self.broken = True  # stuck for good: a known progress violation, so the run ends quietly
+                return
         if not self.broken:
             self._judge(self._requests_lost() + tuple(progress.over_run(run)))
+        if not self.broken and type(self).aims:  # else only a database's Pareto front keeps them, at a cost
             target(self.max_row_use, label="input rows / B, most in a step")
             target(float(self.max_preempted), label="preemptions, most in a step")
             target(self.max_kv_use, label="KV blocks in use / pool, most in a step")
@@ -361,6 +367,16 @@ class FuzzMachine(RuleBasedStateMachine):
             description="; ".join(parts),
             found_by=type(self).found_by,
         )
+
+
+STUCK_REPEATS = 16  # idle drain steps in a row, each equal to the one before, that end a run known to stall
+
+
+def _repeats(before: StepRecord, after: StepRecord) -> bool:
+    """Whether ``after`` grants nothing, preempts nothing and is ``before`` again but its
+    number: a drain, which has no input, then repeats it for ever."""
+    return (after.total_scheduled_tokens == 0 and not after.preempted and after.error is None
+            and replace(after, step=before.step) == before)
 
 
 def database_key(policy_spec: str, target_name: str, config_name: str, max_work_gap: int | None = None) -> bytes:

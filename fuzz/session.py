@@ -255,6 +255,7 @@ def run_machine(cls: type[FuzzMachine], size: int, seed: int, phases: Sequence[P
     try:
         with with_reporter(lambda _: None), seeded_draws(), PacedCollector() as collector:
             cls.collector = collector
+            cls.aims = Phase.target in s.phases
             run_state_machine_as_test(hypothesis_seed(seed)(cls), settings=s)
     except FuzzFailure as found:
         return _with_program(found)

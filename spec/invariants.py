@@ -365,19 +365,36 @@ def drain_bound(requests: Mapping[str, RequestState]) -> int:
 SMALLEST_DRAIN_BOUND = drain_bound({})  # every drain's bound is at least this
 
 
-def progress_bound(run: RunRecord) -> list[Breach]:
-    """The run half of ``progress``: a drain (steps after the last add or abort) longer
-    than the bound leaves nothing."""
+def _current_drain(run: RunRecord) -> tuple[list[int], int, dict[str, RequestState]]:
+    """The steps after the run's last add or abort, the drain's bound (from the request
+    states as it began) and the request states at its end; no steps: ([], 0, {})."""
     last_op = max((i for i, (e, _) in enumerate(run.events) if e != "step"), default=-1)
     drain = [int(a) for e, a in run.events[last_op + 1:] if e == "step" and int(a) < len(run.outcomes)]  # type: ignore[call-overload]
     if not drain:
-        return []
+        return [], 0, {}
     states = dict(run.added)
     for outcome in run.outcomes[: max(drain[0], 1)]:
         states.update(outcome.requests)
     bound = drain_bound(states)
     for outcome in run.outcomes[max(drain[0], 1): drain[-1] + 1]:
         states.update(outcome.requests)
+    return drain, bound, states
+
+
+def drain_steps_left(run: RunRecord) -> int:
+    """How many more steps the run's drain (begun: at least one step) may take before
+    ``progress_bound`` judges it; 0 when it judges it now."""
+    drain, bound, _ = _current_drain(run)
+    assert drain, "the drain has not begun"
+    return max(0, bound - len(drain))
+
+
+def progress_bound(run: RunRecord) -> list[Breach]:
+    """The run half of ``progress``: a drain (steps after the last add or abort) longer
+    than the bound leaves nothing."""
+    drain, bound, states = _current_drain(run)
+    if not drain:
+        return []
     aborted = {str(a) for e, a in run.events if e == "abort"}
     last = run.outcomes[drain[-1]]
     left = [rid for rid, s in states.items() if s.status in ("waiting", "running") and rid not in aborted]

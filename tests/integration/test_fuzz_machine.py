@@ -2,17 +2,21 @@
 from __future__ import annotations
 
 import gc
+import math
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Mapping
 
 import pytest
 from hypothesis import Phase, settings
+from hypothesis.database import InMemoryExampleDatabase
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
 from tokenbudget.fuzz.config_strategies import configs
 from tokenbudget.fuzz.failures import FAILURE_CLASSES
+from tokenbudget.fuzz import machine
 from tokenbudget.fuzz.machine import FuzzStats, machine_class
 from tokenbudget.fuzz.session import fuzz, run_machine
 from tokenbudget.spec import collector as collector_module
@@ -21,7 +25,7 @@ from tokenbudget.model.target import ModelTarget
 from tokenbudget.model import BudgetConfig, BudgetPolicy, get_policy
 from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.records import StepOutcome, StepRecord
-from tokenbudget.spec.trace import Trace, ViolationExpectation, load_trace
+from tokenbudget.spec.trace import StepOp, Trace, ViolationExpectation, load_trace
 
 NO_SHRINK = (Phase.explicit, Phase.generate)
 FD_V0 = get_policy("fastdeploy-v0")
@@ -150,9 +154,32 @@ class Stalled(EngineLike):
         return record, StepOutcome(record.step, {})
 
 
-def test_a_drain_that_never_finishes_is_a_progress_violation() -> None:
+def test_a_drain_that_never_finishes_is_a_progress_violation_at_its_bound() -> None:
     found, _ = failure_of("fastdeploy-decode-count", SMALL_FD, examples=5, target_factory=Stalled)
-    assert found is not None and found.kind == "progress" and "drain" in str(found)
+    assert found is not None and found.kind == "progress"
+    drained = re.search(r"after a (\d+)-step drain \(bound (\d+)\)", str(found))
+    assert drained and drained[1] == drained[2], "the run ends at the first step the spec judges"
+    assert sum(isinstance(op, StepOp) for op in found.trace.ops) == int(drained[1])
+
+
+def test_a_drain_stuck_for_good_ends_quietly_once_progress_is_known(monkeypatch: pytest.MonkeyPatch) -> None:
+    found, cls = failure_of("fastdeploy-decode-count", SMALL_FD, examples=5, target_factory=Stalled,
+                            known=frozenset({"progress"}))
+    monkeypatch.setattr(machine, "STUCK_REPEATS", math.inf)
+    unstopped_found, unstopped = failure_of("fastdeploy-decode-count", SMALL_FD, examples=5, target_factory=Stalled,
+                                            known=frozenset({"progress"}))
+    assert found is None and unstopped_found is None
+    assert cls.stats.examples == unstopped.stats.examples
+    assert cls.stats.steps < unstopped.stats.steps / 2, "each stalled drain ended at its 16th idle step, not its bound"
+
+
+def test_scores_reach_a_database_only_when_the_target_phase_reads_them() -> None:
+    """Hypothesis keeps the Pareto front of target() scores in the example database; that
+    costs a quarter of a run, and only its target phase uses them."""
+    for phases, pareto in ((NO_SHRINK, False), ((*NO_SHRINK, Phase.target), True)):
+        database = InMemoryExampleDatabase()
+        fuzz("fastdeploy-decode-count", examples=20, phases=phases, database=database, config_strategy=SMALL_FD)
+        assert any(key.endswith(b".pareto") for key in database.data) == pareto, phases
 
 
 def test_what_the_drain_finds_in_an_example_hypothesis_cut_short_is_reported() -> None:
