@@ -124,7 +124,7 @@ def test_a_campaign_judges_a_user_policy_against_its_base(tmp_path: Path, capsys
     assert main(["fuzz", "--policy", THROTTLE, "--examples", str(EXAMPLES), "--seed", "0", "--database", database,
                  "--max-work-gap", "0", "--json"]) == 1
     capsys.readouterr()
-    code = main(["campaign", "--policy", THROTTLE, "--hours", "0.003", "--workers", "1", "--out", str(tmp_path / "c"),
+    code = main(["campaign", "--policy", THROTTLE, "--hours", "0.001", "--workers", "1", "--out", str(tmp_path / "c"),
                  "--database", database, "--max-work-gap", "0", "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert code == 1 and doc["max_work_gap"] == 0
