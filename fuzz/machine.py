@@ -15,9 +15,9 @@ leaves more work undone than the base's by over ``max_work_gap`` tokens is a
 ``work-conserving`` violation naming both gaps. ``target()`` steers generation toward high
 input-row use and preemption (in Hypothesis's target phase). The first violation raises a
 FuzzFailure carrying the trace, unless its kind is ``known`` (found before in the same
-session): then the run just ends, its later rules doing nothing. So does a drain stuck for
-good (``STUCK_REPEATS`` idle steps in a row, each the one before again) once ``progress``
-is known: a drain has no input, so it would repeat that step up to the bound.
+session): then the run just ends, its later rules doing nothing. So does a drain that looks
+stuck (``STUCK_REPEATS`` idle steps in a row, each the one before again) once ``progress``
+is known: a drain has no input, so it would most likely repeat that step up to the bound.
 
 Only the spec's observations are read, never the target's internals, so a real engine
 whose records lack a ledger (or carry an ``error``) runs in the same machine.
@@ -292,9 +292,9 @@ class FuzzMachine(RuleBasedStateMachine):
 
         The spec bounds the drain from the requests live when it began, which may be before
         this teardown (``drain_steps_left`` reads it from the run after the first step), so a
-        stuck run stops exactly at the step where ``progress_bound`` first judges it. An example Hypothesis cut short (out
-        of data) is drained too: what that finds Hypothesis would drop, so it is kept in
-        ``stats.cut_short`` and ends the run, which reports it.
+        stuck run stops at the very step where ``progress_bound`` first judges it. An example
+        Hypothesis cut short (out of data) is drained too: what that finds Hypothesis would
+        drop, so it is kept in ``stats.cut_short`` and ends the run, which reports it.
         """
         if self.execution is None or self.broken:
             return
@@ -319,7 +319,7 @@ class FuzzMachine(RuleBasedStateMachine):
             left = drain_steps_left(run) if left is None else left - 1
             repeats = repeats + 1 if len(run.steps) > 1 and _repeats(run.steps[-2], run.steps[-1]) else 0
             if repeats >= STUCK_REPEATS and progress.id in type(self).known:
-                self.broken = True  # stuck for good: a known progress violation, so the run ends quietly
+                self.broken = True  # looks stuck, and progress is known: the run ends quietly
                 return
         if not self.broken:
             self._judge(self._requests_lost() + tuple(progress.over_run(run)))
@@ -374,7 +374,9 @@ STUCK_REPEATS = 16  # idle drain steps in a row, each equal to the one before, t
 
 def _repeats(before: StepRecord, after: StepRecord) -> bool:
     """Whether ``after`` grants nothing, preempts nothing and is ``before`` again but its
-    number: a drain, which has no input, then repeats it for ever."""
+    number. A drain has no input, so a run of such steps goes on to the bound unless state
+    the records do not show changes: the rule is a heuristic, used only where ``progress``
+    is known, so at worst it misses what the rest of that drain would have shown."""
     return (after.total_scheduled_tokens == 0 and not after.preempted and after.error is None
             and replace(after, step=before.step) == before)
 
