@@ -197,6 +197,17 @@ def test_progress_bound_flags_a_starved_drain():
     assert inv.progress.over_run(short) == []
 
 
+def test_drain_steps_left_counts_down_to_the_step_progress_bound_judges():
+    idle = good_record(num_scheduled_tokens={}, running=(), waiting=("0",), progress_possible=False)
+    added = {"0": state("waiting", max_tokens=1, prompt=1)}
+    bound = inv.drain_bound(added)
+    for steps in (1, bound - 1, bound, bound + 3):
+        run = run_of([replace(idle, step=i) for i in range(steps)], [StepOutcome(i, {}) for i in range(steps)],
+                     [("add", "0")] + [("step", i) for i in range(steps)], added)
+        assert inv.drain_steps_left(run) == max(0, bound - steps)
+        assert bool(inv.progress.over_run(run)) == (inv.drain_steps_left(run) == 0)
+
+
 def test_config_probes():
     assert ids(inv.config_sound(inv.ConfigProbe(accepted=True, first_step_grants=0))) == {"config-sound"}
     assert inv.config_sound(inv.ConfigProbe(accepted=True, first_step_grants=3)) == []
