@@ -25,8 +25,8 @@ from typing import Any, Callable, Sequence
 
 from ..model.target import TargetFactory
 from .database import open_database
-from .parallel import (CONTEXT, Event, Live, Sender, drain, receive, sigint_held, start_workers, stop_workers,
-                       stream_seed, worker_errors)
+from .parallel import (CONTEXT, Event, Live, Sender, drain, exit_with_parent, receive, sigint_held, start_workers,
+                       stop_workers, stream_seed, worker_errors)
 from .session import Counterexample, fuzz, save
 
 ROUND_SECONDS = 60.0  # one worker's session on one policy, at most
@@ -111,6 +111,7 @@ def write_report(campaign: Campaign, state: CampaignState, running: bool) -> Non
 def _campaign_worker(campaign: Campaign, worker: int, first_round: int, deadline: float, inbox: Any,
                      known: dict[str, frozenset[str]], events: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    exit_with_parent()
     try:
         database = open_database(campaign.database)
         found = {p: set(kinds) for p, kinds in known.items()}

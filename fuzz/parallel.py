@@ -6,12 +6,15 @@ is shared but what is passed). Each opens the database by the name ``--database`
 (``fuzz.database``), runs ``fuzz`` sessions, and sends on one queue what it counts as it
 runs and each session's report; the parent merges them: counts add up, and a failure
 kind that several workers found is kept once (the one first seen). Workers ignore
-SIGINT: the parent decides when they stop.
+SIGINT: the parent decides when they stop. A worker whose parent dies, even by SIGKILL
+(which skips the parent's own cleanup), exits at once (``exit_with_parent``).
 """
 from __future__ import annotations
 
 import hashlib
 import multiprocessing
+import multiprocessing.connection
+import os
 import pickle
 import queue
 import signal
@@ -181,6 +184,24 @@ def stop_workers(processes: list[Any]) -> None:
         process.join(timeout=10)
 
 
+ORPHANED = 3  # a worker's exit status when its parent died first
+
+
+def exit_with_parent() -> None:
+    """In a worker: end this process as soon as its parent is gone. A daemonic worker is
+    ended by its parent's normal exit, not by a SIGKILL, after which it would fuzz on at full
+    CPU until its deadline. A thread waits on the parent's sentinel (readable once the parent
+    has died) and exits at once: the worker's reports have nobody left to go to."""
+    parent = multiprocessing.parent_process()
+    assert parent is not None, "called outside a worker"
+
+    def watch() -> None:
+        multiprocessing.connection.wait([parent.sentinel])
+        os._exit(ORPHANED)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 def worker_errors(events: Any, worker: int) -> Callable[[BaseException], None]:
     """How a worker hands an exception to the parent (as itself when it pickles)."""
     def send(error: BaseException) -> None:
@@ -194,6 +215,7 @@ def worker_errors(events: Any, worker: int) -> Callable[[BaseException], None]:
 
 def _fuzz_worker(job: Job, worker: int, events: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    exit_with_parent()
     try:
         database = open_database(job.database)
         seed = stream_seed(job.seed, worker)

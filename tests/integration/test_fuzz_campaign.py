@@ -97,3 +97,55 @@ def test_ctrl_c_ends_a_campaign_with_its_report_and_it_resumes(tmp_path: Path) -
     doc = json.loads(resumed.stdout)
     assert resumed.returncode == 0 and doc["seconds"] > float(stopped["seconds"])  # type: ignore[arg-type]
     assert doc["history"][:len(stopped["history"])] == stopped["history"]  # type: ignore[arg-type]
+
+
+def _workers_of(pid: int) -> list[int]:
+    """The live worker processes (multiprocessing spawns) whose parent is ``pid``; a zombie is gone."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:  # the process ended while it was read
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z" and b"spawn_main" in cmdline:
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
+@pytest.mark.parametrize("command", ["fuzz", "campaign"])
+def test_workers_end_when_their_parent_is_killed(tmp_path: Path, command: str) -> None:
+    """A SIGKILL skips the parent's cleanup, which ends its daemonic workers: they must not
+    fuzz on alone, at full CPU, until the deadline an hour away."""
+    extra = ["--hours", "1", "--out", str(tmp_path / "c")] if command == "campaign" else ["--seconds", "3600"]
+    process = subprocess.Popen([sys.executable, "-m", "tokenbudget.cli", command, "--policy", QUIET, "--workers", "2",
+                                "--database", "none", "--quiet", *extra],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    workers: list[int] = []
+    for _ in range(600):  # spawning and importing take a few seconds; a busy machine is slow
+        workers = _workers_of(process.pid)
+        if len(workers) == 2 or process.poll() is not None:
+            break
+        time.sleep(0.1)
+    assert len(workers) == 2, f"{command} did not start 2 workers"
+    time.sleep(1.0)  # under way
+    process.kill()
+    process.wait(timeout=60)
+    for _ in range(600):
+        if not any(_is_running(w) for w in workers):
+            break
+        time.sleep(0.1)
+    left = [w for w in workers if _is_running(w)]
+    for w in left:  # do not leave them to the rest of the suite
+        os.kill(w, signal.SIGKILL)
+    assert not left, f"{command}'s workers {left} outlived their killed parent"
+
+
+def _is_running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
