@@ -99,17 +99,33 @@ def test_ctrl_c_ends_a_campaign_with_its_report_and_it_resumes(tmp_path: Path) -
     assert doc["history"][:len(stopped["history"])] == stopped["history"]  # type: ignore[arg-type]
 
 
+def _state_and_parent(pid: int | str) -> tuple[str, int] | None:
+    """A process's state letter and parent pid from /proc; None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return fields[0], int(fields[1])
+
+
+def _is_running(pid: int) -> bool:
+    """Alive, and not a zombie waiting to be reaped."""
+    seen = _state_and_parent(pid)
+    return seen is not None and seen[0] != "Z"
+
+
 def _workers_of(pid: int) -> list[int]:
-    """The live worker processes (multiprocessing spawns) whose parent is ``pid``; a zombie is gone."""
+    """The running worker processes (multiprocessing spawns) whose parent is ``pid``."""
     found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for folder in Path("/proc").glob("[0-9]*"):
+        seen = _state_and_parent(folder.name)
+        if seen is None or seen[1] != pid or seen[0] == "Z":
+            continue
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            cmdline = (stat.parent / "cmdline").read_bytes()
+            if b"spawn_main" in (folder / "cmdline").read_bytes():
+                found.append(int(folder.name))
         except OSError:  # the process ended while it was read
             continue
-        if int(fields[1]) == pid and fields[0] != "Z" and b"spawn_main" in cmdline:
-            found.append(int(stat.parent.name))
     return found
 
 
@@ -140,12 +156,3 @@ def test_workers_end_when_their_parent_is_killed(tmp_path: Path, command: str) -
     for w in left:  # do not leave them to the rest of the suite
         os.kill(w, signal.SIGKILL)
     assert not left, f"{command}'s workers {left} outlived their killed parent"
-
-
-def _is_running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-

@@ -162,7 +162,7 @@ def test_a_drain_that_never_finishes_is_a_progress_violation_at_its_bound() -> N
     assert sum(isinstance(op, StepOp) for op in found.trace.ops) == int(drained[1])
 
 
-def test_a_drain_stuck_for_good_ends_quietly_once_progress_is_known(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_drain_that_looks_stuck_ends_quietly_once_progress_is_known(monkeypatch: pytest.MonkeyPatch) -> None:
     found, cls = failure_of("fastdeploy-decode-count", SMALL_FD, examples=5, target_factory=Stalled,
                             known=frozenset({"progress"}))
     monkeypatch.setattr(machine, "STUCK_REPEATS", math.inf)
