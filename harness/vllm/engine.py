@@ -55,6 +55,7 @@ Environment: ``VLLM_USE_V2_MODEL_RUNNER=0`` is set (as vLLM's scheduler tests do
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -79,6 +80,7 @@ if TYPE_CHECKING:
     from ...model.config import BudgetConfig
 
 VOCAB_SIZE = 32000  # token ids are drawn from [1, VOCAB_SIZE); the model has no EOS
+FAKE_ARCHITECTURE = "OPTForCausalLM"  # the fake target model's class: vLLM only inspects it
 
 
 ENGINE_PATH_ENV = "TOKENBUDGET_ENGINE_PATH"  # set by --engine-path in the child process it starts
@@ -172,6 +174,7 @@ def _build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
     kv_cache_config = KVCacheConfig(
         num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)]
     )
+    _register_fake_model_class()
     with tempfile.TemporaryDirectory(prefix="tokenbudget-vllm-") as model_dir:
         vllm_config = _vllm_config(cfg, Path(model_dir))
         vllm_config.cache_config.num_gpu_blocks = num_blocks
@@ -184,12 +187,27 @@ def _build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
         )
 
 
+@functools.cache
+def _register_fake_model_class() -> None:
+    """Register the fake model's class with vLLM in this process (~0.7 s to import it).
+    Otherwise vLLM inspects it in a subprocess that imports vLLM afresh (~10 s) whenever
+    its cache under VLLM_CACHE_ROOT misses: on a fresh machine, and at every switch between
+    two vLLM versions, whose entries for one class name evict each other. A vLLM that moved
+    the class keeps its own (slower) way."""
+    try:
+        from vllm import ModelRegistry
+        from vllm.model_executor.models.opt import OPTForCausalLM
+    except ImportError:
+        return
+    ModelRegistry.register_model(FAKE_ARCHITECTURE, OPTForCausalLM)
+
+
 def _vllm_config(cfg: BudgetConfig, model_dir: Path) -> VllmConfig:
     """The VllmConfig for ``cfg``, its fake target model written to ``model_dir``."""
     from vllm.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig, SpeculativeConfig, VllmConfig
 
     fake_hf_config = {
-        "architectures": ["OPTForCausalLM"],
+        "architectures": [FAKE_ARCHITECTURE],
         "model_type": "opt",
         "vocab_size": VOCAB_SIZE,
         "max_position_embeddings": cfg.max_model_len,
