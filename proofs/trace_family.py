@@ -108,18 +108,28 @@ class Request:
     accepted: list[z3.ArithRef]  # drafts accepted in each step's output
 
 
+def family_config(policy: BudgetPolicy, scheduled_tokens_set: bool, prefix: str = "",
+                  fixed: Optional[dict[str, Any]] = None) -> SymbolicConfig:
+    """The symbolic config of a family (pages of one token): its terms depend on these
+    arguments alone, so families of every size can share one."""
+    return SymbolicConfig(policy, scheduled_tokens_set, prefix, fixed={"block_size": 1, **(fixed or {})})
+
+
 class Family:
     """Traces of up to ``n`` requests and ``steps`` steps under one policy; ``constraints``
     hold exactly for the traces of the family, ``passes`` are their steps, the last one
     the checked one."""
 
     def __init__(self, policy: BudgetPolicy, n: int, steps: int, scheduled_tokens_set: bool,
-                 prefix: str = "", fixed: Optional[dict[str, Any]] = None, check_validation: bool = True) -> None:
+                 prefix: str = "", fixed: Optional[dict[str, Any]] = None, check_validation: bool = True,
+                 sc: Optional[SymbolicConfig] = None) -> None:
         """``fixed`` pins config knobs; ``check_validation`` False drops the policy's own
-        requirements (a config it refuses, run with validation bypassed)."""
+        requirements (a config it refuses, run with validation bypassed); ``sc`` is
+        ``family_config`` of the same arguments, built once for many families."""
         self.policy = policy
         self.steps = steps
-        self.sc = SymbolicConfig(policy, scheduled_tokens_set, prefix, fixed={"block_size": 1, **(fixed or {})})
+        self.sc = family_config(policy, scheduled_tokens_set, prefix, fixed) if sc is None else sc
+        assert self.sc.policy is policy and self.sc.scheduled_tokens_set == scheduled_tokens_set
         sc, p = self.sc, self.sc.params
         self.prefix_len = z3.Int(prefix + "prefix_len")
         self.requests = [

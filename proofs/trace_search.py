@@ -20,7 +20,8 @@ from ..model import BudgetPolicy
 from ..spec.intlike import BoolLike
 from ..model.replay import ReplayResult, replay_on_model
 from ..spec.trace import Trace
-from .trace_family import FAMILY_STEPS, Family
+from .symbolic import SymbolicConfig
+from .trace_family import FAMILY_STEPS, Family, family_config
 from .solving import Z3_VERSION, check, minimise, solver
 
 FOUND_BY = f"tokenbudget prove (z3 {Z3_VERSION})"
@@ -60,14 +61,21 @@ def search(policies: Sequence[BudgetPolicy], goal: Goal, violation: Violation, w
     requests + steps. Raises Unknown on a z3 timeout, ProverBug when a replay disagrees.
     """
     largest = max_requests + max_steps if max_size is None else min(max_size, max_requests + max_steps)
+    configs: dict[tuple[int, bool], SymbolicConfig] = {}
+
+    def config(i: int, scheduled_set: bool) -> SymbolicConfig:
+        if (i, scheduled_set) not in configs:
+            configs[i, scheduled_set] = family_config(policies[i], scheduled_set, fixed=fixed)
+        return configs[i, scheduled_set]
+
     for size in range(min_requests + 1, largest + 1):
         for steps in range(1, max_steps + 1):
             n = size - steps
             if not min_requests <= n <= max_requests:
                 continue
             for scheduled_set in scheduled_tokens_set:
-                families = [Family(p, n, steps, scheduled_set, fixed=fixed, check_validation=check_validation)
-                            for p in policies]
+                families = [Family(p, n, steps, scheduled_set, fixed=fixed, check_validation=check_validation,
+                                   sc=config(i, scheduled_set)) for i, p in enumerate(policies)]
                 constraints = [c for f in families for c in f.constraints]
                 target = goal(families)
                 found = solver(timeout_s, *constraints, target)
