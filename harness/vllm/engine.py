@@ -191,9 +191,10 @@ def _build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
 def _register_fake_model_class() -> None:
     """Register the fake model's class with vLLM in this process (~0.7 s to import it).
     Otherwise vLLM inspects it in a subprocess that imports vLLM afresh (~10 s) whenever
-    its cache under VLLM_CACHE_ROOT misses: on a fresh machine, and at every switch between
-    two vLLM versions, whose entries for one class name evict each other. A vLLM that moved
-    the class keeps its own (slower) way."""
+    its cache under VLLM_CACHE_ROOT misses (``_LazyRegisteredModel.inspect_model_cls``,
+    vllm/model_executor/models/registry.py:1044 in 0.32.0, :1088 in 0.33.0): on a fresh
+    machine, and at every switch between two vLLM versions, whose entries for one class name
+    evict each other. A vLLM that moved the class keeps its own (slower) way."""
     try:
         from vllm import ModelRegistry
         from vllm.model_executor.models.opt import OPTForCausalLM
