@@ -35,7 +35,7 @@ from ...model.replay import BadInput, replay_on_model
 from ...spec.corpus import CORPUS_DIR
 from ...spec.invariants import INVARIANTS, Breach, Violation
 from ...spec.trace import AbortOp, AddOp, StepOp, Trace
-from .engine import VOCAB_SIZE
+from .engine import FAKE_ARCHITECTURE, VOCAB_SIZE
 from .target import VLLM_POLICY
 
 VLLM_TESTS_DIR = CORPUS_DIR / "vllm_tests"  # the exported test of each vLLM finding
@@ -140,7 +140,7 @@ def _create_scheduler(cfg: BudgetConfig) -> str:
         "def create_scheduler(model_dir):",
         '    """The deployment under test, on a fake OPT model written to model_dir (nothing is downloaded)."""',
         "    hf_config = {",
-        '        "architectures": ["OPTForCausalLM"],',
+        f'        "architectures": ["{FAKE_ARCHITECTURE}"],',
         '        "model_type": "opt",',
         '        "vocab_size": VOCAB_SIZE,',
         f'        "max_position_embeddings": {cfg.max_model_len},',
