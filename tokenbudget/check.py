@@ -32,6 +32,7 @@ check; what the sections before it found is kept in the report (``stopped``).
 """
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
@@ -257,10 +258,19 @@ def known_violations(policy: str) -> frozenset[str]:
     """The invariants a built-in policy is known to violate by its own record: refuted in
     the proofs' verdict manifest or expected by a corpus trace of it (the engine findings
     aside: ``is_known`` asks those about each counterexample). Empty for a user policy."""
-    known = {e.violation for t in load_corpus(findings=False) if t.policy == policy
-             for e in t.expect if isinstance(e, ViolationExpectation)}
-    known |= {name for name, expected in load_manifest().get(policy, {}).items() if expected.verdict == REFUTED}
-    return frozenset(known)
+    return _recorded_violations().get(policy, frozenset())
+
+
+@functools.cache
+def _recorded_violations() -> dict[str, frozenset[str]]:
+    """``known_violations`` of every policy at once. The corpus and the manifest are package
+    data, read once: a check asks this of every policy and of each violation fuzzing finds."""
+    out: dict[str, set[str]] = {}
+    for t in load_corpus(findings=False):
+        out.setdefault(t.policy, set()).update(e.violation for e in t.expect if isinstance(e, ViolationExpectation))
+    for policy, cells in load_manifest().items():
+        out.setdefault(policy, set()).update(name for name, expected in cells.items() if expected.verdict == REFUTED)
+    return {policy: frozenset(kinds) for policy, kinds in out.items()}
 
 
 def is_known(policy: str, kind: str, trace: Trace) -> bool:
