@@ -15,7 +15,7 @@ import gc
 from types import TracebackType
 
 FULL_EVERY = 50_000
-_NEVER = 2**31 - 1  # the oldest generation's threshold: young collections between two full ones
+NO_FULL_PASS = 2**31 - 1  # the oldest generation's threshold: young collections only, never a full pass by itself
 
 
 class PacedCollector:
@@ -29,7 +29,7 @@ class PacedCollector:
     def __enter__(self) -> PacedCollector:
         self.saved = gc.get_threshold()
         young, middle, _ = self.saved
-        gc.set_threshold(young, middle, _NEVER)
+        gc.set_threshold(young, middle, NO_FULL_PASS)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,

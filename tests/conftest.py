@@ -31,8 +31,8 @@ from tokenbudget.model import builtin_policies
 from tokenbudget.proofs.obligations import Options
 from tokenbudget.proofs.prove import default_jobs, prove
 from tokenbudget.proofs.verdicts import Outcome
+from tokenbudget.spec.collector import NO_FULL_PASS
 
-NO_FULL_PASS = 2**31 - 1  # the oldest generation's threshold: young collections only
 GENEROUS = Options(timeout_s=600)  # per z3 query: a busy machine must not turn a verdict into unknown
 
 if "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ:  # what Hypothesis keeps: not in the current directory

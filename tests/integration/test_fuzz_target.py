@@ -114,7 +114,7 @@ def test_a_replay_paces_the_full_collections_and_restores_the_collector(monkeypa
     monkeypatch.setattr(gc, "collect", lambda generation=2: collections.append(generation) or 0)
     assert replay_on_model(Trace("vllm-adaptive", CFG.to_dict(), OPS)).errors == ()
     assert collections == [2, 2]  # after the 3rd and the 6th of the 7 ops
-    assert in_steps == [(before[0], before[1], collector_module._NEVER)] * 4
+    assert in_steps == [(before[0], before[1], collector_module.NO_FULL_PASS)] * 4
     assert gc.get_threshold() == before
     with pytest.raises(BadInput):
         replay_on_model(Trace("vllm-adaptive", CFG.to_dict(), (AddOp("long", 64, 1),)))
