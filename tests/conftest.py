@@ -28,12 +28,11 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from tokenbudget import console
 from tokenbudget.fuzz.database import ENVIRONMENT, NONE, cache_folder
 from tokenbudget.model import builtin_policies
-from tokenbudget.proofs.obligations import Options
 from tokenbudget.proofs.prove import default_jobs, prove
 from tokenbudget.proofs.verdicts import Outcome
 from tokenbudget.spec.collector import NO_FULL_PASS
 
-GENEROUS = Options(timeout_s=600)  # per z3 query: a busy machine must not turn a verdict into unknown
+from proof_budgets import GENEROUS
 
 if "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ:  # what Hypothesis keeps: not in the current directory
     set_hypothesis_home_dir(cache_folder() / "hypothesis")
@@ -68,6 +67,7 @@ settings.load_profile("dev")
 SHARED_WORKER = {  # test file -> the group of files that run on one worker
     "tests/integration/test_cli.py": "builtin-proofs",
     "tests/integration/test_proofs_prove.py": "builtin-proofs",
+    "tests/integration/test_sglang_prove.py": "builtin-proofs",
     "tests/vllm/test_vllm_conform.py": "vllm-in-process",  # one worker imports vLLM (~9 s)
     "tests/vllm/test_vllm_target.py": "vllm-in-process",
     "tests/integration/test_bad_input.py": "vllm-in-process",  # replays --target vllm

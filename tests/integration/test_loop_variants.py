@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from proof_budgets import Z3_TIMEOUT_S
 
 from tokenbudget.model import BudgetConfig, VllmLoop, decisions, get_policy, ite, scheduler_for
 from tokenbudget.model.vllm_policies import VllmAdaptive
@@ -105,6 +106,6 @@ def test_induction_follows_a_cursor_variant_and_declines_a_refund_that_stays_sch
     class RefundKeepsVictimScheduled(VllmLoop):
         unschedules_refunded = False
 
-    assert prove_by_induction(on(CursorNotMovedBack), timeout_s=60).proved["token-cap"]
-    declined = prove_by_induction(on(RefundKeepsVictimScheduled), timeout_s=60)
+    assert prove_by_induction(on(CursorNotMovedBack), timeout_s=Z3_TIMEOUT_S).proved["token-cap"]
+    declined = prove_by_induction(on(RefundKeepsVictimScheduled), timeout_s=Z3_TIMEOUT_S)
     assert not declined.proved["token-cap"] and "unschedules_refunded" in declined.reasons["token-cap"]

@@ -11,6 +11,7 @@ import random
 from dataclasses import fields
 
 import pytest
+from proof_budgets import Z3_TIMEOUT_S
 import z3
 
 from tokenbudget.model import TABLES, BudgetConfig, BudgetParams, ConfigError, get_policy
@@ -23,7 +24,6 @@ from tokenbudget.proofs.loop_search import skeleton_policies
 
 pytestmark = pytest.mark.proofs
 POLICIES = skeleton_policies()
-Z3_TIMEOUT_S = 600  # per query: generous, so that a busy machine does not answer unknown
 
 
 def random_knobs(rng: random.Random, policy: str) -> dict:

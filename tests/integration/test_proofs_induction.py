@@ -8,6 +8,7 @@ import functools
 import random
 
 import pytest
+from proof_budgets import Z3_TIMEOUT_S
 
 from tokenbudget.model import BudgetConfig, Budgets, ConfigError, get_policy, scheduler_for
 from tokenbudget.model.vllm_policies import VllmAdaptive
@@ -21,7 +22,6 @@ from tokenbudget.spec.intlike import or_
 from tokenbudget.proofs.loop_search import skeleton_policies
 
 pytestmark = pytest.mark.proofs
-Z3_TIMEOUT_S = 600  # per query: generous, so that a busy machine does not raise Unknown
 
 
 def test_induction_says_why_it_cannot_apply() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 from catalogue import BUGS, FUZZ, PROOF, PlantedBug
+from proof_budgets import GENEROUS
 from hypothesis import Phase, settings
 
 from tokenbudget.fuzz.config_strategies import configs
@@ -19,14 +20,12 @@ from tokenbudget.fuzz.machine import FuzzStats, machine_class
 from tokenbudget.fuzz.session import run_machine
 from tokenbudget.model import get_policy
 from tokenbudget.proofs import manifest
-from tokenbudget.proofs.obligations import Options
 from tokenbudget.proofs.prove import prove
 from tokenbudget.proofs.verdicts import PROVED, REFUTED
 
 pytestmark = pytest.mark.quality
 
 CATCH_EXAMPLES = 500
-GENEROUS = Options(timeout_s=600)  # per z3 query: a busy machine must not turn a refutation into unknown
 PHASES = (Phase.explicit, Phase.generate)
 
 

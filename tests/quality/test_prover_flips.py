@@ -5,17 +5,17 @@ way by tests/quality/test_planted_bugs.py, refund-forgets-draft-slots among them
 from __future__ import annotations
 
 import pytest
+from proof_budgets import generous
 
 from tokenbudget.model import Budgets, get_policy
 from tokenbudget.model.replay import replay_on_model
 from tokenbudget.model.vllm_policies import VllmAdaptive
 from tokenbudget.proofs.obligation_table import all_obligations, decide
-from tokenbudget.proofs.obligations import Options
 from tokenbudget.proofs.prove import judge
 from tokenbudget.proofs.verdicts import PROVED, REFUTED
 
 pytestmark = [pytest.mark.quality, pytest.mark.proofs]
-OPTIONS = Options(max_requests=8, timeout_s=600)  # per z3 query: generous, for a busy machine
+OPTIONS = generous(8)
 
 
 def verdict(policy: str, obligation: str):

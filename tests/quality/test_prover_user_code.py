@@ -10,10 +10,10 @@ import pytest
 import z3
 
 import prover_user_policies as users
+from proof_budgets import Z3_TIMEOUT_S, generous
 from tokenbudget.model import BudgetConfig, get_policy
 from tokenbudget.model.replay import replay_on_model
 from tokenbudget.model.vllm_policies import VllmAdaptive
-from tokenbudget.proofs.obligations import Options
 from tokenbudget.proofs.prove import judge, prove
 from tokenbudget.proofs import solving
 from tokenbudget.proofs.solving import minimise
@@ -22,7 +22,7 @@ from tokenbudget.proofs.verdicts import MODEL_SEARCH, PROVED, PROVED_UP_TO, REFU
 from tokenbudget.spec.trace import ViolationExpectation
 
 pytestmark = [pytest.mark.quality, pytest.mark.proofs]
-OPTIONS = Options(max_requests=2, timeout_s=600)  # per z3 query: generous, for a busy machine
+OPTIONS = generous(2)
 MODULE = "prover_user_policies"
 
 
@@ -89,7 +89,7 @@ def test_a_refund_that_gives_back_too_little_leaves_the_caps_proved() -> None:
 def test_minimise_is_lexicographic_and_keeps_a_model_when_z3_gives_up() -> None:
     x, y = z3.Ints("x y")
     constraints = [x >= 0, y >= 0, x + y >= 5, x * x + y >= 7]
-    model = minimise(constraints, [x, y], 60.0, "a test")
+    model = minimise(constraints, [x, y], Z3_TIMEOUT_S, "a test")
     assert (model.eval(x).as_long(), model.eval(y).as_long()) == (0, 7)
     start = z3.Solver()
     start.add(*constraints, x == 40, y == 40)
@@ -106,13 +106,13 @@ def test_minimise_stops_once_it_has_spent_its_effort(monkeypatch: pytest.MonkeyP
     start.add(*constraints, x == 40, y == 40)
     assert start.check() == z3.sat
     monkeypatch.setattr(solving, "MINIMISE_EFFORT", 1)
-    spent = minimise(constraints, [x, y], 60.0, "a test", start=start.model())
+    spent = minimise(constraints, [x, y], Z3_TIMEOUT_S, "a test", start=start.model())
     assert (spent.eval(x).as_long(), spent.eval(y).as_long()) == (40, 40)  # the start, never lost
 
 
 REFUND_TWICE = "real_bugs.vllm_refund_twice:Policy"
 ROLLBACK_KEEPS_VICTIM = "real_bugs.vllm_rollback_scheduled_list:Policy"
-THREE = Options(max_requests=3, timeout_s=600)  # the refund bugs need three requests
+THREE = generous(3)  # the refund bugs need three requests
 
 
 def test_a_counterexample_of_an_earlier_obligation_is_reused_when_it_breaks_a_later_one() -> None:
