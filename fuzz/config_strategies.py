@@ -143,8 +143,11 @@ def _draw_config(draw: Draw, policy: BudgetPolicy, space: ConfigSpace, scales: t
 def asks_more_pool(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
     """Whether the policy accepts cfg and asks a larger KV pool than one ``max_model_len``
     sequence (SGLang's model: one sequence and its decode reservation). The repair
-    toward the boundary is drawn only then: the draws of the other policies stay as they were."""
-    return validates(policy, cfg) and least_pool(policy, cfg) > cdiv(cfg.max_model_len, cfg.block_size)
+    toward the boundary is drawn only then: the draws of the other policies stay as they were.
+    Acceptance is monotone in the pool, so refusing that one pool tells (no bisection)."""
+    one_sequence = cdiv(cfg.max_model_len, cfg.block_size)
+    return (validates(policy, cfg) and cfg.num_kv_blocks > one_sequence
+            and not validates(policy, cfg.replace(num_kv_blocks=one_sequence)))
 
 
 def at_the_boundary(policy: BudgetPolicy, cfg: BudgetConfig, space: ConfigSpace) -> BudgetConfig:

@@ -5,9 +5,12 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from tokenbudget.fuzz.config_strategies import candidate_configs, configs
+from tokenbudget.fuzz.config_strategies import asks_more_pool, candidate_configs, configs
 from tokenbudget.fuzz.request_shapes import request_shapes, resolve
-from tokenbudget.model import BudgetConfig, ConfigError, builtin_policies, get_policy, scheduler_for
+from tokenbudget.model import BudgetConfig, BudgetPolicy, ConfigError, builtin_policies, get_policy, scheduler_for
+from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.config_edges import least_pool, validates
+from tokenbudget.spec.intlike import cdiv
 
 SAMPLE = 300
 # The least share of raw draws a policy accepts, on a fixed seeded sample (the share varies
@@ -63,3 +66,35 @@ def test_every_request_shape_resolves_to_a_request_the_scheduler_accepts(cfg: Bu
     assert 1 <= op.prompt_len < cfg.max_model_len and 0 <= op.prefix_len <= op.prompt_len
     scheduler_for(cfg, pol).add_request(op.id, op.prompt_len, op.max_tokens, op.priority, op.prefix_group,
                                     op.prefix_len)
+
+
+
+class AsksExtraBlocks(VllmAdaptive):
+    """A pool of one ``max_model_len`` sequence and ``extra`` blocks more, at least."""
+
+    extra = 1
+
+    def validate(self, cfg: BudgetConfig) -> None:
+        super().validate(cfg)
+        if cfg.num_kv_blocks < cdiv(cfg.max_model_len, cfg.block_size) + self.extra:
+            raise ConfigError(f"num_kv_blocks must hold one sequence and {self.extra} block(s) more")
+
+
+class AsksTwoExtraBlocks(AsksExtraBlocks):
+    extra = 2
+
+
+@pytest.mark.parametrize("pol", [get_policy("sglang-0.5.23"), get_policy("fastdeploy-v0"), AsksExtraBlocks(),
+                                 AsksTwoExtraBlocks()], ids=lambda pol: type(pol).__name__)
+def test_asking_more_pool_is_the_least_pool_past_one_sequence(pol: BudgetPolicy) -> None:
+    """One validation of a one-sequence pool says what the bisection for the least pool says."""
+
+    @settings(suppress_health_check=[HealthCheck.too_slow])
+    @given(candidate_configs(get_policy("vllm-adaptive") if isinstance(pol, AsksExtraBlocks) else pol),
+           st.integers(-2, 4))
+    def agrees(cfg: BudgetConfig, beyond: int) -> None:
+        cfg = cfg.replace(num_kv_blocks=max(1, cdiv(cfg.max_model_len, cfg.block_size) + beyond))
+        bisected = validates(pol, cfg) and least_pool(pol, cfg) > cdiv(cfg.max_model_len, cfg.block_size)
+        assert asks_more_pool(pol, cfg) == bisected
+
+    agrees()
