@@ -11,8 +11,8 @@ import random
 from dataclasses import fields
 
 import pytest
-from proof_budgets import Z3_TIMEOUT_S
 import z3
+from proof_budgets import Z3_TIMEOUT_S
 
 from tokenbudget.model import TABLES, BudgetConfig, BudgetParams, ConfigError, get_policy
 from tokenbudget.proofs.trace_family import Family

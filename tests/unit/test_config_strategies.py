@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from tokenbudget.fuzz.config_strategies import asks_more_pool, candidate_configs, configs
 from tokenbudget.fuzz.request_shapes import request_shapes, resolve
 from tokenbudget.model import BudgetConfig, BudgetPolicy, ConfigError, builtin_policies, get_policy, scheduler_for
-from tokenbudget.model.vllm_policies import VllmAdaptive
 from tokenbudget.model.config_edges import least_pool, validates
+from tokenbudget.model.vllm_policies import VllmAdaptive
 from tokenbudget.spec.intlike import cdiv
 
 SAMPLE = 300
@@ -68,7 +68,6 @@ def test_every_request_shape_resolves_to_a_request_the_scheduler_accepts(cfg: Bu
                                     op.prefix_len)
 
 
-
 class AsksExtraBlocks(VllmAdaptive):
     """A pool of one ``max_model_len`` sequence and ``extra`` blocks more, at least."""
 
@@ -93,8 +92,9 @@ def test_asking_more_pool_is_the_least_pool_past_one_sequence(pol: BudgetPolicy)
     @given(candidate_configs(get_policy("vllm-adaptive") if isinstance(pol, AsksExtraBlocks) else pol),
            st.integers(-2, 4))
     def agrees(cfg: BudgetConfig, beyond: int) -> None:
-        cfg = cfg.replace(num_kv_blocks=max(1, cdiv(cfg.max_model_len, cfg.block_size) + beyond))
-        bisected = validates(pol, cfg) and least_pool(pol, cfg) > cdiv(cfg.max_model_len, cfg.block_size)
+        one_sequence = cdiv(cfg.max_model_len, cfg.block_size)
+        cfg = cfg.replace(num_kv_blocks=max(1, one_sequence + beyond))
+        bisected = validates(pol, cfg) and least_pool(pol, cfg) > one_sequence
         assert asks_more_pool(pol, cfg) == bisected
 
     agrees()
