@@ -17,6 +17,7 @@ the rules a user policy is judged by derive from it.
 from __future__ import annotations
 
 from collections import Counter
+from itertools import chain
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
 
@@ -207,11 +208,15 @@ def _held_twice_only_as_shared_prefix(rec: StepRecord) -> bool:
     """Whether every block held more than once is a shared-prefix block (``block_keys``) at
     one index in every table that holds it, so that the ownership walk would find nothing.
     Linear in the blocks held: each table is read once, in C, and only the keyed blocks
-    it shares are looked at one by one."""
+    it shares are looked at one by one; a step where no block is held twice (no prefix
+    shared) costs one set of every block held."""
+    tables = rec.block_tables.values()
+    if len(set(chain.from_iterable(tables))) == sum(map(len, tables)):
+        return True
     keyed = rec.block_keys.keys()
     index_of: dict[int, int] = {}  # keyed block -> its index in the tables that hold it
     seen: set[int] = set()
-    for table in rec.block_tables.values():
+    for table in tables:
         places = dict(zip(table, range(len(table))))
         if len(places) < len(table):
             return False  # a block twice in one table
