@@ -2,7 +2,8 @@
 
 Run after ``pip install -e .``::
 
-    python bench/bench_rule_floor.py [--requests 8 64 256 512] [--rounds 5] [--steps 100] [--seed N] [--json]
+    python bench/bench_rule_floor.py [--requests 8 64 256 512] [--rounds 5] [--steps 100] [--seed N]
+                                     [--fuzz-examples 50] [--json]
 
 On ``bench_scheduler.py``'s standard workload (the same ops), the model runs once per size
 and its records are kept. Then, in CPU time (``process_time``), min and median over
@@ -19,9 +20,14 @@ and its records are kept. Then, in CPU time (``process_time``), min and median o
 - ``vllm own``: vLLM's own ``schedule`` + ``update_from_output`` per step (as
   ``bench_scheduler.py`` times it), when vLLM imports.
 
-The issue's target is the model step at a tenth of vLLM's own (median): the report says
-how far the floor (rules + checks, min) stands above it. Exit status 0; 2 when the model
-cannot run (one line on stderr).
+The target is the model step at a tenth of vLLM's own (median): the report says how far
+the floor (rules + checks, min) stands above it.
+
+Fuzzing (``--fuzz-examples`` per built-in policy, seed 0, as ``bench_fuzz.py`` runs its
+throughput; 0 skips it): CPU µs per step in all, of it ``check_step``, and the grants per
+step; the floor is the checks plus those grants at the standard workload's rules per grant
+(the largest size's, min), against FUZZ_TARGET_STEPS_PER_S. Exit status 0; 2 when the
+model cannot run or an option is out of range (one line on stderr).
 """
 from __future__ import annotations
 
@@ -36,6 +42,7 @@ from typing import Any, Callable
 from bench_scheduler import CONFIG, GOAL_RATIO, POLICY, Unavailable, generate_ops, run_vllm
 
 REQUESTS = (8, 64, 256, 512)
+FUZZ_TARGET_STEPS_PER_S = 25_000  # ten times the ~2,500 steps/s fuzzing ran at when the 10x target was set
 
 
 def model_records(ops: list[dict[str, Any]]) -> tuple[Any, list[Any]]:
@@ -112,10 +119,11 @@ def measure(num_requests: int, args: argparse.Namespace) -> dict[str, Any]:
     for _ in range(args.rounds):
         rounds["rules"].append(cpu_ms(rules, steps))
         rounds["checks"].append(cpu_ms(lambda: [check_step(r) for r in records], steps))
+    grants = sum(len(r.num_scheduled_tokens) for r in records)
     out: dict[str, Any] = {
-        "requests": num_requests, "steps": steps,
-        "grants_per_step": round(sum(len(r.num_scheduled_tokens) for r in records) / steps, 1),
+        "requests": num_requests, "steps": steps, "grants_per_step": round(grants / steps, 1),
         "rules_ms": spread(rounds["rules"]), "checks_ms": spread(rounds["checks"]),
+        "rules_us_per_grant": round(1000 * min(rounds["rules"]) * steps / grants, 3),
     }
     floor = min(rounds["rules"]) + min(rounds["checks"])
     out["floor_ms"] = round(floor, 4)
@@ -131,16 +139,51 @@ def measure(num_requests: int, args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def fuzz_floor(examples: int, rules_us_per_grant: float) -> dict[str, Any]:
+    """Fuzzing's CPU µs per step, its ``check_step`` share and grants per step, and the floor."""
+    from bench_fuzz import throughput
+    from tokenbudget.fuzz import machine
+    from tokenbudget.model import builtin_policies
+
+    spent = {"checks": 0.0, "grants": 0}
+    judge = machine.check_step
+
+    def timed_judge(rec: Any) -> Any:
+        t0 = time.process_time()
+        try:
+            return judge(rec)
+        finally:
+            spent["checks"] += time.process_time() - t0
+            spent["grants"] += len(rec.num_scheduled_tokens)
+
+    machine.check_step = timed_judge  # the machine judges each step through its module's name
+    try:
+        t0 = time.process_time()
+        steps = sum(throughput(policy, examples, seed=0)["steps"] for policy in builtin_policies())
+        cpu = time.process_time() - t0
+    finally:
+        machine.check_step = judge
+    grants_per_step = spent["grants"] / steps
+    floor = 1e6 * spent["checks"] / steps + grants_per_step * rules_us_per_grant
+    target = 1e6 / FUZZ_TARGET_STEPS_PER_S
+    return {"examples_per_policy": examples, "steps": steps, "steps_per_cpu_second": round(steps / cpu),
+            "us_per_step": round(1e6 * cpu / steps, 1), "checks_us_per_step": round(1e6 * spent["checks"] / steps, 1),
+            "grants_per_step": round(grants_per_step, 2), "floor_us_per_step": round(floor, 1),
+            "target_us_per_step": round(target, 1), "left_for_the_rest_us": round(target - floor, 1)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, nargs="+", default=list(REQUESTS))
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fuzz-examples", type=int, default=50)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    if min(args.requests) < 1 or args.rounds < 1 or args.steps < 1:
-        print("bench_rule_floor: --requests, --rounds and --steps must be >= 1", file=sys.stderr)
+    if min(args.requests) < 1 or args.rounds < 1 or args.steps < 1 or args.fuzz_examples < 0:
+        print("bench_rule_floor: --requests, --rounds and --steps must be >= 1, --fuzz-examples >= 0",
+              file=sys.stderr)
         return 2
     try:
         importlib.import_module("tokenbudget.model")
@@ -149,8 +192,11 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     sizes = [measure(n, args) for n in args.requests]
+    largest = max(sizes, key=lambda s: s["requests"])
+    fuzz = fuzz_floor(args.fuzz_examples, largest["rules_us_per_grant"]) if args.fuzz_examples else None
     if args.json:
-        print(json.dumps({"config": CONFIG, "policy": POLICY, "rounds": args.rounds, "sizes": sizes}, indent=2))
+        print(json.dumps({"config": CONFIG, "policy": POLICY, "rounds": args.rounds, "sizes": sizes, "fuzz": fuzz},
+                         indent=2))
         return 0
     print(f"standard workload ({POLICY}), CPU ms/step, min (median) of {args.rounds} rounds")
     for s in sizes:
@@ -163,6 +209,14 @@ def main(argv: list[str] | None = None) -> int:
         else:
             line += f"  (vLLM: {s['vllm_unavailable']})"
         print(line)
+    if fuzz is not None:
+        print(f"fuzzing, {fuzz['examples_per_policy']} examples of each built-in: {fuzz['steps']} steps, "
+              f"{fuzz['steps_per_cpu_second']} steps/CPU-s ({fuzz['us_per_step']} us/step), check_step "
+              f"{fuzz['checks_us_per_step']} us/step, {fuzz['grants_per_step']} grants/step; floor "
+              f"{fuzz['floor_us_per_step']} us/step (checks + grants x {largest['rules_us_per_grant']} us of rules) "
+              f"of the {fuzz['target_us_per_step']} us a step of {FUZZ_TARGET_STEPS_PER_S:,} steps/s allows: "
+              f"{fuzz['left_for_the_rest_us']} us left for the model's queues, pool and records, the machine "
+              "and Hypothesis")
     return 0
 
 
