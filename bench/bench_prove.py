@@ -9,8 +9,9 @@ manifest is recorded) and prints the seconds of each (policy, obligation) with i
 verdict, then the total per N. Induction does not depend on N (it is unbounded), and a
 counterexample is found at the smallest size that has one, so most verdicts cost the
 same at every N. The unrolled pass itself is what grows: the "bounded pass" lines time
-the one-pass query from an arbitrary state of N requests (``abstract.holds_up_to``) for
-BOUNDED_OBLIGATIONS of every policy, whatever induction concludes, which is what an
+the one-pass query from an arbitrary state of N requests (``bounded_pass.holds_up_to``) for
+BOUNDED_OBLIGATIONS of every policy whose loop the pass skeleton models (SGLang's is decided
+by a bounded trace search instead), whatever induction concludes, which is what an
 obligation costs where induction does not apply and the small search finds nothing. A
 query that runs past ``--timeout`` raises Unknown: the point where it stops scaling.
 """
@@ -24,6 +25,7 @@ from typing import Any
 
 from tokenbudget.model import builtin_policies, get_policy
 from tokenbudget.proofs.bounded_pass import holds_up_to
+from tokenbudget.proofs.loop_search import skeleton_models
 from tokenbudget.proofs.obligations import Options
 from tokenbudget.proofs.prove import prove
 from tokenbudget.proofs.solving import Unknown
@@ -61,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = [{"policy": o.policy, "obligation": o.obligation, "method": o.method, "seconds": round(o.seconds, 3),
                  "verdict": o.label if o.verdict == PROVED_UP_TO else o.verdict} for o in outcomes]
         bounded = []
-        for policy in policies:
+        for policy in filter(lambda name: skeleton_models(get_policy(name)), policies):
             for obligation in BOUNDED_OBLIGATIONS:
                 verdict, seconds = bounded_pass(policy, obligation, n, args.timeout)
                 bounded.append({"policy": policy, "obligation": obligation, "verdict": verdict,

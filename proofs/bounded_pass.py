@@ -136,7 +136,9 @@ def holds_up_to(policy: BudgetPolicy, violated: Callable[[AbstractState], BoolLi
                 check_validation: bool = True, scheduled_tokens_set: Sequence[bool] = (False, True)) -> bool:
     """True when no pass from any reachable state of at most ``n`` requests is ``violated``,
     for each setting of ``max_num_scheduled_tokens`` in ``scheduled_tokens_set`` (unset,
-    set). Raises Unknown on a z3 timeout."""
+    set). Raises Unknown on a z3 timeout. Only for a loop the pass skeleton models
+    (``one_pass_skeleton``)."""
+    assert policy.loop.one_pass_skeleton, f"the pass skeleton does not model {policy.loop.__name__} ({what})"
     for scheduled_set in scheduled_tokens_set:
         state = AbstractState(policy, n, scheduled_set, assume_seq_cap, fixed=fixed, check_validation=check_validation)
         if check(solver(timeout_s, *state.facts, violated(state)), f"{what} (one pass, {n} requests)"):
