@@ -17,8 +17,8 @@ the rules a user policy is judged by derive from it.
 from __future__ import annotations
 
 from collections import Counter
-from itertools import chain
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Callable, Mapping, Optional
 
 from . import grant_rules
