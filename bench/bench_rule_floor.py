@@ -20,6 +20,8 @@ and its records are kept. Then, in CPU time (``process_time``), min and median o
 - ``vllm own``: vLLM's own ``schedule`` + ``update_from_output`` per step (as
   ``bench_scheduler.py`` times it), when vLLM imports.
 
+Each round times the three in turn, so a change of the machine's load meets them alike.
+
 The target is the model step at a tenth of vLLM's own (median): the report says how far
 the floor (rules + checks, min) stands above it.
 
@@ -115,10 +117,16 @@ def measure(num_requests: int, args: argparse.Namespace) -> dict[str, Any]:
     sched, records = model_records(ops)
     steps = len(records)
     rules = rule_calls(sched, records)
-    rounds: dict[str, list[float]] = {"rules": [], "checks": []}
-    for _ in range(args.rounds):
+    rounds: dict[str, list[float]] = {"rules": [], "checks": [], "vllm": []}
+    unavailable = None
+    for _ in range(args.rounds):  # each round times every part, so a change of load meets them alike
         rounds["rules"].append(cpu_ms(rules, steps))
         rounds["checks"].append(cpu_ms(lambda: [check_step(r) for r in records], steps))
+        if unavailable is None:
+            try:
+                rounds["vllm"].append(run_vllm(ops).ms_per_step(("schedule", "update")))
+            except (Unavailable, ImportError) as exc:
+                unavailable = str(exc)
     grants = sum(len(r.num_scheduled_tokens) for r in records)
     out: dict[str, Any] = {
         "requests": num_requests, "steps": steps, "grants_per_step": round(grants / steps, 1),
@@ -127,13 +135,11 @@ def measure(num_requests: int, args: argparse.Namespace) -> dict[str, Any]:
     }
     floor = min(rounds["rules"]) + min(rounds["checks"])
     out["floor_ms"] = round(floor, 4)
-    try:
-        own = [run_vllm(ops).ms_per_step(("schedule", "update")) for _ in range(args.rounds)]
-    except (Unavailable, ImportError) as exc:
-        out["vllm_unavailable"] = str(exc)
+    if unavailable is not None:
+        out["vllm_unavailable"] = unavailable
         return out
-    out["vllm_own_ms"] = spread(own)
-    target = statistics.median(own) / GOAL_RATIO
+    out["vllm_own_ms"] = spread(rounds["vllm"])
+    target = statistics.median(rounds["vllm"]) / GOAL_RATIO
     out["target_ms"] = round(target, 4)
     out["floor_over_target"] = round(floor / target, 2)
     return out
