@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = [{"policy": o.policy, "obligation": o.obligation, "method": o.method, "seconds": round(o.seconds, 3),
                  "verdict": o.label if o.verdict == PROVED_UP_TO else o.verdict} for o in outcomes]
         bounded = []
-        for policy in filter(lambda name: skeleton_models(get_policy(name)), policies):
+        for policy in [name for name in policies if skeleton_models(get_policy(name))]:
             for obligation in BOUNDED_OBLIGATIONS:
                 verdict, seconds = bounded_pass(policy, obligation, n, args.timeout)
                 bounded.append({"policy": policy, "obligation": obligation, "verdict": verdict,

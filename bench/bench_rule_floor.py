@@ -39,31 +39,32 @@ import json
 import statistics
 import sys
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
-from bench_scheduler import CONFIG, GOAL_RATIO, POLICY, Unavailable, generate_ops, run_vllm
+from bench_scheduler import (CONFIG, GOAL_RATIO, MODEL_PARTS, POLICY, SideRun, Unavailable, _replay, generate_ops,
+                             run_vllm, spread)
 
 REQUESTS = (8, 64, 256, 512)
 FUZZ_TARGET_STEPS_PER_S = 25_000  # ten times the ~2,500 steps/s fuzzing ran at when the 10x target was set
 
 
 def model_records(ops: list[dict[str, Any]]) -> tuple[Any, list[Any]]:
-    """The reference scheduler after replaying ``ops`` (until a step grants nothing), and its records."""
+    """The reference scheduler after replaying ``ops`` as ``bench_scheduler`` does (until a step
+    grants nothing), and the records of the steps that granted."""
     from tokenbudget.model import BudgetConfig, get_policy, scheduler_for
 
     sched = scheduler_for(BudgetConfig.from_dict(CONFIG), get_policy(POLICY))
     records = []
-    for op in ops:
-        if op["op"] == "add":
-            sched.add_request(op["id"], op["prompt_len"], op["max_tokens"])
-    for op in ops:
-        if op["op"] != "step":
-            continue
+
+    def step(accepted: Mapping[str, int]) -> dict[str, int]:
         record = sched.schedule()
-        if not record.num_scheduled_tokens:
-            break
-        records.append(record)
-        sched.update_from_output(record, accepted=dict(op["accepted"]))
+        sched.update_from_output(record, accepted=dict(accepted))
+        if record.num_scheduled_tokens:
+            records.append(record)
+        return record.num_scheduled_tokens
+
+    _replay(ops, lambda op: sched.add_request(op["id"], op["prompt_len"], op["max_tokens"]), step,
+            SideRun(dict.fromkeys(MODEL_PARTS, 0.0)))
     return sched, records
 
 
@@ -106,10 +107,6 @@ def cpu_ms(call: Callable[[], None], per: int) -> float:
     return 1000 * (time.process_time() - t0) / per
 
 
-def spread(values: list[float]) -> dict[str, float]:
-    return {"min": round(min(values), 4), "median": round(statistics.median(values), 4)}
-
-
 def measure(num_requests: int, args: argparse.Namespace) -> dict[str, Any]:
     from tokenbudget.spec import check_step
 
@@ -130,7 +127,7 @@ def measure(num_requests: int, args: argparse.Namespace) -> dict[str, Any]:
     grants = sum(len(r.num_scheduled_tokens) for r in records)
     out: dict[str, Any] = {
         "requests": num_requests, "steps": steps, "grants_per_step": round(grants / steps, 1),
-        "rules_ms": spread(rounds["rules"]), "checks_ms": spread(rounds["checks"]),
+        "rules_ms": spread(rounds["rules"], 4), "checks_ms": spread(rounds["checks"], 4),
         "rules_us_per_grant": round(1000 * min(rounds["rules"]) * steps / grants, 3),
     }
     floor = min(rounds["rules"]) + min(rounds["checks"])
@@ -138,7 +135,7 @@ def measure(num_requests: int, args: argparse.Namespace) -> dict[str, Any]:
     if unavailable is not None:
         out["vllm_unavailable"] = unavailable
         return out
-    out["vllm_own_ms"] = spread(rounds["vllm"])
+    out["vllm_own_ms"] = spread(rounds["vllm"], 4)
     target = statistics.median(rounds["vllm"]) / GOAL_RATIO
     out["target_ms"] = round(target, 4)
     out["floor_over_target"] = round(floor / target, 2)

@@ -184,8 +184,8 @@ def agreement(a: list[Grants], b: list[Grants]) -> dict[str, Any]:
     }
 
 
-def spread(values: list[float]) -> dict[str, float]:
-    return {"min": round(min(values), 3), "median": round(statistics.median(values), 3)}
+def spread(values: list[float], digits: int = 3) -> dict[str, float]:
+    return {"min": round(min(values), digits), "median": round(statistics.median(values), digits)}
 
 
 def measure(num_requests: int, args: argparse.Namespace, sides: list[str],
