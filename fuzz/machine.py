@@ -408,7 +408,7 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
                   config_name: str | None = None, max_work_gap: int | None = None) -> type[FuzzMachine]:
     """A state machine fuzzing ``policy`` (loaded from ``policy_spec``, the name a trace
     records) on targets made by ``target_factory`` (named ``target_name``), with configs
-    from ``config_strategy`` (default: every scale ``fuzz.configs.configs`` knows; a
+    from ``config_strategy`` (default: every scale ``fuzz.config_strategies.configs`` knows; a
     strategy given is named by ``config_name``, else by its repr). A user policy with a
     built-in base is judged against it when ``max_work_gap`` is given; a built-in never
     is. Raises ConfigError when no config of the policy can be found.

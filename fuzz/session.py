@@ -289,7 +289,7 @@ def _with_program(failure: FuzzFailure) -> FuzzFailure:
 def reduce(trace: Trace, kind: str, target_factory: TargetFactory, deadline: float | None = None,
            max_work_gap: int | None = None) -> Trace:
     """The trace with every request, step, abort and accepted entry left out that the
-    failure does not need (``fuzz.shrink``: Hypothesis's shrinking leaves some, such as a
+    failure does not need (``spec.shrink``: Hypothesis's shrinking leaves some, such as a
     request added and aborted), judged by replaying on the same target as the machine
     judged (given ``max_work_gap``, a user policy against its base too:
     ``verdict_rules.replay_judged``). Expectations keep the violated invariants the reduced

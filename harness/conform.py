@@ -1,17 +1,17 @@
 """Conformance: the reference model (``vllm-adaptive``) against the real vLLM scheduler,
 whichever is importable, compared with the model of the nearest modelled version.
 
-``run_conformance(seed, n)`` runs workloads ``0 .. n-1`` of ``fuzz.workloads`` on both
-sides in lockstep (``fuzz.lockstep``) and compares every step: grants, scheduled drafts,
+``run_conformance(seed, n)`` runs workloads ``0 .. n-1`` of ``harness.conform_workloads`` on
+both sides in lockstep (``harness.lockstep``) and compares every step: grants, scheduled drafts,
 preemptions (in order) and finished requests. A workload agrees when every step does.
 
-Every workload that does not agree is a divergence. Its trace is shrunk (``fuzz.shrink``)
+Every workload that does not agree is a divergence. Its trace is shrunk (``spec.shrink``)
 while it still diverges the same way, cut after the divergent step and written to the
 corpus directory (never overwriting). The trace's expectations hold vLLM's side of the
 divergent step (its grants, drafts and preemptions; or, when vLLM raised, the
 invariants the model reports there), so replaying it on the model shows the model's
 side against vLLM's, and replaying it on ``--target vllm`` meets them. A divergence is
-explained when it matches an entry of ``fuzz.known_divergences`` (a SPEC.md finding or
+explained when it matches an entry of ``harness.known_divergences`` (a SPEC.md finding or
 deliberate simplification); the run is ok when every divergence is explained.
 
 Another engine plugs in as a ``ConformEngine`` (its workloads, lockstep run and

@@ -65,7 +65,7 @@ class Lockstep:
     (counting step ops) of the step that ended the run early, None when every step
     agreed. ``vllm`` is the real engine's side (vLLM's, or another engine's when
     ``run_lockstep`` is given one). ``fields`` are the compared fields that differ there; empty when vLLM
-    raised (``vllm.error``), in which case ``model.violations`` says whether the model
+    raised (``vllm.error``), in which case the model side's ``violations`` say whether the model
     flagged that step as well. ``config`` and ``model_run`` are the run's config and the
     model side's observations, up to that step; ``trace`` the trace run.
     """

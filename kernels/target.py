@@ -1,6 +1,6 @@
 """RunnerTarget: the reference scheduler with the torch runner executing every step it makes.
 
-A target in the sense of ``fuzz.target.Target``: replay drives it op by op. Each step
+A target in the sense of ``spec.target.Target``: replay drives it op by op. Each step
 op schedules once on the policy's loop (``model.scheduler_for``), executes the StepRecord on the ModelRunner,
 then feeds the output back with ``update_from_output``:
 

@@ -194,7 +194,8 @@ class BudgetPolicy:
         """What scheduling ``grant`` tokens subtracts from each budget: nothing negative, and
         an input budget is charged at least the runner rows the grant occupies.
 
-        pre: plain(grant, p.draft_slots, p.decode_rows) and grant >= 1 and p.draft_slots >= 0
+        pre: plain(grant, p.draft_slots, p.decode_rows, p.block_size) and grant >= 1 and p.draft_slots >= 0
+        pre: p.block_size >= 1
         pre: isinstance(is_decode, bool)
         post: __return__.token >= 0
         post: __return__.input is None or __return__.input >= self.runner_rows(p, grant, is_decode)
@@ -205,7 +206,8 @@ class BudgetPolicy:
         """What a same-step preemption of a request granted ``grant`` gives back: exactly its
         charge, or nothing for an engine that never refunds.
 
-        pre: plain(grant, p.draft_slots, p.decode_rows) and grant >= 1 and p.draft_slots >= 0
+        pre: plain(grant, p.draft_slots, p.decode_rows, p.block_size) and grant >= 1 and p.draft_slots >= 0
+        pre: p.block_size >= 1
         pre: isinstance(is_decode, bool)
         post: __return__ == (self.charge(p, grant, is_decode) if self.refunds else Budgets(0, None))
         """

@@ -1,7 +1,7 @@
 """Replay a trace on the reference model and judge the run: invariants, work gap, expectations.
 
 ``replay_on_model`` applies the ops to the reference model through the shared
-op-application path (``fuzz.execution.Execution`` on a ``fuzz.target.ModelTarget``), checks
+op-application path (``spec.execution.Execution`` on a ``model.target.ModelTarget``), checks
 the RunRecord with ``spec.check_run`` and each expectation of the trace. A step in which
 the target raised ends the run there: the error is reported, later ops are not applied. An
 exception inside the model outside a step (building the scheduler, adding or aborting a

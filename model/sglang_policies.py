@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ..spec.intlike import IntLike, cdiv, ite, not_, or_
 from .config import BudgetConfig, ConfigError, Requirement
-from .policy import BudgetParams, BudgetPolicy, Budgets
+from .policy import BudgetParams, BudgetPolicy, Budgets, plain  # noqa: F401 (plain: the PEP 316 contracts)
 from .request import Request
 from .sglang_loop import SglangLoop
 
@@ -78,7 +78,10 @@ class _SglangPolicy(BudgetPolicy):
         return Budgets(p.max_num_batched_tokens, None)
 
     def charge(self, p: BudgetParams, grant: IntLike, is_decode: object) -> Budgets:
-        """A decode's verify rows; a prefill's extend ceiled to a page."""
+        """A decode's verify rows; a prefill's extend ceiled to a page.
+
+        post: __return__.token >= grant and __return__.input is None
+        """
         return Budgets(ite(is_decode, grant, cdiv(grant, p.block_size) * p.block_size), None)
 
     def runner_rows(self, p: BudgetParams, grant: IntLike, is_decode: object) -> IntLike:

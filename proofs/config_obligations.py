@@ -161,7 +161,7 @@ def _judged(ctx: Context, cfg: dict[str, Any]) -> tuple[bool, str]:
 
 def _verify_over_rejection(ctx: Context, trace: Trace) -> int:
     """Replay the probe: refused as expected, and served without a violation when the
-    policy's validation is off; ``spec.config_complete`` must flag it. Returns what its
+    policy's validation is off; ``spec.invariants.config_complete`` must flag it. Returns what its
     first step grants."""
     refused = replay_on_model(trace)
     if not refused.ok:

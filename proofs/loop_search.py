@@ -22,7 +22,7 @@ from ..model import BudgetConfig, BudgetPolicy, builtin_policies
 from ..model.config_edges import least_pool, validates
 from ..model.replay import replay_on_model
 from ..model.target import ModelTarget
-from ..spec.invariants import SMALLEST_DRAIN_BOUND, check_run
+from ..spec.invariants import INVARIANTS, JUDGED_KINDS, SMALLEST_DRAIN_BOUND, check_run
 from ..spec.records import RequestState, RunRecord
 from ..spec.trace import AddOp, Op, StepOp, Trace, ViolationExpectation
 from .verdicts import MODEL_SEARCH, PROVED_UP_TO, REFUTED, Outcome
@@ -30,8 +30,7 @@ from .verdicts import MODEL_SEARCH, PROVED_UP_TO, REFUTED, Outcome
 MAX_REQUESTS = 6  # the family's most requests, whatever --max-requests asks
 FOUND_BY = "tokenbudget prove (bounded trace search over the model)"
 # What the search judges: the invariants a run shows (the ledger and step invariants, the run's).
-SEARCHED = ("input-budget-nonnegative", "token-cap", "input-rows-cap", "exact-refund", "seq-cap", "model-len",
-            "spec-shape", "model-error", "kv-capacity", "no-request-lost", "progress")
+SEARCHED = tuple(inv.id for inv in INVARIANTS.values() if inv.kind in JUDGED_KINDS)
 
 
 def skeleton_models(policy: BudgetPolicy) -> bool:

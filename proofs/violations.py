@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..spec import grant_rules
+from ..spec.invariants import INVARIANTS, LEDGER, model_error as spec_model_error
 from ..spec.intlike import BoolLike, IntLike, and_, ite, max_, min_, not_, or_
 from .pass_skeleton import PassConfig, PassResult
 
@@ -70,17 +71,13 @@ def model_error(cfg: PassConfig, r: PassResult) -> BoolLike:
     return r.crashed
 
 
-MODEL_ERROR = "model-error"
+MODEL_ERROR = spec_model_error.id
 
+# The invariants a pass decides, from the registry: the ledger's, the per-grant ones, and the
+# raise the skeleton follows; each restated above under its spec predicate's name.
 VIOLATED: dict[str, Violated] = {
-    "input-budget-nonnegative": input_budget_nonnegative,
-    "token-cap": token_cap,
-    "input-rows-cap": input_rows_cap,
-    "exact-refund": exact_refund,
-    "seq-cap": seq_cap,
-    "model-len": model_len,
-    "spec-shape": spec_shape,
-    MODEL_ERROR: model_error,
+    inv.id: globals()[inv.predicate.__name__] for inv in INVARIANTS.values()
+    if inv.kind == LEDGER or inv.per_grant or inv.id == MODEL_ERROR
 }
 
 
