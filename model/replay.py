@@ -22,7 +22,7 @@ from .target import ModelTarget, TargetFactory
 from . import POLICY_ERROR, BudgetConfig, BudgetPolicy, ConfigError, PolicyError, get_policy
 from ..spec import RunRecord, StepLimits, StepRecord, Violation, check_run, work_gap
 from ..spec.invariants import model_error
-from ..spec.target import describe
+from ..spec.target import TargetUnavailable, describe
 from ..spec.trace import (
     ConfigRejectedExpectation, Expectation, NoViolationExpectation, StepExpectation, Trace,
     ViolationExpectation, dump_item,
@@ -136,7 +136,8 @@ def replay_on_model(trace: Trace, policy: str | BudgetPolicy | None = None,
                     judge_more: Callable[[RunRecord], Sequence[Violation]] | None = None,
                     progress: Callable[[str], None] = lambda _: None) -> ReplayResult:
     """Run the trace on the reference scheduler under its policy (or ``policy``: a name,
-    ``pkg.module:Class`` or an instance) and judge it. Raises BadInput. ``target_factory``
+    ``pkg.module:Class`` or an instance) and judge it. Raises BadInput, and TargetUnavailable
+    when the target cannot run here. ``target_factory``
     builds what executes the ops from the config and the policy (the torch runner's
     target wraps the reference scheduler and executes each of its steps). ``judge_more``
     adds the violations of a rule the spec alone cannot judge on the run (a user policy's
@@ -153,6 +154,8 @@ def replay_on_model(trace: Trace, policy: str | BudgetPolicy | None = None,
         return _refused(trace, name, str(e), f"{name} refuses the config")
     except PolicyError as e:  # the user's policy failed while the target was built: the verdict, not a crash
         return replace(_judge(trace, name, None, None), errors=(f"config: {e}",))
+    except TargetUnavailable:  # the engine is not here: the user's input, not a verdict
+        raise
     except Exception as e:  # the model raised while it was built: a model-error, not a crash
         return _judge(trace, name, None, None, crash=f"{describe(e)} while it was built")
     execution = Execution(target)

@@ -14,6 +14,12 @@ from .records import StepLimits, StepOutcome, StepRecord
 from .trace import AddOp
 
 
+class TargetUnavailable(RuntimeError):
+    """The target cannot run on this machine (its engine is not installed, or not the one
+    asked for): one line naming what is missing and how to get it. Bad input, never a
+    verdict on the scheduler."""
+
+
 class Target(Protocol):
     """A scheduler that executes operations and reports what it did.
 
@@ -21,7 +27,8 @@ class Target(Protocol):
     ``error`` names the exception (``"Type: message (file:line)"``). After such a step
     the target is dead and receives no further calls. A target that cannot expose the
     ledger, ``progress_possible`` or ``unserved_demand`` leaves them None; the spec then
-    does not judge what needs them.
+    does not judge what needs them. Construction raises TargetUnavailable when the
+    target cannot run here.
     """
 
     limits: StepLimits

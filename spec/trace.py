@@ -18,6 +18,7 @@ from typing import Any, Literal, Mapping, NoReturn, Union
 from .collector import PacedCollector
 from .invariants import INVARIANTS
 from .schema import KeyPath, Schema, SchemaViolation, format_path
+from .user_paths import PathRefused, readable_file
 
 SCHEMA = Schema(json.loads(resources.files(__package__).joinpath("trace.schema.json").read_text("utf-8")))
 FORMAT: str = SCHEMA.root["properties"]["format"]["const"]
@@ -211,12 +212,20 @@ def _constant(name: str) -> None:
 
 
 def load_trace(path: str | os.PathLike[str]) -> Trace:
-    """Read and validate a trace file. OSError when it cannot be read; TraceError when it
-    is not a valid trace (bad UTF-8, bad JSON with line and column, duplicate keys, more
-    than MAX_TRACE_BYTES, nesting deeper than MAX_DEPTH, an integer past MAX_INT, ...)."""
+    """Read and validate a trace file. TraceError when it is not a regular file or cannot be
+    read (``user_paths.readable_file``: a FIFO, a device, a /proc file are refused before
+    they are opened) and when it is not a valid trace (bad UTF-8, bad JSON with line and
+    column, duplicate keys, more than MAX_TRACE_BYTES, nesting deeper than MAX_DEPTH, an
+    integer past MAX_INT, ...)."""
     source = os.fspath(path)
-    with open(source, "rb") as f:
-        raw = f.read(MAX_TRACE_BYTES + 1)
+    try:
+        readable_file(source, "a trace file")
+        with open(source, "rb") as f:
+            raw = f.read(MAX_TRACE_BYTES + 1)
+    except PathRefused as e:
+        raise TraceError(source, [], e.problem) from None
+    except OSError as e:
+        raise TraceError(source, [], f"cannot read it ({e.strerror}); give a trace file") from None
     if len(raw) > MAX_TRACE_BYTES:
         raise TraceError(source, [], f"larger than {MAX_TRACE_BYTES // 1_000_000} MB, the most a trace file may be; "
                                      f"split it or shrink it")

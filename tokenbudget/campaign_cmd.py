@@ -19,6 +19,7 @@ from .fuzz.campaign import Campaign, report_json, run_campaign
 from .fuzz.database import open_database
 from .fuzz_cmd import FACTORIES
 from .model import BudgetConfig, builtin_policies, get_policy
+from .spec.user_paths import writable_folder
 from .targets import MODEL, VLLM
 
 HELP = "fuzz for hours on every core; resumable, with a periodic report"
@@ -50,6 +51,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     default = ["vllm-adaptive"] if args.target == VLLM else list(builtin_policies())
     policies = tuple(dict.fromkeys(args.policies)) or tuple(default)
     factory = FACTORIES[args.target]
+    writable_folder(args.out, "--out")  # before any work
     for policy in policies:  # unknown policy, vLLM missing, a policy the target cannot run: bad input, now
         factory(BudgetConfig(), get_policy(policy))
     open_database(args.database)

@@ -24,18 +24,20 @@ from .engine_path import in_child, run_in_child
 from .exits import BAD_INPUT, INTERRUPTED, OK
 from .fuzz.database import DatabaseError, cache_folder
 from .render import clean
-from .harness.vllm.engine import EngineUnavailable
 from .model import ConfigError, PolicyError
 from .model.policy_guard import symbolic_branch
 from .model.replay import BadInput
+from .spec.target import TargetUnavailable
 from .spec.trace import TraceError
+from .spec.user_paths import PathRefused
 
 # name -> its module; a run imports only the module of the command it runs (Hypothesis and
 # the prover load with the commands that use them), the help imports them all
 COMMANDS = {"policies": "policies_cmd", "replay": "replay_cmd", "check": "check_cmd", "prove": "prove_cmd",
             "conform": "conform_cmd", "fuzz": "fuzz_cmd", "campaign": "campaign_cmd", "export": "export_cmd"}
 # PolicyError reaches here only from prove, whose policy calls run on z3 terms: the policy cannot be used
-BAD_INPUT_ERRORS = (UsageError, TraceError, BadInput, ConfigError, EngineUnavailable, DatabaseError, PolicyError)
+BAD_INPUT_ERRORS = (UsageError, TraceError, BadInput, ConfigError, TargetUnavailable, DatabaseError, PolicyError,
+                    PathRefused)
 MAX_ERROR = 1000  # characters of an error line
 
 
@@ -87,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
             if getattr(args, "target", "vllm") != "vllm":
                 raise UsageError("--engine-path runs a vLLM: use it with --target vllm (or conform)")
             return run_in_child(engine_path, argv)
+        if getattr(args, "json", False):
+            with console.json_only():
+                return args.run(args, console)
         return args.run(args, console)
     except BAD_INPUT_ERRORS as e:
         return _error(console, str(e))
@@ -96,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return OK
     except OSError as e:
-        return _error(console, f"cannot read {e.filename}: {e.strerror}" if e.filename else str(e))
+        return _error(console, f"{e.filename}: {e.strerror}" if e.filename else str(e))
     except KeyboardInterrupt:  # a command that has a partial result prints it and returns 130 itself
         console.clear()
         print("tokenbudget: interrupted", file=sys.stderr)

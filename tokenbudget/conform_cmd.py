@@ -17,6 +17,7 @@ from .exits import FAILED, OK
 from .harness.conform import run_conformance
 from .harness.sglang.conform import sglang_engine
 from .harness.sglang.runtime import CHILD_ENV, check_folder
+from .spec.user_paths import writable_folder
 from .targets import ENGINES, SGLANG, VLLM
 
 HELP = "compare the model with a real engine step by step on seeded workloads"
@@ -42,6 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
+    if args.corpus is not None:  # before any work
+        writable_folder(args.corpus, "--corpus")
     if args.engine == SGLANG:
         folder = check_folder(args.engine_dir)
         if os.environ.get(CHILD_ENV) != str(folder):  # SGLang runs in a child process (runtime.py: the stub)

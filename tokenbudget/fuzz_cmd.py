@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Sequence
 
 from . import render
-from .args import (UsageError, add_database, add_json, add_max_work_gap, add_policy, at_most, folder,
+from .args import (add_database, add_json, add_max_work_gap, add_policy, at_most, folder,
                    positive_float, positive_int, seed)
 from .check import is_known
 from .console import Console
@@ -35,6 +35,7 @@ from .fuzz.session import fuzz, save, seconds_left
 from .harness.vllm.target import VllmTarget
 from .model import POLICY_ERROR, BudgetConfig, PolicyError, builtin_policies, get_policy
 from .model.target import ModelTarget, TargetFactory
+from .spec.user_paths import writable_folder
 from .targets import MODEL, VLLM
 
 HELP = "fuzz policies with Hypothesis; each counterexample becomes a trace"
@@ -88,12 +89,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     default = ["vllm-adaptive"] if args.target == VLLM else list(builtin_policies())
     policies: Sequence[str] = list(dict.fromkeys(args.policies)) or default
     factory = FACTORIES[args.target]
-    if args.corpus is not None:  # before any work: a corpus that cannot be a folder is bad usage now
-        try:
-            args.corpus.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise UsageError(f"--corpus {args.corpus}: cannot make it a folder ({e.strerror}); give a folder, new "
-                             f"or existing, for the traces") from None
+    if args.corpus is not None:  # before any work
+        writable_folder(args.corpus, "--corpus")
     for policy in policies:  # unknown policy, vLLM missing, a policy the target cannot run: bad input, now
         try:
             factory(BudgetConfig(), get_policy(policy))

@@ -21,6 +21,7 @@ from .proofs.obligations import Options
 from .proofs.prove import default_jobs, emit, judge, obligation_ids, prove
 from .proofs.solving import Z3_VERSION
 from .proofs.verdicts import UNKNOWN
+from .spec.user_paths import writable_folder
 
 MAX_REQUESTS = 64  # symbolic requests of the bounded proofs: past some 32, z3 takes hours
 
@@ -59,8 +60,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     unknown = [name for name in args.obligations if name not in obligation_ids()]
     if unknown:
         raise UsageError(f"unknown obligation {unknown[0]!r}; known: {', '.join(obligation_ids())}")
-    if args.emit_traces is not None and args.emit_traces.exists() and not args.emit_traces.is_dir():
-        raise UsageError(f"--emit-traces {args.emit_traces} is not a folder; give a folder, new or existing")
+    if args.emit_traces is not None:  # before any work
+        writable_folder(args.emit_traces, "--emit-traces")
     policies = list(dict.fromkeys(args.policies)) or list(builtin_policies())
     outcomes = prove(policies, options, list(dict.fromkeys(args.obligations)) or None, default_jobs(),
                      console.progress)

@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from ...model import methods
 from ...model.vllm_versions import VLLM_VERSIONS, modelled_version, nearest_version
 from ...spec.records import RequestState
-from ...spec.target import describe
+from ...spec.target import TargetUnavailable, describe
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -86,7 +86,7 @@ FAKE_ARCHITECTURE = "OPTForCausalLM"  # the fake target model's class: vLLM only
 ENGINE_PATH_ENV = "TOKENBUDGET_ENGINE_PATH"  # set by --engine-path in the child process it starts
 
 
-class EngineUnavailable(RuntimeError):
+class EngineUnavailable(TargetUnavailable):
     """vLLM cannot be imported here; the message says why in one line."""
 
 

@@ -161,8 +161,8 @@ def test_unmet_step_expectation_exits_1(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["replay", "missing.json"], "cannot read missing.json: No such file or directory"),
-    (["replay", "."], "cannot read .: Is a directory"),
+    (["replay", "missing.json"], "missing.json: cannot read it (No such file or directory); give a trace file"),
+    (["replay", "."], ".: it is a folder, not a trace file; give a trace file"),
     (["replay", SEED, "--mode", "sideways"], "invalid choice: 'sideways'"),
     (["replay", SEED, "--policy", "no-such-policy"], "unknown policy 'no-such-policy'"),
     (["replay"], "required: TRACE"),

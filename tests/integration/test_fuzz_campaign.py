@@ -38,7 +38,7 @@ def test_two_workers_merge_into_one_report(tmp_path: Path, capsys: pytest.Captur
 @pytest.mark.parametrize("where, words", [
     ("redis://127.0.0.1:1/0", "cannot reach Redis"),
     ("redis://127.0.0.1/0", "expected redis://HOST:PORT/N"),
-    ("ftp://127.0.0.1/", "expected a folder or redis://HOST:PORT/N"),
+    ("ftp://127.0.0.1/", "expected a folder, redis://HOST:PORT/N or none"),
 ])
 def test_a_database_that_cannot_be_used_exits_2_with_one_line(command: str, where: str, words: str,
                                                               tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

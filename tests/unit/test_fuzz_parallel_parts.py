@@ -80,7 +80,7 @@ def test_a_database_is_named_by_a_folder_a_redis_url_or_none(tmp_path: Path, mon
 
 
 @pytest.mark.parametrize("where, words", [
-    ("http://127.0.0.1/", "expected a folder or redis://HOST:PORT/N"),
+    ("http://127.0.0.1/", "expected a folder, redis://HOST:PORT/N or none"),
     ("redis://127.0.0.1/0", "expected redis://HOST:PORT/N"),
     ("redis://127.0.0.1:6379/x", "expected redis://HOST:PORT/N"),
     ("redis://127.0.0.1:1/0", "cannot reach Redis"),

@@ -179,8 +179,8 @@ def test_unreadable_json_is_one_line(tmp_path: Path, text: str | bytes, words: s
     assert_one_line(info.value, str(file), "", words)
 
 
-def test_missing_file_is_an_os_error(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError):
+def test_a_file_that_cannot_be_read_is_a_trace_error_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(TraceError, match=r"nope\.json: cannot read it \(No such file or directory\)"):
         load_trace(tmp_path / "nope.json")
 
 
