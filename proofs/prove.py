@@ -11,9 +11,9 @@ trace; for work-conserving, more undone work than its base).
 from __future__ import annotations
 
 import errno
+import multiprocessing
 import os
 import re
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -58,26 +58,39 @@ def _prove_one(policy_spec: str, obligations: Sequence[str], options: Options) -
 def prove(policies: Sequence[str], options: Options, obligations: Optional[Sequence[str]] = None, jobs: int = 1,
           progress: Progress = lambda _: None) -> list[Outcome]:
     """The outcomes of ``obligations`` (default: all) for each policy, in table order.
-    ConfigError for a policy that cannot be loaded; ValueError for an unknown obligation."""
+    ConfigError for a policy that cannot be loaded; ValueError for an unknown obligation;
+    ProveInterrupted, with what finished, on Ctrl-C."""
     names = list(obligations or obligation_ids())
     unknown = [n for n in names if n not in all_obligations()]
     if unknown:
         raise ValueError(f"unknown obligation {unknown[0]!r}; known: {', '.join(obligation_ids())}")
     for spec in policies:
         get_policy(spec)  # fail early, in this process, on a policy that does not load
-    if jobs <= 1 or len(policies) <= 1:
-        results = []
-        for spec in policies:
-            progress(f"proving {spec}")
-            results.append(_prove_one(spec, names, options))
-    else:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(policies))) as pool:
-            futures = [pool.submit(_prove_one, spec, names, options) for spec in policies]
-            results = []
-            for spec, future in zip(policies, futures):
+    results: list[list[Outcome]] = []
+    try:
+        if jobs <= 1 or len(policies) <= 1:
+            for spec in policies:
                 progress(f"proving {spec}")
-                results.append(future.result())
+                results.append(_prove_one(spec, names, options))
+        else:
+            # Leaving the block terminates the workers: on Ctrl-C none is left proving.
+            with multiprocessing.Pool(min(jobs, len(policies))) as pool:
+                pending = [pool.apply_async(_prove_one, (spec, names, options)) for spec in policies]
+                for spec, result in zip(policies, pending):
+                    progress(f"proving {spec}")
+                    results.append(result.get())
+    except KeyboardInterrupt:
+        raise ProveInterrupted([o for outcomes in results for o in outcomes], len(results)) from None
     return [o for outcomes in results for o in outcomes]
+
+
+class ProveInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped ``prove``: ``outcomes`` of the ``policies_done`` first policies, which
+    finished; no worker is left running."""
+
+    def __init__(self, outcomes: list[Outcome], policies_done: int) -> None:
+        super().__init__()
+        self.outcomes, self.policies_done = outcomes, policies_done
 
 
 @dataclass

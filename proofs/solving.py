@@ -12,6 +12,11 @@ Z3_VERSION: str = z3.get_version_string()
 MINIMISE_EFFORT = 40_000_000
 
 
+# z3's reason for an unknown when Ctrl-C (SIGINT) cancelled the check: z3 takes the signal
+# while it solves, so Python would never see it
+INTERRUPTED = "interrupted from keyboard"
+
+
 class Unknown(Exception):
     """z3 answered unknown (a timeout, or a question outside its decidable fragments).
 
@@ -28,9 +33,18 @@ def solver(timeout_s: float, *constraints: Any) -> z3.Solver:
     return s
 
 
-def check(s: z3.Solver | z3.Optimize, what: str) -> bool:
-    """True for sat, False for unsat; Unknown (naming ``what``) otherwise."""
+def solve(s: z3.Solver | z3.Optimize) -> Any:
+    """``s.check()``; KeyboardInterrupt when Ctrl-C cancelled it."""
     result = s.check()
+    if result == z3.unknown and s.reason_unknown() == INTERRUPTED:
+        raise KeyboardInterrupt
+    return result
+
+
+def check(s: z3.Solver | z3.Optimize, what: str) -> bool:
+    """True for sat, False for unsat; Unknown (naming ``what``) otherwise; KeyboardInterrupt
+    on Ctrl-C."""
+    result = solve(s)
     if result == z3.unknown:
         raise Unknown(f"z3 answered unknown for {what}: {s.reason_unknown()}")
     return bool(result == z3.sat)
@@ -70,7 +84,7 @@ def minimise(constraints: Sequence[Any], objectives: Iterable[Any], timeout_s: f
             mid = min(low + gap, low + (high - low) // 2)
             s.push()
             s.add(term <= mid)
-            result = s.check()
+            result = solve(s)
             if result == z3.sat:
                 best = s.model()
                 high = best.eval(term, model_completion=True).as_long()

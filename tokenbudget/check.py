@@ -308,6 +308,8 @@ def fuzz_section(report: CheckReport, progress: Progress, database: ExampleDatab
         except ConfigError as e:
             report.skipped.append(f"fuzz {row.policy}: {e}")
             continue
+        if result.interrupted:  # the session ends quietly on Ctrl-C; the check ends with it
+            raise KeyboardInterrupt
         for invariant in JUDGED:
             row.mark(invariant, OK)
         for found in result.counterexamples:

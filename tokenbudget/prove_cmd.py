@@ -14,11 +14,11 @@ from . import render
 from .args import (UsageError, add_json, add_policy, add_verdict_options, at_most, folder, positive_float,
                    positive_int)
 from .console import Console
-from .exits import FAILED, OK
+from .exits import FAILED, INTERRUPTED, OK
 from .model import builtin_policies
 from .proofs import manifest
 from .proofs.obligations import Options
-from .proofs.prove import default_jobs, emit, judge, obligation_ids, prove
+from .proofs.prove import ProveInterrupted, default_jobs, emit, judge, obligation_ids, prove
 from .proofs.solving import Z3_VERSION
 from .proofs.verdicts import UNKNOWN
 from .spec.user_paths import writable_folder
@@ -63,8 +63,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.emit_traces is not None:  # before any work
         writable_folder(args.emit_traces, "--emit-traces")
     policies = list(dict.fromkeys(args.policies)) or list(builtin_policies())
-    outcomes = prove(policies, options, list(dict.fromkeys(args.obligations)) or None, default_jobs(),
-                     console.progress)
+    interrupted = None
+    try:
+        outcomes = prove(policies, options, list(dict.fromkeys(args.obligations)) or None, default_jobs(),
+                         console.progress)
+    except ProveInterrupted as e:
+        outcomes = e.outcomes
+        interrupted = f"{e.policies_done} of {len(policies)} policies proved"
     try:
         written = emit(outcomes, args.emit_traces) if args.emit_traces is not None else []
     except FileExistsError as e:
@@ -72,12 +77,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
             from None
     judgement = judge(outcomes, args.max_work_gap, args.strict)
     if args.json:
-        console.json({"ok": judgement.ok, "z3": Z3_VERSION, "max_requests": options.max_requests,
+        console.json({"ok": judgement.ok and not interrupted, "z3": Z3_VERSION, "max_requests": options.max_requests,
                       "timeout_s": options.timeout_s, **judgement.to_json(),
-                      "traces_written": [str(p) for p in written]})
+                      "traces_written": [str(p) for p in written], "interrupted": interrupted})
     else:
-        console.text(render.prove(judgement, written))
-    return OK if judgement.ok else FAILED
+        console.text(render.prove(judgement, written, interrupted))
+    return INTERRUPTED if interrupted else OK if judgement.ok else FAILED
 
 
 def _update_manifest(args: argparse.Namespace, options: Options, console: Console) -> int:

@@ -178,9 +178,10 @@ def check(report: CheckReport) -> str:
 
 
 # -- prove ------------------------------------------------------------------------------
-def prove(j: Judgement, written: Sequence[Path]) -> str:
+def prove(j: Judgement, written: Sequence[Path], interrupted: str | None = None) -> str:
     """The obligation x policy table (verdict, time), then each verdict with its measured and
-    recorded seconds, the traces written and the problems."""
+    recorded seconds, the traces written and the problems; ``interrupted`` says what Ctrl-C
+    left unproved."""
     from .proofs.solving import Z3_VERSION  # z3 itself: loaded with the prover, not by every command
     obligations = list(dict.fromkeys(o.obligation for o in j.outcomes))
     policies = list(dict.fromkeys(o.policy for o in j.outcomes))
@@ -205,7 +206,10 @@ def prove(j: Judgement, written: Sequence[Path]) -> str:
                      f"{clean(o.detail, 1000)}")
     if written:
         lines += ["", f"{len(written)} counterexample trace(s) written:", *(f"  {p}" for p in written)]
-    lines += ["", "every verdict is as expected" if j.ok else f"{len(j.problems)} unexpected:"]
+    if interrupted:
+        lines += ["", f"interrupted (Ctrl-C): {interrupted}; the table shows the policies that finished"]
+    so_far = " so far" if interrupted else ""
+    lines += ["", f"every verdict{so_far} is as expected" if j.ok else f"{len(j.problems)} unexpected{so_far}:"]
     lines += [f"  {clean(p, 1000)}" for p in j.problems]
     return "\n".join(lines)
 
