@@ -10,9 +10,11 @@ command turns a PolicyError into a clean verdict ``policy-error``; the prover, w
 arguments are z3 terms, into bad input naming the IntLike helper to use instead.
 
 Before that, ``guard`` checks the flags of the policy's loop (``LOOP_FLAGS``): each one a
-bool, and no combination the model cannot run (``INCONSISTENT_FLAGS``). A loop that fails
-is refused at load with one ConfigError line naming the flags and the fix (exit 2), never
-left to surface as the model's internal AssertionError mid-run.
+bool, and no combination the model cannot run (``INCONSISTENT_FLAGS``); and that a loop
+variant changes only hooks and flags its loop's step reads (``SchedulerLoop.honours``). A
+loop that fails is refused at load with one ConfigError line naming the flags or the hook
+and the fix (exit 2), never left to surface as the model's internal AssertionError mid-run
+nor ignored.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from typing import Any, Callable
 
 from ..spec.invariants import POLICY_ERROR  # the verdict every command gives a failing user policy
 from .config import ConfigError
+from .loop import HOOKS, SchedulerLoop
 from .policy import BudgetParams, BudgetPolicy, Budgets
 
 INT, BOOL = "an int", "a bool"
@@ -63,6 +66,7 @@ def guard(policy: BudgetPolicy) -> BudgetPolicy:
     ConfigError when its loop's flags are missing or inconsistent (``check_loop_flags``)."""
     cls = type(policy)
     check_loop_flags(cls.__name__, policy.loop)
+    check_loop_hooks(cls.__name__, policy.loop)
     for name in RETURNS:
         method = getattr(policy, name, None)
         if callable(method):
@@ -82,6 +86,25 @@ def check_loop_flags(policy_name: str, loop: type) -> None:
             both = " with ".join(f"{flag}={value}" for flag, value in flags.items())
             raise ConfigError(f"{POLICY_ERROR}: {policy_name} runs on {loop.__name__}, whose flags disagree: "
                               f"{both} ({why}); {fix}")
+
+
+def check_loop_hooks(policy_name: str, loop: type) -> None:
+    """ConfigError, one line, when ``loop`` overrides a hook or sets a variant flag that the
+    loop it derives from never calls or reads (``SchedulerLoop.ignored_overrides``)."""
+    for name, declarer in loop.ignored_overrides():
+        hook = name in HOOKS
+        what, uses = ("overrides", "calls") if hook else ("sets", "reads")
+        honoured = ", ".join(sorted(declarer.honours)) or "none of them"
+        others = ", ".join(c.__name__ for c in _engine_loops() if name in c.honours) or "none"
+        raise ConfigError(f"{POLICY_ERROR}: {policy_name} runs on {loop.__name__}, which {what} {name}, but "
+                          f"{declarer.__name__} never {uses} it (its step uses {honoured}); remove {name} from "
+                          f"{loop.__name__}, or subclass a loop that {uses} it ({others})")
+
+
+def _engine_loops() -> list[type[SchedulerLoop]]:
+    """The engine loops of this package (the direct subclasses of SchedulerLoop in model/)."""
+    package = SchedulerLoop.__module__.rpartition(".")[0]
+    return [c for c in SchedulerLoop.__subclasses__() if c.__module__.rpartition(".")[0] == package]
 
 
 def _guarded(cls: type, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
