@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 from ..spec.invariants import POLICY_ERROR  # the verdict every command gives a failing user policy
 from .config import ConfigError
+from .frozen_inputs import FrozenInputError, frozen, thawed
 from .loop import HOOKS, SchedulerLoop
 from .policy import BudgetParams, BudgetPolicy, Budgets
 
@@ -36,6 +37,15 @@ RETURNS: dict[str, Any] = {
     "params": BudgetParams,
     "lookahead": INT, "token_cap": INT, "initial_budgets": Budgets, "may_schedule": BOOL, "grant": INT,
     "charge": Budgets, "refund": Budgets, "runner_rows": INT, "spend": Budgets,
+    "table_for": str, "engine_version": None,
+    # SGLang's decode half, which the loop calls with itself and its requests (``sglang_policies``)
+    "decode_target": INT, "decode_need": INT, "decode_fits": BOOL, "retraction_order": list, "min_pool_tokens": INT,
+}
+# method -> what the guard keeps of its result: read-only (the loop hands it back to the
+# policy later), or the loop's own requests behind the views the policy was given
+KEPT: dict[str, Callable[[Any], Any]] = {
+    "params": frozen, "initial_budgets": frozen, "charge": frozen, "refund": frozen, "spend": frozen,
+    "retraction_order": thawed,
 }
 HELPER_NAMES = "ite, min_, max_, and_, or_, not_"  # the IntLike helpers a policy uses on z3 terms
 HELPERS = f"{HELPER_NAMES} from tokenbudget.model"
@@ -108,26 +118,35 @@ def _engine_loops() -> list[type[SchedulerLoop]]:
 
 
 def _guarded(cls: type, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+    keep = KEPT.get(name)
+
     @functools.wraps(method)
     def call(*args: Any, **kwargs: Any) -> Any:
-        symbolic = _symbolic(args) or _symbolic(kwargs.values())
+        args = tuple(map(frozen, args))  # the policy reads its inputs, never writes them
+        if kwargs:
+            kwargs = {k: frozen(v) for k, v in kwargs.items()}
         try:
             result = method(*args, **kwargs)
         except (PolicyError, ConfigError) as e:
             if isinstance(e, ConfigError) and name != "validate":
-                raise _error(cls, name, method, e, symbolic) from None
+                raise _error(cls, name, method, e, _symbolic((*args, *kwargs.values()))) from None
             raise
         except Exception as e:
-            raise _error(cls, name, method, e, symbolic) from None
+            raise _error(cls, name, method, e, _symbolic((*args, *kwargs.values()))) from None
         problem = _wrong_type(name, result)
         if problem:
-            raise PolicyError(f"{POLICY_ERROR}: {cls.__name__}.{name} ({_where(cls, method)}) {problem}", symbolic)
-        return result
+            raise PolicyError(f"{POLICY_ERROR}: {cls.__name__}.{name} ({_where(cls, method)}) {problem}",
+                              _symbolic((*args, *kwargs.values())))
+        return result if keep is None else keep(result)
 
     return call
 
 
 def _error(cls: type, name: str, method: Callable[..., Any], e: BaseException, symbolic: bool) -> PolicyError:
+    if isinstance(e, FrozenInputError):
+        return PolicyError(f"{POLICY_ERROR}: {cls.__name__}.{name} ({_where(cls, method, e)}) writes {e.what}, an "
+                           f"input the model judges by: a policy reads its inputs and returns new values (its own "
+                           f"state belongs on self)", symbolic)
     text = " ".join(str(e).split())
     text = text if len(text) <= 200 else text[:200] + "..."
     message = f"{POLICY_ERROR}: {cls.__name__}.{name} ({_where(cls, method, e)}) raised {type(e).__name__}: {text}"
@@ -180,6 +199,8 @@ def _symbolic(values: Any, depth: int = 0) -> bool:
     """Whether a z3 term is among the values or their attributes (a symbolic config or params)."""
     for v in values:
         if _is_z3(v):
+            return True
+        if depth == 0 and isinstance(v, tuple) and _symbolic(v, 1):  # a read-only twin keeps its values in a tuple
             return True
         if depth == 0 and hasattr(v, "__dict__") and not isinstance(v, (type, BudgetPolicy)) \
                 and _symbolic(vars(v).values(), 1):
