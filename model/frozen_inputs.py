@@ -6,9 +6,9 @@ later (its params and budgets):
 
 - ``BudgetParams``, ``Budgets`` and ``BudgetConfig`` become their read-only twins: a
   subclass (``isinstance``, ``dataclasses.replace``, equality and hashing behave as on the
-  original) whose values live in a tuple. Setting or deleting a field, plainly or by
-  ``object.__setattr__``, raises ``FrozenInputError``; a write into its ``__dict__``
-  changes nothing that is read.
+  original) whose values live in a tuple. Setting or deleting a field, plainly, by
+  ``object.__setattr__`` or through ``vars()`` (a copy that refuses changes), raises
+  ``FrozenInputError``; what is read is the tuple, which nothing plain can change.
 - The loop and its requests and KV pool (SGLang's decode hooks receive them) become views:
   every read goes through, a write raises; a list or dict read from them, or handed in,
   is a copy that raises on any change.
