@@ -144,9 +144,8 @@ def _guarded(cls: type, name: str, method: Callable[..., Any]) -> Callable[..., 
 
 def _error(cls: type, name: str, method: Callable[..., Any], e: BaseException, symbolic: bool) -> PolicyError:
     if isinstance(e, FrozenInputError):
-        return PolicyError(f"{POLICY_ERROR}: {cls.__name__}.{name} ({_where(cls, method, e)}) writes {e.what}, an "
-                           f"input the model judges by: a policy reads its inputs and returns new values (its own "
-                           f"state belongs on self)", symbolic)
+        return PolicyError(f"{POLICY_ERROR}: {cls.__name__}.{name} ({_where(cls, method, e)}) writes {e.what}, "
+                           f"read-only to a policy (state of its own belongs on self)", symbolic)
     text = " ".join(str(e).split())
     text = text if len(text) <= 200 else text[:200] + "..."
     message = f"{POLICY_ERROR}: {cls.__name__}.{name} ({_where(cls, method, e)}) raised {type(e).__name__}: {text}"
