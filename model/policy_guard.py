@@ -4,7 +4,10 @@
 policy. Each method of the policy interface is replaced, on the instance, by a wrapper:
 an exception (ConfigError from ``validate`` aside: refusing a config is its job) or a
 return value of the wrong type becomes a PolicyError whose one-line message names the
-method, the user's file:line and the problem. Calls between the policy's own methods go
+method, the user's file:line and the problem. The wrapper hands the method read-only
+inputs (``frozen_inputs``): a write to one is such a failure, naming the attribute and the
+line of the write; the params and budgets it returns are kept read-only for the calls that
+get them back. Calls between the policy's own methods go
 through the wrappers too, so the innermost failing method is the one named. Every
 command turns a PolicyError into a clean verdict ``policy-error``; the prover, whose
 arguments are z3 terms, into bad input naming the IntLike helper to use instead.
