@@ -30,6 +30,9 @@ class FastDeployLoop(SchedulerLoop):
     pads_short_admissions = False
     decodes_bypass_budget = True
     applies_long_prefill_threshold = False
+    # FCFS only: the victim is the tail, which the running pass has not granted yet, so
+    # unschedules_refunded is never read.
+    honours = SchedulerLoop.honours - {"unschedules_refunded"}
 
     def _schedule_running(self, step: StepPass, threshold: int) -> None:
         policy, cfg = self.policy, self.cfg

@@ -45,6 +45,10 @@ _QUEUE_STATUS = {
 }
 
 
+HOOKS = ("running_grant", "admission", "victim", "cursor_after_preemption")  # a loop variant's classmethods
+VARIANT_FLAGS = ("running_checks_exit_rule", "waiting_checks_exit_rule", "unschedules_refunded")  # and its flags
+
+
 def _priority_order(req: Request) -> tuple[int, int]:
     return req.priority, req.arrival
 
@@ -70,6 +74,10 @@ class SchedulerLoop:
     unschedules_refunded: ClassVar[bool] = True  # a same-step preemption takes the victim's grant off the step too
     one_pass_skeleton: ClassVar[bool] = True  # the prover's pass skeleton models this loop's step
     drafts_after_sampling: ClassVar[bool] = True  # a model drafter drafts (and writes KV) in the step that sampled
+    # The hooks and variant flags this loop's step calls or reads, declared once per loop
+    # (``tests/integration/test_loop_hooks.py`` runs each loop and holds it to this); a variant
+    # that changes one outside it is refused when it loads (``ignored_overrides``).
+    honours: ClassVar[frozenset[str]] = frozenset(HOOKS + VARIANT_FLAGS)
 
     # -- the hooks of a loop variant (IntLike: the pass skeleton calls them on z3 terms) ---
     @classmethod
@@ -111,6 +119,16 @@ class SchedulerLoop:
             if getattr(cls, name).__func__ is not getattr(SchedulerLoop, name).__func__:
                 out.append(name)
         return out
+
+    @classmethod
+    def ignored_overrides(cls) -> list[tuple[str, type["SchedulerLoop"]]]:
+        """The hooks this loop overrides and the variant flags it sets, with the loop that
+        declares ``honours`` (the nearest in its bases, itself when it restates it), that the
+        declaring loop neither calls nor reads: a change the step would silently ignore."""
+        declarer = next(c for c in cls.__mro__ if "honours" in vars(c))
+        changed = [hook for hook in HOOKS if getattr(cls, hook).__func__ is not getattr(declarer, hook).__func__]
+        changed += [flag for flag in VARIANT_FLAGS if getattr(cls, flag) != getattr(declarer, flag)]
+        return [(name, declarer) for name in changed if name not in declarer.honours]
 
     def __init__(self, cfg: BudgetConfig, policy: BudgetPolicy, validate: bool = True) -> None:
         """Raises ConfigError when ``validate`` and the policy refuses cfg."""

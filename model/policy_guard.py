@@ -4,15 +4,20 @@
 policy. Each method of the policy interface is replaced, on the instance, by a wrapper:
 an exception (ConfigError from ``validate`` aside: refusing a config is its job) or a
 return value of the wrong type becomes a PolicyError whose one-line message names the
-method, the user's file:line and the problem. Calls between the policy's own methods go
+method, the user's file:line and the problem. The wrapper hands the method read-only
+inputs (``frozen_inputs``): a write to one is such a failure, naming the attribute and the
+line of the write; the params and budgets it returns are kept read-only for the calls that
+get them back. Calls between the policy's own methods go
 through the wrappers too, so the innermost failing method is the one named. Every
 command turns a PolicyError into a clean verdict ``policy-error``; the prover, whose
 arguments are z3 terms, into bad input naming the IntLike helper to use instead.
 
 Before that, ``guard`` checks the flags of the policy's loop (``LOOP_FLAGS``): each one a
-bool, and no combination the model cannot run (``INCONSISTENT_FLAGS``). A loop that fails
-is refused at load with one ConfigError line naming the flags and the fix (exit 2), never
-left to surface as the model's internal AssertionError mid-run.
+bool, and no combination the model cannot run (``INCONSISTENT_FLAGS``); and that a loop
+variant changes only hooks and flags its loop's step reads (``SchedulerLoop.honours``). A
+loop that fails is refused at load with one ConfigError line naming the flags or the hook
+and the fix (exit 2), never left to surface as the model's internal AssertionError mid-run
+nor ignored.
 """
 from __future__ import annotations
 
@@ -24,6 +29,8 @@ from typing import Any, Callable
 
 from ..spec.invariants import POLICY_ERROR  # the verdict every command gives a failing user policy
 from .config import ConfigError
+from .frozen_inputs import FrozenInputError, frozen, thawed
+from .loop import HOOKS, SchedulerLoop
 from .policy import BudgetParams, BudgetPolicy, Budgets
 
 INT, BOOL = "an int", "a bool"
@@ -33,6 +40,15 @@ RETURNS: dict[str, Any] = {
     "params": BudgetParams,
     "lookahead": INT, "token_cap": INT, "initial_budgets": Budgets, "may_schedule": BOOL, "grant": INT,
     "charge": Budgets, "refund": Budgets, "runner_rows": INT, "spend": Budgets,
+    "table_for": str, "engine_version": None,
+    # SGLang's decode half, which the loop calls with itself and its requests (``sglang_policies``)
+    "decode_target": INT, "decode_need": INT, "decode_fits": BOOL, "retraction_order": list, "min_pool_tokens": INT,
+}
+# method -> what the guard keeps of its result: read-only (the loop hands it back to the
+# policy later), or the loop's own requests behind the views the policy was given
+KEPT: dict[str, Callable[[Any], Any]] = {
+    "params": frozen, "initial_budgets": frozen, "charge": frozen, "refund": frozen, "spend": frozen,
+    "retraction_order": thawed,
 }
 HELPER_NAMES = "ite, min_, max_, and_, or_, not_"  # the IntLike helpers a policy uses on z3 terms
 HELPERS = f"{HELPER_NAMES} from tokenbudget.model"
@@ -63,6 +79,7 @@ def guard(policy: BudgetPolicy) -> BudgetPolicy:
     ConfigError when its loop's flags are missing or inconsistent (``check_loop_flags``)."""
     cls = type(policy)
     check_loop_flags(cls.__name__, policy.loop)
+    check_loop_hooks(cls.__name__, policy.loop)
     for name in RETURNS:
         method = getattr(policy, name, None)
         if callable(method):
@@ -84,27 +101,54 @@ def check_loop_flags(policy_name: str, loop: type) -> None:
                               f"{both} ({why}); {fix}")
 
 
+def check_loop_hooks(policy_name: str, loop: type) -> None:
+    """ConfigError, one line, when ``loop`` overrides a hook or sets a variant flag that the
+    loop it derives from never calls or reads (``SchedulerLoop.ignored_overrides``)."""
+    for name, declarer in loop.ignored_overrides():
+        hook = name in HOOKS
+        what, uses = ("overrides", "calls") if hook else ("sets", "reads")
+        honoured = ", ".join(sorted(declarer.honours)) or "none of them"
+        others = ", ".join(c.__name__ for c in _engine_loops() if name in c.honours) or "none"
+        raise ConfigError(f"{POLICY_ERROR}: {policy_name} runs on {loop.__name__}, which {what} {name}, but "
+                          f"{declarer.__name__} never {uses} it (its step uses {honoured}); remove {name} from "
+                          f"{loop.__name__}, or subclass a loop that {uses} it ({others})")
+
+
+def _engine_loops() -> list[type[SchedulerLoop]]:
+    """The engine loops of this package (the direct subclasses of SchedulerLoop in model/)."""
+    package = SchedulerLoop.__module__.rpartition(".")[0]
+    return [c for c in SchedulerLoop.__subclasses__() if c.__module__.rpartition(".")[0] == package]
+
+
 def _guarded(cls: type, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+    keep = KEPT.get(name)
+
     @functools.wraps(method)
     def call(*args: Any, **kwargs: Any) -> Any:
-        symbolic = _symbolic(args) or _symbolic(kwargs.values())
+        args = tuple(map(frozen, args))  # the policy reads its inputs, never writes them
+        if kwargs:
+            kwargs = {k: frozen(v) for k, v in kwargs.items()}
         try:
             result = method(*args, **kwargs)
         except (PolicyError, ConfigError) as e:
             if isinstance(e, ConfigError) and name != "validate":
-                raise _error(cls, name, method, e, symbolic) from None
+                raise _error(cls, name, method, e, _symbolic((*args, *kwargs.values()))) from None
             raise
         except Exception as e:
-            raise _error(cls, name, method, e, symbolic) from None
+            raise _error(cls, name, method, e, _symbolic((*args, *kwargs.values()))) from None
         problem = _wrong_type(name, result)
         if problem:
-            raise PolicyError(f"{POLICY_ERROR}: {cls.__name__}.{name} ({_where(cls, method)}) {problem}", symbolic)
-        return result
+            raise PolicyError(f"{POLICY_ERROR}: {cls.__name__}.{name} ({_where(cls, method)}) {problem}",
+                              _symbolic((*args, *kwargs.values())))
+        return result if keep is None else keep(result)
 
     return call
 
 
 def _error(cls: type, name: str, method: Callable[..., Any], e: BaseException, symbolic: bool) -> PolicyError:
+    if isinstance(e, FrozenInputError):
+        return PolicyError(f"{POLICY_ERROR}: {cls.__name__}.{name} ({_where(cls, method, e)}) writes {e.what}, "
+                           f"read-only to a policy (state of its own belongs on self)", symbolic)
     text = " ".join(str(e).split())
     text = text if len(text) <= 200 else text[:200] + "..."
     message = f"{POLICY_ERROR}: {cls.__name__}.{name} ({_where(cls, method, e)}) raised {type(e).__name__}: {text}"
@@ -157,6 +201,8 @@ def _symbolic(values: Any, depth: int = 0) -> bool:
     """Whether a z3 term is among the values or their attributes (a symbolic config or params)."""
     for v in values:
         if _is_z3(v):
+            return True
+        if depth == 0 and isinstance(v, tuple) and _symbolic(v, 1):  # a read-only twin keeps its values in a tuple
             return True
         if depth == 0 and hasattr(v, "__dict__") and not isinstance(v, (type, BudgetPolicy)) \
                 and _symbolic(vars(v).values(), 1):

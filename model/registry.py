@@ -71,4 +71,16 @@ def get_policy(spec: str) -> BudgetPolicy:
     for attr in ("name", "description", "engine", "version"):  # a base class with nothing set still reports
         if not isinstance(getattr(policy, attr, None), str):
             setattr(policy, attr, spec if attr == "name" else "")
+    policy.loaded_from = spec
     return guard(policy)
+
+
+def policy_spec(policy: BudgetPolicy) -> str:
+    """How a trace names the policy, so that ``get_policy`` loads it back: a built-in's name;
+    a user policy's ``pkg.module:Class`` exactly as it was given to ``get_policy``; else (an
+    instance built in code) its class's module and name."""
+    cls = type(policy)
+    if builtin_policies().get(policy.name) is cls:
+        return policy.name
+    given = vars(policy).get("loaded_from")
+    return given if isinstance(given, str) else f"{cls.__module__}:{cls.__qualname__}"

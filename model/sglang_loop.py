@@ -54,6 +54,7 @@ class SglangLoop(SchedulerLoop):
     applies_long_prefill_threshold = False
     one_pass_skeleton = False  # a step prefills or decodes, never both
     drafts_after_sampling = False  # EAGLE drafts at the start of the next decode, in its KV reservation
+    honours = frozenset()  # a prefill or a decode batch of its own: no shared hook or variant flag is read
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]

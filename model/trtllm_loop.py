@@ -37,6 +37,10 @@ class TrtllmLoop(SchedulerLoop):
     pads_short_admissions = False
     decodes_bypass_budget = False
     applies_long_prefill_threshold = False
+    # The micro-batch walk grants through ``decisions.running_grant``, checks the exit rule
+    # itself and pauses the tail (``_pick_victim``), which the walk has not reached: so no
+    # victim was granted in the pass, and unschedules_refunded is never read either.
+    honours = frozenset({"admission", "cursor_after_preemption", "waiting_checks_exit_rule"})
 
     def schedule(self) -> StepRecord:
         record = super().schedule()

@@ -33,6 +33,7 @@ class VllmLoop(SchedulerLoop):
     drafts_in_grant = True
     pads_short_admissions = True
     decodes_bypass_budget = False
+    honours = SchedulerLoop.honours
 
     def _schedule_running(self, step: StepPass, threshold: int) -> None:
         policy, params, max_model_len = self.policy, self.params, self.cfg.max_model_len

@@ -20,6 +20,7 @@ from typing import Any, Iterator, Optional
 
 from ..model import BudgetConfig, BudgetPolicy, builtin_policies
 from ..model.config_edges import least_pool, validates
+from ..model.registry import policy_spec
 from ..model.replay import replay_on_model
 from ..model.target import ModelTarget
 from ..spec.invariants import INVARIANTS, JUDGED_KINDS, SMALLEST_DRAIN_BOUND, check_run
@@ -101,7 +102,7 @@ def search(policy: BudgetPolicy, max_requests: int) -> dict[str, Trace]:
                 ops, broken = result
                 for invariant in sorted(broken - set(found)):
                     what = "every draft accepted" if accept else "no draft accepted"
-                    trace = Trace(policy.name, cfg.to_dict(), tuple(ops), (ViolationExpectation(invariant),),
+                    trace = Trace(policy_spec(policy), cfg.to_dict(), tuple(ops), (ViolationExpectation(invariant),),
                                   f"{n} request(s) of {prompt} prompt tokens, max_tokens {max_tokens}, {what}",
                                   FOUND_BY)
                     replayed = replay_on_model(trace, policy)

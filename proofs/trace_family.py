@@ -25,7 +25,8 @@ from typing import Any, Optional
 
 import z3
 
-from ..model import BudgetPolicy, builtin_policies, decisions
+from ..model import BudgetPolicy, decisions
+from ..model.registry import policy_spec
 from ..spec.intlike import BoolLike, IntLike, and_, ite, max_, min_, not_, or_
 from ..spec.trace import AddOp, StepExpectation, StepOp, Trace, ViolationExpectation
 from .pass_skeleton import PassConfig, PassResult, Slot, count, run_pass, scheduler_victim
@@ -252,12 +253,3 @@ class Family:
         if violation is not None:
             expect.append(ViolationExpectation(violation))
         return Trace(policy_spec(self.policy), cfg, tuple(ops), tuple(expect), description, found_by)
-
-
-def policy_spec(policy: BudgetPolicy) -> str:
-    """How a trace names the policy: its registered name, or ``pkg.module:Class`` for a
-    user policy (``get_policy`` loads either)."""
-    cls = type(policy)
-    if builtin_policies().get(policy.name) is cls:
-        return policy.name
-    return f"{cls.__module__}:{cls.__qualname__}"

@@ -1,0 +1,173 @@
+"""Each engine loop's ``honours`` declaration is true: run every loop, instrumented, on the
+corpus traces of its policies and on a workload that fills a small KV pool; a hook or
+variant flag it declares is called or read, one it does not declare never is. And a
+variant that changes one its loop never uses is refused when it loads."""
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+
+from tokenbudget.model import BudgetConfig, ConfigError, builtin_policies, get_policy, scheduler_for
+from tokenbudget.model.config_edges import least_pool, validates
+from tokenbudget.model.loop import HOOKS, VARIANT_FLAGS, SchedulerLoop
+from tokenbudget.model.replay import replay_on_model
+from tokenbudget.spec.corpus import load_corpus
+
+ENGINE_LOOPS = sorted({cls.loop for cls in builtin_policies().values()}, key=lambda c: c.__name__)
+
+
+class _Read:
+    """A variant flag that notes each read."""
+
+    def __init__(self, name: str, value: bool, seen: set[str]) -> None:
+        self.name, self.value, self.seen = name, value, seen
+
+    def __get__(self, obj: object, owner: type) -> bool:
+        self.seen.add(self.name)
+        return self.value
+
+
+def instrumented(loop: type[SchedulerLoop], seen: set[str]) -> type[SchedulerLoop]:
+    """``loop`` with every hook and variant flag noting its use in ``seen``, unchanged otherwise."""
+    namespace: dict[str, object] = {}
+    for hook in HOOKS:
+        def call(cls, *args, _base=getattr(loop, hook).__func__, _hook=hook, **kwargs):  # type: ignore[no-untyped-def]
+            seen.add(_hook)
+            return _base(cls, *args, **kwargs)
+        namespace[hook] = classmethod(call)
+    for flag in VARIANT_FLAGS:
+        namespace[flag] = _Read(flag, getattr(loop, flag), seen)
+    return type(f"Counting{loop.__name__}", (loop,), namespace)
+
+
+def _on(policy_name: str, loop: type[SchedulerLoop]):  # type: ignore[no-untyped-def]
+    policy = builtin_policies()[policy_name]()
+    policy.loop = loop
+    return policy
+
+
+def _fill_the_pool(policy_name: str, loop: type[SchedulerLoop], cfg: BudgetConfig) -> None:
+    """Eight requests on the least pool the policy accepts, every draft accepted, until they drain:
+    admissions, decodes and preemptions."""
+    policy = _on(policy_name, loop)
+    if not validates(policy, cfg):  # a corpus trace of a refused config
+        return
+    cfg = cfg.replace(num_kv_blocks=least_pool(policy, cfg))
+    sched = scheduler_for(cfg, policy)
+    prompt = max(1, min(8, cfg.max_model_len // 4))
+    for i in range(8):
+        sched.add_request(f"r{i}", prompt, max(1, cfg.max_model_len - prompt - 1))
+    for _ in range(2000):
+        if not sched.has_unfinished:
+            break
+        record = sched.schedule()
+        sched.update_from_output(record, {rid: cfg.num_speculative_tokens for rid in record.num_scheduled_tokens})
+
+
+@pytest.mark.parametrize("engine_loop", ENGINE_LOOPS, ids=lambda c: c.__name__)
+def test_a_loop_uses_exactly_the_hooks_and_flags_it_declares(engine_loop):
+    seen: set[str] = set()
+    loop = instrumented(engine_loop, seen)
+    names = [name for name, cls in builtin_policies().items() if cls.loop is engine_loop]
+    traces = [t for t in load_corpus() if t.policy in names]
+    assert traces, f"no corpus trace runs on {engine_loop.__name__}"
+    for trace in traces:
+        replay_on_model(trace, _on(trace.policy, loop))
+        _fill_the_pool(trace.policy, loop, BudgetConfig.from_dict(trace.config))
+    assert seen == set(engine_loop.honours), (
+        f"{engine_loop.__name__} declares {sorted(engine_loop.honours)}, its step used {sorted(seen)}")
+
+
+def test_every_engine_loop_states_its_declaration():
+    for loop in ENGINE_LOOPS:
+        assert "honours" in vars(loop), f"{loop.__name__} inherits its honours instead of stating them"
+        assert set(loop.honours) <= set(HOOKS + VARIANT_FLAGS)
+
+
+VARIANTS = '''
+    from tokenbudget.model import SglangLoop, TrtllmLoop, VllmLoop
+    from tokenbudget.model.sglang_policies import Sglang
+    from tokenbudget.model.trtllm_policies import Trtllm
+    from tokenbudget.model.vllm_policies import VllmAdaptive
+
+
+    class GrantAll(TrtllmLoop):
+        @classmethod
+        def running_grant(cls, policy, p, budgets, demand, computed, threshold, max_model_len, bypass):
+            return demand
+
+
+    class TrtllmGrantAll(Trtllm):
+        loop = GrantAll
+
+
+    class HeadVictim(TrtllmLoop):
+        @classmethod
+        def victim(cls, priority_scheduling, running, priority, arrival):
+            return [i == 0 for i in range(len(running))]
+
+
+    class TrtllmHeadVictim(Trtllm):
+        loop = HeadVictim
+
+
+    class NoRunningExit(SglangLoop):
+        running_checks_exit_rule = False
+
+
+    class SglangNoRunningExit(Sglang):
+        loop = NoRunningExit
+
+
+    class OwnPass(TrtllmLoop):
+        honours = TrtllmLoop.honours | {"running_grant"}  # its own running pass calls it
+
+        @classmethod
+        def running_grant(cls, policy, p, budgets, demand, computed, threshold, max_model_len, bypass):
+            return demand
+
+
+    class TrtllmOwnPass(Trtllm):
+        loop = OwnPass
+
+
+    class HeadVictimVllm(VllmLoop):
+        @classmethod
+        def victim(cls, priority_scheduling, running, priority, arrival):
+            return [i == 0 for i in range(len(running))]
+
+
+    class VllmHeadVictim(VllmAdaptive):
+        loop = HeadVictimVllm
+'''
+
+
+@pytest.fixture(scope="module")
+def variants(tmp_path_factory):  # type: ignore[no-untyped-def]
+    folder = tmp_path_factory.mktemp("variants")
+    (folder / "loop_hook_variants.py").write_text(textwrap.dedent(VARIANTS))
+    sys.path.insert(0, str(folder))
+    yield "loop_hook_variants"
+    sys.path.remove(str(folder))
+    sys.modules.pop("loop_hook_variants", None)
+
+
+@pytest.mark.parametrize("cls, name, loop, uses, others", [
+    ("TrtllmGrantAll", "running_grant", "TrtllmLoop", "calls", "FastDeployLoop, VllmLoop"),
+    ("TrtllmHeadVictim", "victim", "TrtllmLoop", "calls", "FastDeployLoop, VllmLoop"),
+    ("SglangNoRunningExit", "running_checks_exit_rule", "SglangLoop", "reads", "FastDeployLoop, VllmLoop"),
+])
+def test_a_variant_of_a_hook_its_loop_never_uses_is_refused_at_load(variants, cls, name, loop, uses, others):
+    with pytest.raises(ConfigError) as refused:
+        get_policy(f"{variants}:{cls}")
+    message = str(refused.value)
+    assert "\n" not in message
+    assert f"{name}, but {loop} never {uses} it" in message, message
+    assert f"subclass a loop that {uses} it ({others})" in message, message
+
+
+def test_a_variant_of_a_hook_its_loop_uses_loads(variants):
+    assert get_policy(f"{variants}:VllmHeadVictim").loop.__name__ == "HeadVictimVllm"
+    assert get_policy(f"{variants}:TrtllmOwnPass").loop.__name__ == "OwnPass"  # it restates what its pass calls
