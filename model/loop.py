@@ -21,7 +21,7 @@ variant as they judge a policy.
 from __future__ import annotations
 
 import bisect
-from typing import ClassVar, Optional, Sequence
+from typing import ClassVar, Hashable, Optional, Sequence
 
 from ..spec import grant_rules
 from ..spec.intlike import BoolLike, IntLike, ite
@@ -253,15 +253,17 @@ class SchedulerLoop:
         self.num_steps += 1
         return record
 
-    def fingerprint(self) -> tuple[object, ...]:
+    def fingerprint(self) -> Hashable:
         """The state as a value, in O(1): how many adds, aborts and passes changed it so far,
         then the loop's own counters (``_loop_state``). The requests, queues and KV pool change
         only by an add, an abort, or a pass that granted, preempted or aborted (``update_from_output``
         touches only the requests the pass granted; the budgets and pauses of a pass are
         functions of that state, and policies and loop hooks are functions of their inputs),
         so two equal fingerprints mean the same state (``tests/unit/test_fixpoint.py`` pins
-        it against a snapshot of the whole state on every loop)."""
-        return (self.state_changes, *self._loop_state())
+        it against a snapshot of the whole state on every loop). A plain int where the loop
+        keeps nothing of its own: a run's records hold one each."""
+        own = self._loop_state()
+        return (self.state_changes, *own) if own else self.state_changes
 
     def _loop_state(self) -> tuple[object, ...]:
         """What a loop keeps beyond the requests, the queues and the pool (none here)."""
