@@ -148,7 +148,7 @@ def test_a_paused_decode_without_a_free_next_block_cannot_take_a_token():
     assert [step for step, _ in first_fixpoint(run)] == [stall]
 
 
-def test_the_fuzz_drain_can_stop_at_the_fixpoint():
+def test_a_run_ends_in_a_fixpoint_once_the_step_after_it_shows_its_state_again():
     run = replay_on_model(load_trace(FIXPOINT_TRACE)).run
     head = type(run)(limits=run.limits, added=run.added, events=run.events[:32 + 70], steps=run.steps[:70],
                      outcomes=run.outcomes[:70])
