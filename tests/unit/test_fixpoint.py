@@ -12,11 +12,10 @@ import random
 import sys
 from pathlib import Path
 
-import pytest
-
 from factories import SGLANG_ABORTS_LAST
 
 from tokenbudget.model import BudgetConfig, get_policy
+from tokenbudget.model.findings import explaining_finding
 from tokenbudget.model.loop import SchedulerLoop
 from tokenbudget.model.replay import replay_on_model
 from tokenbudget.model.request import Request
@@ -134,6 +133,8 @@ def test_the_full_batch_stall_is_a_fixpoint_at_step_69():
     rec = result.run.steps[69]
     assert rec.paused == frozenset(rec.running) and len(rec.running) == 32 and rec.progress_possible
     assert rec.kv_blocks_in_use == 32 and rec.limits.num_kv_blocks == 256
+    finding = explaining_finding(load_trace(FIXPOINT_TRACE), "progress")
+    assert finding is not None and finding.id == "F5"  # F5's mechanism: every seat decoding, budget 0, all paused
 
 
 def test_a_paused_decode_without_a_free_next_block_cannot_take_a_token():
