@@ -164,3 +164,29 @@ def test_the_step_half_counts_a_paused_decode_whose_next_block_is_free():
     """fastdeploy-decode-count-paused-decode: at step 1 'b' is paused, with free blocks."""
     run = replay_on_model(load_trace(CORPUS / "fastdeploy-decode-count-paused-decode.json")).run
     assert run.steps[1].paused == frozenset({"b"}) and run.steps[1].progress_possible
+
+
+STALLS = [FIXPOINT_TRACE, CORPUS / "findings" / "f5-fastdeploy-spec-method-full-batch-deadlock.json",
+          CORPUS / "findings" / "f2-vllm-adaptive-unchunked-draft-slots.json",
+          CORPUS / "fastdeploy-decode-count-no-spec-deadlock.json"]
+
+
+def test_replay_writes_the_steps_after_a_fixpoint_as_running_them_would():
+    """Replay stops running the model at a fixpoint with only steps left and writes the rest
+    as the fixpoint's record again: the run and its verdict are those of running every step."""
+    from tokenbudget.spec import check_run
+
+    for path in STALLS:
+        trace = load_trace(path)
+        built: list[ModelTarget] = []
+        result = replay_on_model(trace, target_factory=lambda cfg, policy: built.append(ModelTarget(cfg, policy))
+                                 or built[-1])
+        assert built[0].scheduler.num_steps < len(result.run.steps)  # the model ran only up to the fixpoint
+        execution = Execution(ModelTarget(BudgetConfig.from_dict(trace.config), get_policy(trace.policy)))
+        for op in trace.ops:
+            execution.apply(op)
+        ran = execution.run
+        assert result.ok and result.run is not None
+        assert result.run.events == ran.events and result.run.outcomes == ran.outcomes, path.name
+        assert result.run.steps == ran.steps, path.name
+        assert list(result.violations) == check_run(ran), path.name
