@@ -8,7 +8,8 @@ therefore becomes a Trace of exactly the ops applied, and replays.
 Every step is judged as it happens (``check_step``, and the target's ``error``); the
 ``@invariant`` judges the events since its last call (``no_request_lost``, incrementally). At teardown the machine
 stops adding and drains: it steps until every live request has finished, and once the
-drain is longer than the spec's bound ``progress_bound`` judges it. A user policy with a
+drain is longer than the spec's bound ``progress_bound`` judges it, or at once when a drain step
+leaves the target's state unchanged (a fixpoint, ``first_fixpoint``). A user policy with a
 built-in base, given ``max_work_gap``, is judged against it (``model.verdict_rules``): the
 same ops run on the base alongside, while both are in the same state, and a step that
 leaves more work undone than the base's by over ``max_work_gap`` tokens is a
@@ -41,8 +42,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from ..model import POLICY_ERROR, BudgetConfig, BudgetPolicy, ConfigError, PolicyError, builtin_policies
 from ..model.verdict_rules import base_policy, gap_against_base, gap_violation, same_state
-from ..spec.invariants import (RequestAccounting, Violation, check_step, drain_steps_left, no_request_lost,
-                               progress, work_gap)
+from ..spec.invariants import (RequestAccounting, Violation, check_step, drain_steps_left, ends_in_fixpoint,
+                               no_request_lost, progress, work_gap)
 from ..spec.records import RequestState, StepRecord
 from ..spec.target import describe
 from ..spec.trace import AbortOp, Op, StepOp, Trace, ViolationExpectation
@@ -316,6 +317,8 @@ class FuzzMachine(RuleBasedStateMachine):
             self._step({})
             if self.broken:
                 break
+            if ends_in_fixpoint(run):
+                break  # a fixpoint: progress judges it now, and the rest of the drain would repeat it
             left = drain_steps_left(run) if left is None else left - 1
             repeats = repeats + 1 if len(run.steps) > 1 and _repeats(run.steps[-2], run.steps[-1]) else 0
             if repeats >= STUCK_REPEATS and progress.id in type(self).known:

@@ -73,20 +73,24 @@ class FastDeployLoop(SchedulerLoop):
         step.record_grant(req, grant, num_drafts, padded=False)
         step.scheduled_running.append(req)
 
-    def _runs_on_own_blocks(self, req: Request) -> bool:
-        """Whether an unvisited decode would run this step (the test of ``_run_unvisited_decode``)."""
+    def _decode_fits(self, req: Request, free: int) -> bool:
+        """Whether the decode's next step (one token, its drafts and the lookahead) fits in the
+        blocks it holds and ``free`` more: 0 runs it unvisited (``_run_unvisited_decode``'s test)."""
         computed, max_len = req.num_computed_tokens, self.cfg.max_model_len
         grant = min(1, max_len - computed - 1)
         if grant <= 0:
             return False
         slots = grant_rules.kv_slots_needed(computed, grant + req.num_draft_tokens, self.lookahead, max_len)
-        return self.pool.blocks_needed(req, slots, []) == 0
+        return self.pool.blocks_needed(req, slots, []) <= free
 
     def _progress_possible(self, step: StepPass) -> bool:
         """Budget left by the exit rule and KV for some request's next token; or, with no
-        budget, a decode that runs on its own blocks."""
+        budget, a decode that could take a token: one that runs on its own blocks, or one
+        the worker pauses whose next blocks the pool holds (a visit would give them to it
+        and resume it, ``recover_decode_task``)."""
         if not step.may_schedule():
             if not self.running:  # an exit rule that refuses the budgets of an idle system stalls it for good
                 return self._room_for_a_token(admit=True)
-            return any(r.is_decoding and self._runs_on_own_blocks(r) for r in self.running)
+            free = self.pool.num_free
+            return any(r.is_decoding and self._decode_fits(r, free) for r in self.running)
         return self._room_for_a_token(admit=True)

@@ -21,7 +21,7 @@ variant as they judge a policy.
 from __future__ import annotations
 
 import bisect
-from typing import ClassVar, Optional, Sequence
+from typing import ClassVar, Hashable, Optional, Sequence
 
 from ..spec import grant_rules
 from ..spec.intlike import BoolLike, IntLike, ite
@@ -148,6 +148,8 @@ class SchedulerLoop:
         self.running: list[Request] = []
         self.waiting_snapshot = WaitingSnapshot()
         self.num_steps = 0
+        self.state_changes = 0  # adds, aborts and passes that changed something: the fingerprint's count
+        self.aborted_in_step: list[str] = []  # requests the engine itself aborted in the last pass
         self.limits = StepLimits(
             max_num_batched_tokens=cfg.max_num_batched_tokens,
             max_num_scheduled_tokens=int(policy.token_cap(self.params)),
@@ -184,6 +186,7 @@ class SchedulerLoop:
             raise ValueError(f"request {request_id!r}: prefix_len must be 0..prompt_len, got {prefix_len}")
         req = Request(request_id, prompt_len, max_tokens, len(self.requests), priority, prefix_group, prefix_len)
         self.requests[request_id] = req
+        self.state_changes += 1
         self._enqueue_waiting(req, front=False)
 
     def abort_request(self, request_id: str) -> None:
@@ -194,6 +197,7 @@ class SchedulerLoop:
         (self.running if req.status is Status.RUNNING else self.waiting).remove(req)
         self.pool.free(req)
         req.status = Status.ABORTED
+        self.state_changes += 1
 
     def _enqueue_waiting(self, req: Request, front: bool) -> None:
         if self.cfg.scheduling_policy == "priority":  # the queue is kept in (priority, arrival) order
@@ -218,6 +222,8 @@ class SchedulerLoop:
     def schedule(self) -> StepRecord:
         """Run one scheduling pass; computed tokens advance by the grants."""
         policy, params = self.policy, self.params
+        fingerprint = self.fingerprint()
+        self.aborted_in_step = []
         num_decoding = sum(1 for r in self.running if not r.is_prefill_chunk)
         initial = policy.initial_budgets(params, num_decoding)
         step = StepPass(policy, params, initial)
@@ -235,6 +241,8 @@ class SchedulerLoop:
             req.num_computed_tokens += grant
             req.is_prefill_chunk = req.num_computed_tokens < req.num_tokens
             req.num_draft_tokens = 0
+        if step.grants or step.preempted or self.aborted_in_step:
+            self.state_changes += 1
         waiting = self.waiting_ids()
         record = StepRecord(
             step=self.num_steps,
@@ -258,9 +266,26 @@ class SchedulerLoop:
             initial_input_budget=initial.input,
             ledger=tuple(step.ledger),
             progress_possible=progress_possible,
+            fingerprint=fingerprint,
         )
         self.num_steps += 1
         return record
+
+    def fingerprint(self) -> Hashable:
+        """The state as a value, in O(1): how many adds, aborts and passes changed it so far,
+        then the loop's own counters (``_loop_state``). The requests, queues and KV pool change
+        only by an add, an abort, or a pass that granted, preempted or aborted (``update_from_output``
+        touches only the requests the pass granted; the budgets and pauses of a pass are
+        functions of that state, and policies and loop hooks are functions of their inputs),
+        so two equal fingerprints mean the same state (``tests/unit/test_fixpoint.py`` pins
+        it against a snapshot of the whole state on every loop). A plain int where the loop
+        keeps nothing of its own: a run's records hold one each."""
+        own = self._loop_state()
+        return (self.state_changes, *own) if own else self.state_changes
+
+    def _loop_state(self) -> tuple[object, ...]:
+        """What a loop keeps beyond the requests, the queues and the pool (none here)."""
+        return ()
 
     def waiting_ids(self) -> QueueIds:
         """The waiting queue's ids as it stands, read at the cost of what changed in it since
@@ -425,7 +450,7 @@ class SchedulerLoop:
                 continue
             assert req.num_computed_tokens == req.num_tokens - 1, (rid, req.num_computed_tokens, req.num_tokens)
             req.num_draft_tokens = k
-        touched = set(record.num_scheduled_tokens).union(record.preempted)
+        touched = set(record.num_scheduled_tokens).union(record.preempted, self.aborted_in_step)
         return StepOutcome(
             step=record.step,
             requests={rid: self.request_state(rid) for rid in touched},

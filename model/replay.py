@@ -3,7 +3,9 @@
 ``replay_on_model`` applies the ops to the reference model through the shared
 op-application path (``spec.execution.Execution`` on a ``model.target.ModelTarget``), checks
 the RunRecord with ``spec.check_run`` and each expectation of the trace. A step in which
-the target raised ends the run there: the error is reported, later ops are not applied. An
+the target raised ends the run there: the error is reported, later ops are not applied. On
+the model, a run that reaches a fixpoint with only steps left writes the rest as the
+fixpoint's record again instead of running them (the same run, a tenth of the cost). An
 exception inside the model outside a step (building the scheduler, adding or aborting a
 request) ends it too, as a ``model-error`` violation. Input that cannot be replayed as
 given raises BadInput (the CLI's exit status 2); what the run showed, good or bad, is
@@ -21,10 +23,10 @@ from ..spec.execution import Execution
 from .target import ModelTarget, TargetFactory
 from . import POLICY_ERROR, BudgetConfig, BudgetPolicy, ConfigError, PolicyError, get_policy
 from ..spec import RunRecord, StepLimits, StepRecord, Violation, check_run, work_gap
-from ..spec.invariants import model_error
+from ..spec.invariants import ends_in_fixpoint, model_error
 from ..spec.target import TargetUnavailable, describe
 from ..spec.trace import (
-    ConfigRejectedExpectation, Expectation, NoViolationExpectation, StepExpectation, Trace,
+    ConfigRejectedExpectation, Expectation, NoViolationExpectation, StepExpectation, StepOp, Trace,
     ViolationExpectation, dump_item,
 )
 
@@ -200,7 +202,11 @@ def _resolve_policy(trace: Trace, policy: str | BudgetPolicy | None) -> tuple[st
 
 def _run(trace: Trace, execution: Execution, collector: PacedCollector, progress: Callable[[str], None]) -> str | None:
     """Apply the trace's ops until the end, a step in which the target raised, or an add
-    or abort that raised (then what it raised, ``ops[i]: ...``, is returned)."""
+    or abort that raised (then what it raised, ``ops[i]: ...``, is returned). On a target
+    whose steps are pure (``repeats_fixpoints``), once only steps are left and the run
+    reached a fixpoint, the rest is written as the fixpoint's record again, not run."""
+    repeats = getattr(execution.target, "repeats_fixpoints", False)
+    last_op = max((i for i, op in enumerate(trace.ops) if not isinstance(op, StepOp)), default=-1)
     for index, op in enumerate(trace.ops):
         if execution.crashed is not None:
             break
@@ -215,7 +221,21 @@ def _run(trace: Trace, execution: Execution, collector: PacedCollector, progress
             return f"ops[{index}]: {e}"
         except Exception as e:
             return f"{describe(e)} in ops[{index}]"
+        if repeats and index > last_op and ends_in_fixpoint(execution.run):
+            _repeat_fixpoint(execution.run, len(trace.ops) - index - 1)
+            break
     return None
+
+
+def _repeat_fixpoint(run: RunRecord, steps: int) -> None:
+    """Write ``steps`` more steps of a run that ends in a fixpoint: each the last record and
+    outcome again, but its number (what the target would give, at a tenth of the cost)."""
+    record, outcome = run.steps[-1], run.outcomes[-1]
+    first = len(run.steps)
+    for n in range(1, steps + 1):
+        run.events.append(("step", first + n - 1))
+        run.steps.append(replace(record, step=record.step + n))
+        run.outcomes.append(replace(outcome, step=outcome.step + n))
 
 
 def _judge(trace: Trace, name: str, refusal: str | None, run: RunRecord | None,

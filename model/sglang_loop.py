@@ -62,7 +62,6 @@ class SglangLoop(SchedulerLoop):
         self.new_token_ratio = INIT_NEW_TOKEN_RATIO
         self.batch_is_full = False
         self.chunked: Optional[Request] = None  # the request whose prefill continues first
-        self.aborted_in_step: list[str] = []
 
     # -- sizes -------------------------------------------------------------------------
     @property
@@ -91,7 +90,6 @@ class SglangLoop(SchedulerLoop):
     # -- the step ------------------------------------------------------------------------
     def _schedule_running(self, step: StepPass, threshold: int) -> None:
         """The whole SGLang step: a prefill batch if one forms, else a decode batch."""
-        self.aborted_in_step = []
         if not self.running:
             self.batch_is_full = False
         if self._prefill(step):
@@ -238,7 +236,9 @@ class SglangLoop(SchedulerLoop):
                     self.pool.free_tail(req, cdiv(req.num_computed_tokens, self.page))  # the rejected drafts' pages
         if len(self.running) < was_running:
             self.batch_is_full = False
-        if not self.aborted_in_step:
-            return outcome
-        extra = {rid: self.request_state(rid) for rid in self.aborted_in_step}
-        return StepOutcome(step=outcome.step, requests={**outcome.requests, **extra}, preempted=outcome.preempted)
+        return outcome
+
+    def _loop_state(self) -> tuple[object, ...]:
+        """The admission latch, the chunked request and ``new_token_ratio`` (which decays
+        at every decode step, so a decoding SGLang step is never a fixpoint until it bottoms out)."""
+        return (self.batch_is_full, None if self.chunked is None else self.chunked.request_id, self.new_token_ratio)

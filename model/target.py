@@ -24,6 +24,12 @@ class ModelTarget:
     Raises ConfigError on construction when ``validate`` and the policy refuses cfg.
     """
 
+    # Steps without ops after a fixpoint would each give its record again (but its number) and
+    # do nothing else: replay may write them without running them. Targets that execute
+    # steps for real (the torch runner, a real engine) run every step; so does a subclass
+    # whose step does more than the model's (it sets this False).
+    repeats_fixpoints = True
+
     def __init__(self, cfg: BudgetConfig, policy: BudgetPolicy, validate: bool = True) -> None:
         self.scheduler = scheduler_for(cfg, policy, validate=validate)
         self.limits = self.scheduler.limits

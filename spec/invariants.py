@@ -272,7 +272,11 @@ class RequestAccounting:
     not yet seen, in order, and returns what broke in them. A step costs its running queue,
     its outcome and what changed in its waiting queue (``WaitingTally``), not every request
     ever added; only a step that breaks it walks its queues to name each breach. Every id
-    added or reported keeps its status and computed tokens (a few ints), no record."""
+    added or reported keeps its status and computed tokens (a few ints), no record.
+
+    A live request that the step's outcome reports aborted was aborted by the engine in
+    that step (SGLang's ``retract_decode`` aborting the last decode): it leaves the queues
+    as an outcome of the step, before they are checked, never as a lost request."""
 
     def __init__(self) -> None:
         self.status: dict[str, str] = {}  # id -> live | finished | aborted
@@ -319,6 +323,10 @@ class RequestAccounting:
         """One step's record and outcome (None when the target gave none)."""
         out: list[Breach] = []
         status, live, running, waiting = self.status, self.live, rec.running, self.waiting
+        if outcome is not None:
+            for rid, state in outcome.requests.items():
+                if state.status == "aborted" and status.get(rid) == "live":
+                    self._set(rid, "aborted")  # the engine aborted it in this step
         waiting.take(rec.waiting)
         queued_once = (waiting.surplus == 0 and waiting.stale == 0 and len(set(running)) == len(running)
                        and len(waiting.counts) + len(running) == len(live)
@@ -395,8 +403,8 @@ def drain_steps_left(run: RunRecord) -> int:
 
 
 def progress_bound(run: RunRecord) -> list[Breach]:
-    """The run half of ``progress``: a drain (steps after the last add or abort) longer
-    than the bound leaves nothing."""
+    """The bound of ``progress``'s run half: a drain (steps after the last add or abort)
+    longer than the bound leaves nothing. It catches the livelocks that are not fixpoints."""
     drain, bound, states = _current_drain(run)
     if not drain:
         return []
@@ -409,8 +417,59 @@ def progress_bound(run: RunRecord) -> list[Breach]:
     return []
 
 
-@invariant("progress", STEP, "a step grants a token when some request could take one; a drain finishes within a bound",
-           liveness=True, run_predicate=progress_bound)
+def first_fixpoint(run: RunRecord) -> list[Breach]:
+    """The fixpoint rule of ``progress``'s run half: a step whose record and the next one's
+    carry equal fingerprints, with no add or abort between them, started from the state it
+    led back to; the loops are deterministic functions of their state, so with an
+    unaborted request live it repeats for ever. The first such step of each stretch without
+    ops is reported. Costs the run's events and outcomes once, and the live ids it names."""
+    live: dict[str, None] = {}  # the unaborted, unfinished requests, in the order added
+    out: list[Breach] = []
+    steps, outcomes = run.steps, run.outcomes
+    previous: Optional[int] = None  # the step before, with no op since
+    reported = False  # this stretch without ops has been reported
+    for event, arg in run.events:
+        if event != "step":
+            if event == "abort":
+                live.pop(str(arg), None)
+            else:
+                live[str(arg)] = None
+            previous, reported = None, False
+            continue
+        index = int(arg)  # type: ignore[call-overload]
+        rec = steps[index]
+        if (previous is not None and not reported and rec.fingerprint is not None and live
+                and rec.fingerprint == steps[previous].fingerprint and steps[previous].error is None):
+            out.append((steps[previous].step, f"the step changed nothing ({len(live)} requests live: "
+                                              f"{', '.join(list(live)[:5])}) and will repeat for ever"))
+            reported = True
+        if index < len(outcomes):
+            for rid, state in outcomes[index].requests.items():
+                if state.status in ("finished", "aborted"):
+                    live.pop(rid, None)
+        previous = index
+    return out
+
+
+def ends_in_fixpoint(run: RunRecord) -> bool:
+    """Whether the run's last two events are steps with equal fingerprints: ``first_fixpoint``
+    judges the step before the last, and further steps without ops would repeat it. O(1)."""
+    events, steps = run.events, run.steps
+    if len(events) < 2 or events[-2][0] != "step" or events[-1][0] != "step":
+        return False
+    before, last = steps[-2], steps[-1]
+    return last.fingerprint is not None and last.fingerprint == before.fingerprint and before.error is None
+
+
+def progress_run(run: RunRecord) -> list[Breach]:
+    """The run half of ``progress``: the first step of a fixpoint (``first_fixpoint``), and
+    a drain past its bound (``progress_bound``) for the livelocks that are not fixpoints."""
+    return first_fixpoint(run) + progress_bound(run)
+
+
+@invariant("progress", STEP, "a step grants a token when some request could take one; a step that leaves the "
+           "state unchanged with a request live is a deadlock; a drain finishes within a bound",
+           liveness=True, run_predicate=progress_run)
 def progress(rec: StepRecord) -> list[Breach]:
     if rec.progress_possible and rec.total_scheduled_tokens == 0:
         return [(rec.step, "a request could take a token but the step granted none")]

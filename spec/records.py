@@ -8,7 +8,7 @@ tokenbudget: any target can produce these.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple, Optional, Sequence
+from typing import Hashable, NamedTuple, Optional, Sequence
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,13 @@ class StepRecord:
     it, the runner rows it really occupies, the computed tokens it started from and its
     token count. ``block_tables`` holds every live request's KV blocks after the pass,
     ``block_keys`` the content key of each block that holds one (prefix cache).
-    ``ledger`` and ``progress_blocked`` are None where the target does not expose them.
+    ``ledger`` and ``progress_possible`` are None where the target does not expose them.
+
+    ``fingerprint`` stands for the target's whole scheduler state at the start of the pass
+    (queues, computed, output and draft tokens, blocks, the loop's own counters): two
+    records with equal fingerprints started from the same state, so with no add or abort
+    between them the first pass led back to where it began and will repeat for ever
+    (``progress``'s fixpoint rule). None where the target cannot expose its state.
     """
 
     step: int
@@ -77,6 +83,7 @@ class StepRecord:
     unserved_demand: Optional[int] = None  # tokens queued requests still wanted after the pass
     error: Optional[str] = None  # an exception the target raised inside the pass
     paused: frozenset[str] = frozenset()  # running decodes the worker paused: 0 rows, no grant
+    fingerprint: Optional[Hashable] = None  # the scheduler state at the start of the pass (see above)
 
     @property
     def total_scheduled_tokens(self) -> int:
@@ -100,7 +107,9 @@ class RequestState(NamedTuple):
 @dataclass(frozen=True)
 class StepOutcome:
     """What ``update_from_output`` left behind: the state of every request the step
-    scheduled or preempted (the others did not change)."""
+    scheduled, preempted or aborted (the others did not change). A request the engine
+    itself aborted in the step (SGLang's ``retract_decode`` aborting the last decode that
+    cannot fit) is here with status "aborted": an outcome of the step, not a lost request."""
 
     step: int
     requests: dict[str, RequestState]

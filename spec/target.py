@@ -26,9 +26,10 @@ class Target(Protocol):
     ``step`` never raises for a failure inside the scheduler: it returns a record whose
     ``error`` names the exception (``"Type: message (file:line)"``). After such a step
     the target is dead and receives no further calls. A target that cannot expose the
-    ledger, ``progress_possible`` or ``unserved_demand`` leaves them None; the spec then
-    does not judge what needs them. Construction raises TargetUnavailable when the
-    target cannot run here.
+    ledger, ``progress_possible``, ``unserved_demand`` or its state's ``fingerprint`` leaves
+    them None; the spec then does not judge what needs them. An abort the target itself
+    decides in a step is in that step's outcome, status "aborted". Construction raises
+    TargetUnavailable when the target cannot run here.
     """
 
     limits: StepLimits

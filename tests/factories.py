@@ -5,6 +5,7 @@ from dataclasses import replace
 from typing import Any
 
 from tokenbudget.spec import LedgerEntry, StepLimits, StepRecord
+from tokenbudget.spec.trace import AddOp, StepOp, Trace
 
 LIMITS = StepLimits(
     max_num_batched_tokens=20, max_num_scheduled_tokens=20, max_num_seqs=4, num_speculative_tokens=4,
@@ -40,3 +41,14 @@ def good_record(**changes: Any) -> StepRecord:
         unserved_demand=6,
     )
     return replace(record, **changes)
+
+
+# SGLang 0.5.23 on a pool its validation refuses (replay it with validate=False): r1 decodes
+# until its reservation outgrows the pool and retract_decode aborts it, the last decode; r2 never fits.
+SGLANG_TIGHT = {"max_num_batched_tokens": 16, "max_num_seqs": 2, "num_speculative_tokens": 1, "method": "eagle3",
+                "parallel_drafting": False, "block_size": 1, "num_kv_blocks": 12, "max_model_len": 16,
+                "enable_prefix_caching": False}
+SGLANG_ABORTS_LAST = Trace(
+    policy="sglang-0.5.23", config=SGLANG_TIGHT,
+    ops=(AddOp("r1", 4, 7), AddOp("r2", 4, 11), *[StepOp({}) for _ in range(10)]),
+    source="sglang-0.5.23 on a pool its validation refuses")

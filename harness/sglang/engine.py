@@ -49,7 +49,7 @@ import types
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Hashable, Mapping, Optional
 
 from ...spec.records import RequestState
 from ...spec.target import describe
@@ -73,6 +73,7 @@ class SglangStep:
     block_tables: dict[str, tuple[int, ...]] = field(default_factory=dict)
     requests: dict[str, RequestState] = field(default_factory=dict)
     error: Optional[str] = None
+    fingerprint: Hashable = None  # the scheduler state before the step (``SglangEngine.fingerprint``)
 
 
 class _NoSampling:
@@ -151,7 +152,7 @@ class SglangEngine:
 
     # -- one step -----------------------------------------------------------------------
     def step(self, accepted: Mapping[str, int]) -> SglangStep:
-        out = SglangStep()
+        out = SglangStep(fingerprint=self.fingerprint())
         if self.dead is not None:
             out.error = self.dead
             return out
@@ -169,6 +170,16 @@ class SglangEngine:
         touched = set(out.num_scheduled_tokens) | set(out.preempted) | set(out.aborted)
         out.requests = {rid: self.state(rid) for rid in touched}
         return out
+
+    def fingerprint(self) -> Hashable:
+        """The scheduler state as a value: the latch, the chunked request, ``new_token_ratio``,
+        the free KV, and each queued request in queue order (committed and allocated KV,
+        outputs). Costs the live requests."""
+        def state(r: Any) -> tuple[object, ...]:
+            return r.rid, r.kv.kv_committed_len, r.kv.kv_allocated_len, len(r.output_ids)
+
+        return (self.batch_is_full, None if self.chunked is None else state(self.chunked), self.ratio.current,
+                self.allocator.available_size(), tuple(map(state, self.running)), tuple(map(state, self.waiting)))
 
     def state(self, rid: str) -> RequestState:
         req = self.reqs[rid]

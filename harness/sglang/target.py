@@ -50,5 +50,5 @@ def _record(step: int, limits: StepLimits, s: SglangStep) -> StepRecord:
         runner_rows=dict(grants), computed_before=dict(s.computed_before), num_tokens=dict(s.num_tokens),
         padded=frozenset(), prefill=frozenset(s.prefill), preempted=s.preempted, running=s.running,
         waiting=s.waiting, kv_blocks_in_use=s.kv_blocks_in_use, block_tables=dict(s.block_tables), block_keys={},
-        error=s.error,
+        error=s.error, fingerprint=s.fingerprint,
     )

@@ -64,7 +64,7 @@ import tempfile
 import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Hashable, Mapping
 
 from ...model import methods
 from ...model.vllm_versions import VLLM_VERSIONS, modelled_version, nearest_version
@@ -287,6 +287,7 @@ class VllmStep:
     ``waiting`` (ids); ``kv_blocks_in_use`` (usable blocks held by live requests; cached
     free blocks count as free); ``block_tables`` (each running request's KV block ids)
     and ``block_keys`` (the block hash of each block more than one of them holds).
+    ``fingerprint``: the scheduler's state before ``schedule()`` (``VllmEngine.fingerprint``).
 
     Read after the output was applied: ``requests``, the state of every request the step
     scheduled or preempted (a request that finished then has status "finished").
@@ -310,6 +311,7 @@ class VllmStep:
     block_keys: dict[int, object]
     requests: dict[str, RequestState] = field(default_factory=dict)
     error: str | None = None
+    fingerprint: Hashable = None
 
 
 class VllmEngine:
@@ -407,11 +409,12 @@ class VllmEngine:
         """
         sched = self.scheduler
         self._preempted = []
+        fingerprint = self.fingerprint()
         try:
             out = sched.schedule()
         except Exception as exc:
             return VllmStep({}, {}, frozenset(), tuple(self._preempted), {}, {}, *self._queues_and_blocks(),
-                            error=describe(exc))
+                            error=describe(exc), fingerprint=fingerprint)
         drafts = out.scheduled_spec_decode_tokens
         requests = {rid: sched.requests[rid] for rid in (*out.num_scheduled_tokens, *self._preempted)}
         scheduled = VllmStep(
@@ -422,6 +425,7 @@ class VllmEngine:
             {rid: requests[rid].num_computed_tokens - n for rid, n in out.num_scheduled_tokens.items()},
             {rid: requests[rid].num_tokens for rid in out.num_scheduled_tokens},
             *self._queues_and_blocks(),
+            fingerprint=fingerprint,
         )
         runner_output, proposals = self._run_model(out, accepted)
         try:
@@ -431,6 +435,23 @@ class VllmEngine:
         except Exception as exc:
             return replace(scheduled, error=describe(exc))
         return replace(scheduled, requests={rid: self._state(request) for rid, request in requests.items()})
+
+    def fingerprint(self) -> Hashable:
+        """The scheduler's state as a value: every queued request in queue order (its status,
+        computed and output tokens, drafts, preemptions and KV blocks) and the free blocks.
+        Costs the live requests, as reading the queues does; requests that finished are not read."""
+        sched = self.scheduler
+        manager = sched.kv_cache_manager
+
+        def state(r: Any, holds_blocks: bool) -> tuple[object, ...]:
+            blocks = tuple(manager.get_block_ids(r.request_id)[0]) if holds_blocks else ()
+            return (r.request_id, r.status, r.num_computed_tokens, r.num_output_tokens, len(r.spec_token_ids),
+                    r.num_preemptions, blocks)
+
+        return (tuple(state(r, True) for r in sched.running),
+                tuple(state(r, True) for r in sched.kv_holding_waiting),
+                tuple(state(r, False) for r in sched.waiting),
+                manager.block_pool.get_num_free_blocks())
 
     def _queues_and_blocks(self) -> tuple[tuple[str, ...], tuple[str, ...], int, dict[str, tuple[int, ...]],
                                           dict[int, object]]:

@@ -116,4 +116,5 @@ def _record(step: int, limits: StepLimits, s: VllmStep) -> StepRecord:
         block_tables=dict(s.block_tables),
         block_keys=dict(s.block_keys),
         error=s.error,
+        fingerprint=s.fingerprint,
     )

@@ -221,3 +221,38 @@ def test_work_gap_measures_unused_budget():
     lean = good_record(num_scheduled_tokens={"0": 4}, runner_rows={"0": 7}, unserved_demand=50)
     assert inv.work_gap(lean) == 20 - 7 - 3  # rows room; KV room is (32 - 6) * 4 - 4
     assert ids(inv.work_conserving(lean)) == {"work-conserving"}
+
+
+def idle_run(fingerprints, events, outcomes=None):
+    """Idle steps ('0' waits) with the given fingerprints."""
+    steps = [good_record(step=i, num_scheduled_tokens={}, runner_rows={}, running=(), waiting=("0",),
+                         progress_possible=False, fingerprint=fp) for i, fp in enumerate(fingerprints)]
+    outs = outcomes or [StepOutcome(i, {}) for i in range(len(steps))]
+    return run_of(steps, outs, events, {"0": state("waiting")})
+
+
+def test_progress_reports_the_first_step_of_a_fixpoint_once_a_stretch():
+    steps = [("step", i) for i in range(5)]
+    run = idle_run([1, 2, 2, 2, 2], [("add", "0"), *steps])
+    found = inv.progress.over_run(run)
+    assert [(v.step, "changed nothing" in v.message) for v in found] == [(1, True)]
+    assert "1 requests live: 0" in found[0].message
+    again = idle_run([1, 1, 1, 1], [("add", "0"), ("step", 0), ("step", 1), ("add", "1"), ("step", 2), ("step", 3)])
+    assert [step for step, _ in inv.first_fixpoint(again)] == [0, 2]  # an op starts a new stretch
+
+
+def test_no_fixpoint_across_an_op_without_fingerprints_or_with_nothing_live():
+    assert inv.first_fixpoint(idle_run([1, 1], [("add", "0"), ("step", 0), ("abort", "x"), ("step", 1)])) == []
+    assert inv.first_fixpoint(idle_run([None, None], [("add", "0"), ("step", 0), ("step", 1)])) == []
+    assert inv.first_fixpoint(idle_run([1, 1], [("add", "0"), ("abort", "0"), ("step", 0), ("step", 1)])) == []
+    finished = [StepOutcome(0, {"0": state("finished", 1, 4)}), StepOutcome(1, {})]
+    assert inv.first_fixpoint(idle_run([1, 1], [("add", "0"), ("step", 0), ("step", 1)], finished)) == []
+    engine_aborted = [StepOutcome(0, {"0": state("aborted")}), StepOutcome(1, {})]
+    assert inv.first_fixpoint(idle_run([1, 1], [("add", "0"), ("step", 0), ("step", 1)], engine_aborted)) == []
+
+
+def test_ends_in_fixpoint_needs_two_steps_in_a_row_with_equal_fingerprints():
+    assert inv.ends_in_fixpoint(idle_run([1, 2, 2], [("add", "0"), ("step", 0), ("step", 1), ("step", 2)]))
+    assert not inv.ends_in_fixpoint(idle_run([1, 2], [("add", "0"), ("step", 0), ("step", 1)]))
+    assert not inv.ends_in_fixpoint(idle_run([2, 2], [("add", "0"), ("step", 0), ("add", "1"), ("step", 1)]))
+    assert not inv.ends_in_fixpoint(idle_run([None, None], [("add", "0"), ("step", 0), ("step", 1)]))

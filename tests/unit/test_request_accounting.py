@@ -1,7 +1,7 @@
 """no-request-lost judged incrementally agrees with the whole-run predicate it replaced.
 
-``whole_run_no_request_lost`` is that predicate as it was (it visits every request ever
-added at every step); the incremental ``RequestAccounting`` must give the same breaches,
+``whole_run_no_request_lost`` is that predicate (it visits every request ever added at
+every step; a request the step's outcome reports aborted, the engine aborted); the incremental ``RequestAccounting`` must give the same breaches,
 in the same order, on random hand-made runs, on random runs of the model and on every
 corpus trace, whether fed the run at once or event by event.
 """
@@ -35,6 +35,10 @@ def whole_run_no_request_lost(run):
         else:
             index = int(arg)
             rec = run.steps[index]
+            if index < len(run.outcomes):  # a live request the step's outcome reports aborted: the engine aborted it
+                for rid, state in run.outcomes[index].requests.items():
+                    if state.status == "aborted" and status.get(rid) == "live":
+                        status[rid] = "aborted"
             queued = rec.running + rec.waiting
             seen = set()
             for rid in queued:

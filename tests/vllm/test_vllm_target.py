@@ -101,3 +101,17 @@ def test_cli_replays_on_vllm(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["replay", "--target", "vllm", str(F1_TRACE)]) == 1
     assert "target error in step 1: AssertionError" in capsys.readouterr().out
     assert main(["replay", "--target", "vllm", "--mode", "live", str(seed)]) == 2
+
+
+def test_vllms_state_fingerprint_shows_f2s_hang_as_a_fixpoint_at_step_0() -> None:
+    """The harness fingerprints vLLM's scheduler state; F2's stall leaves it unchanged from
+    step 0, and the model (whose fingerprint is its own) reports the same step."""
+    trace = load_trace(F2_TRACE)
+    for result in (replay_on_model(trace, target_factory=VllmTarget), replay_on_model(trace)):
+        fixpoints = [v for v in result.violations if v.invariant == "progress" and "changed nothing" in v.message]
+        assert [v.step for v in fixpoints] == [0]
+    working = replay_on_model(load_trace(next(p for p in VLLM_CORPUS if p.stem == "seed-000-vllm-adaptive")),
+                              target_factory=VllmTarget)
+    fingerprints = [rec.fingerprint for rec in working.run.steps]
+    assert None not in fingerprints and len(set(map(repr, fingerprints))) > 1
+    assert not [v for v in working.violations if "changed nothing" in v.message]
