@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from ..model import builtin_policies, get_policy
+from ..model import get_policy
 from ..spec.trace import Trace, write_trace
 from .obligation_table import all_obligations
 from .obligations import Context, Options

@@ -303,7 +303,7 @@ def proofs_section(report: CheckReport, progress: Progress, database: ExampleDat
             row.verdicts.append(verdict)
         if complaint:
             row.failures.append(f"prove: {complaint}")
-        elif verdict is not None and verdict.known is not None:
+        elif row.user and verdict is not None and verdict.known is not None:  # a built-in's: the manifest
             row.known.append(f"prove: {outcome.obligation} refuted (known: {verdict.known}; {outcome.detail})")
 
 
