@@ -228,7 +228,7 @@ def _mark_user(row: PolicyRow, trace: Trace, result: ReplayResult, report: Check
 
 
 def _judge_of(row: PolicyRow, report: CheckReport) -> Judge:
-    return Judge(row.policy, report.max_work_gap, report.strict)
+    return Judge(row.policy, report.max_work_gap)
 
 
 def _mark_verdict(row: PolicyRow, verdict: Verdict, report: CheckReport) -> None:

@@ -118,7 +118,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         for r in reports:
             r.counterexamples[:] = [save(c, corpus) for c in r.counterexamples]
     interrupted = reports[-1].policy if reports and reports[-1].interrupted else None
-    verdicts = {r.policy: [Judge(r.policy, args.max_work_gap, args.strict).of_violation(c.kind, c.trace, c.message)
+    verdicts = {r.policy: [Judge(r.policy, args.max_work_gap).of_violation(c.kind, c.trace, c.message)
                            for c in r.counterexamples] for r in reports}
     ok = not failed((v for judged in verdicts.values() for v in judged), args.strict)
     if args.json:

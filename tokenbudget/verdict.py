@@ -90,7 +90,6 @@ class Judge:
 
     policy: str
     max_work_gap: int = 0
-    strict: bool = False
 
     def __post_init__(self) -> None:
         self.builtin = self.policy in builtin_policies()
@@ -307,8 +306,9 @@ def judge(outcomes: Sequence["Outcome"], max_work_gap: int = 0, strict: bool = F
         elif o.verdict == UNKNOWN:
             complaint = f"{o.policy} / {o.obligation}: unknown ({o.detail})"
         elif o.verdict == REFUTED:
-            judged = judges.setdefault(o.policy, Judge(o.policy, max_work_gap, strict))
-            verdict = judged.of_refutation(o.obligation, o.traces, f"prove: {o.obligation} refuted")
+            if o.policy not in judges:
+                judges[o.policy] = Judge(o.policy, max_work_gap)
+            verdict = judges[o.policy].of_refutation(o.obligation, o.traces, f"prove: {o.obligation} refuted")
             if verdict is not None:
                 out.verdicts[key] = verdict
                 if verdict.fails(strict):
