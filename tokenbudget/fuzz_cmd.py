@@ -124,7 +124,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         console.json({"ok": ok, "target": args.target, "workers": args.workers, "database": args.database,
                       "corpus": str(corpus), "interrupted": interrupted, "strict": args.strict,
-                      "policies": [{**r.to_json(), "known": sorted(v.invariant for v in verdicts[r.policy] if v.known),
+                      "policies": [{**r.to_json(), "ok": not failed(verdicts[r.policy], args.strict),
+                                    "known": sorted(v.invariant for v in verdicts[r.policy] if v.known),
                                     "judged": {v.invariant: v.kind for v in verdicts[r.policy]}} for r in reports]})
     else:
         console.text(render.fuzz(reports, verdicts, corpus, interrupted, args.strict))
