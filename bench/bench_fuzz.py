@@ -10,7 +10,7 @@ Hypothesis, the state machine, the model and the spec's checks. A run does not s
 a failure: every failure kind is treated as known, so a failing example just ends.
 
 Time to the first counterexample: for each policy and each invariant it is known to
-break (``tokenbudget.check.known_violations``, or by a finding about its engine's loop,
+break (``tokenbudget.verdict.recorded_violations``, or by a finding about its engine's loop,
 ``model.findings``; among those the fuzzer judges), the seconds
 until the fuzzer first sees that invariant violated (before shrinking), counting from
 the start of the session; the other kinds are treated as known, so they do not stop the
@@ -32,7 +32,8 @@ from typing import Any
 
 from hypothesis import Phase
 
-from tokenbudget.check import JUDGED, known_violations
+from tokenbudget.check import JUDGED
+from tokenbudget.verdict import recorded_violations
 from tokenbudget.fuzz.failures import FAILURE_CLASSES
 from tokenbudget.fuzz.machine import FuzzStats, machine_class
 from tokenbudget.fuzz.session import run_machine
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     policies = list(builtin_policies())
     speeds = [throughput(p, args.examples, seed=0) for p in policies]
-    pairs = [(p, kind) for p in policies for kind in JUDGED if kind in known_violations(p)
+    pairs = [(p, kind) for p in policies for kind in JUDGED if kind in recorded_violations(p)
              or any(f.invariant == kind for f in findings_of(get_policy(p).engine))]
     firsts = [first_counterexample(policy, kind, args.seeds, args.cap) for policy, kind in pairs]
     ok = all(f.median is not None and f.median < GOAL for f in firsts)

@@ -10,13 +10,15 @@ Every step is judged as it happens (``check_step``, and the target's ``error``);
 stops adding and drains: it steps until every live request has finished, and once the
 drain is longer than the spec's bound ``progress_bound`` judges it, or at once when a drain step
 leaves the target's state unchanged (a fixpoint, ``first_fixpoint``). A user policy with a
-built-in base, given ``max_work_gap``, is judged against it (``model.verdict_rules``): the
+built-in base, given ``max_work_gap``, is judged against it (``model.base_gap``): the
 same ops run on the base alongside, while both are in the same state, and a step that
 leaves more work undone than the base's by over ``max_work_gap`` tokens is a
 ``work-conserving`` violation naming both gaps. ``target()`` steers generation toward high
 input-row use and preemption (in Hypothesis's target phase). The first violation raises a
 FuzzFailure carrying the trace, unless its kind is ``known`` (found before in the same
-session): then the run just ends, its later rules doing nothing. So does a drain that looks
+session): then the run just ends, its later rules doing nothing. Every kind a run shows,
+raised or not, is kept with its first trace in ``FuzzStats.seen``: the session reports it
+even when Hypothesis never raises it again. So does a drain that looks
 stuck (``STUCK_REPEATS`` idle steps in a row, each the one before again) once ``progress``
 is known: a drain has no input, so it would most likely repeat that step up to the bound.
 
@@ -41,7 +43,7 @@ from hypothesis.internal.conjecture.engine import ConjectureRunner
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from ..model import POLICY_ERROR, BudgetConfig, BudgetPolicy, ConfigError, PolicyError, builtin_policies
-from ..model.verdict_rules import base_policy, gap_against_base, gap_violation, same_state
+from ..model.base_gap import base_policy, gap_against_base, gap_violation, same_state
 from ..spec.invariants import (RequestAccounting, Violation, check_step, drain_steps_left, ends_in_fixpoint,
                                no_request_lost, progress, work_gap)
 from ..spec.records import RequestState, StepRecord
@@ -79,6 +81,7 @@ class FuzzStats:
     steps: int = 0
     coverage: Counter[str] = field(default_factory=Counter)
     first_failure: dict[str, float] = field(default_factory=dict)
+    seen: dict[str, tuple[FuzzFailure, int]] = field(default_factory=dict)  # per kind: its first failure, and the example
     raised_at: int = 0  # examples run when a failure was first raised
     raised_kind: str | None = None  # the kind of the first failure raised: the one Hypothesis shrinks
     tick: Callable[["FuzzStats"], None] | None = None
@@ -351,9 +354,12 @@ class FuzzMachine(RuleBasedStateMachine):
             stats.first_failure.setdefault(kind, time.perf_counter() - stats.started)
         new = [kind for kind in kinds if kind not in type(self).known]
         if new:
+            trace = self._trace(kinds, violations, error)
+            for kind in new:  # a kind this run shows beside the one raised, or only while shrinking, is kept too
+                stats.seen.setdefault(kind, (failure(kind, violations, error, trace), stats.examples))
             stats.raised_at = stats.raised_at or stats.examples
             stats.raised_kind = stats.raised_kind or new[0]
-            raise failure(new[0], violations, error, self._trace(kinds, violations, error))
+            raise failure(new[0], violations, error, trace)
 
     def _trace(self, kinds: tuple[str, ...], violations: tuple[Violation, ...], error: str | None) -> Trace:
         assert self.cfg is not None and self.execution is not None

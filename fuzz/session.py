@@ -35,7 +35,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from ..model import POLICY_ERROR, BudgetConfig, PolicyError, get_policy
 from ..model.replay import BadInput, ReplayResult, replay_on_model
-from ..model.verdict_rules import replay_judged
+from ..model.base_gap import replay_judged
 from ..spec.collector import PacedCollector
 from ..spec.invariants import work_conserving
 from ..spec.trace import Trace, ViolationExpectation, write_trace
@@ -57,7 +57,8 @@ Progress = Callable[[str], None]
 class Tally:
     """A session's counts so far (the batch running included), as ``fuzz`` reports them
     to its ``tally`` callback while it runs; ``violations`` are the kinds seen, shrunk or
-    not yet, but for those it was told are known; ``counterexamples`` those shrunk."""
+    not yet, but for those it was told are known (each of them ends up a counterexample
+    of the report); ``counterexamples`` those made so far."""
 
     examples: int
     steps: int
@@ -140,8 +141,10 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
     when ``max_work_gap`` is given (``machine_class``): a step that leaves more than that
     many tokens of work undone beyond its base's is a ``work-conserving`` violation; None,
     the default, judges no gap. ``reduce_seconds`` bounds the reduction of each
-    counterexample's trace (``reduce``; the session's deadline bounds it too). Raises
-    ConfigError for an unknown policy or one that accepts no config.
+    counterexample's trace (``reduce``; the session's deadline bounds it too). Every kind a
+    run showed is reported: one Hypothesis never raised again (seen beside the kind raised,
+    or only while shrinking) comes with the trace of the run that showed it, reduced, with
+    no program. Raises ConfigError for an unknown policy or one that accepts no config.
     """
     if (examples is None) == (seconds is None):
         raise ValueError("give exactly one of examples and seconds")
@@ -168,6 +171,28 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
                      f"({steps / max(elapsed, 1e-9):.0f}/s)  {len(report.counterexamples)} violated")
             tally(counts(stats))
 
+    every_kind: dict[str, tuple[FuzzFailure, float, int]] = {}  # every kind any run showed: its first failure
+
+    def reduce_by() -> float | None:
+        if reduce_seconds is None:
+            return deadline
+        return min(deadline or math.inf, time.perf_counter() + reduce_seconds)
+
+    def finish(reduce: bool = True) -> FuzzReport:
+        """The report with a counterexample for every kind seen that none stands for yet
+        (shown beside the one raised, or only while shrinking), its trace as found, reduced
+        when ``reduce``."""
+        reported = {c.kind for c in report.counterexamples}
+        for kind, (found, first_seen, example) in every_kind.items():
+            if kind in reported or kind in known:
+                continue
+            counterexample = (_counterexample(found, first_seen, example, seed, target_factory, reduce_by(), judged_gap)
+                              if reduce else _as_found(found, first_seen, example, seed))
+            report.counterexamples.append(counterexample if corpus is None else save(counterexample, corpus))
+        report.seconds = time.perf_counter() - started
+        tally(counts(FuzzStats()))
+        return report
+
     batch, size = 0, examples or FIRST_BATCH
     while True:
         stats = FuzzStats(started=started, tick=tick, deadline=deadline,
@@ -185,43 +210,53 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
             report.examples += stats.examples
             report.steps += stats.steps
             report.coverage.update(stats.coverage)
-            report.seconds = time.perf_counter() - started
             report.interrupted = True
-            return report
+            _keep_seen(every_kind, stats)
+            return finish(reduce=False)
         except PolicyError as e:  # the user policy failed outside a target's step: a failure of its own
             found = failure(POLICY_ERROR, (), str(e), Trace(policy_spec, {}, (), description=str(e),
                                                              found_by=found_by))
         report.examples += stats.examples
         report.steps += stats.steps
         report.coverage.update(stats.coverage)
+        _keep_seen(every_kind, stats)
         if found is not None:
             if scratch is not None:
                 for key, values in scratch.data.items():
                     for value in values:
                         database.save(key, value)
             first_seen = stats.first_failure.get(found.kind, time.perf_counter() - started)
-            reduce_by = deadline
-            if reduce_seconds is not None:
-                reduce_by = min(deadline or math.inf, time.perf_counter() + reduce_seconds)
-            counterexample = _counterexample(found, first_seen, stats.raised_at, seed, target_factory, reduce_by,
+            counterexample = _counterexample(found, first_seen, stats.raised_at, seed, target_factory, reduce_by(),
                                              judged_gap)
             report.counterexamples.append(counterexample if corpus is None else save(counterexample, corpus))
         report.seconds = time.perf_counter() - started
         tally(counts(FuzzStats()))
         if found is not None and found.kind == POLICY_ERROR:
-            return report  # every later example would fail the same way
+            return finish()  # every later example would fail the same way
         if stop_when_found and stop_when_found <= {c.kind for c in report.counterexamples}:
-            return report
+            return finish()
         batch += 1
         if examples is not None:
             if found is None or report.examples >= examples:
-                return report
+                return finish()
             size = examples - report.examples
         else:
             assert deadline is not None
             if time.perf_counter() >= deadline:
-                return report
+                return finish()
             size = min(2 * size, MAX_BATCH)
+
+
+def _keep_seen(seen: dict[str, tuple[FuzzFailure, float, int]], stats: FuzzStats) -> None:
+    """Add the kinds a batch's runs showed (``FuzzStats.seen``) to the session's, the first of each kept."""
+    for kind, (found, example) in stats.seen.items():
+        seen.setdefault(kind, (found, stats.first_failure[kind], example))
+
+
+def _as_found(found: FuzzFailure, first_seen: float, example: int, seed: int) -> Counterexample:
+    """The counterexample of a failure as its run found it, neither shrunk nor reduced."""
+    return Counterexample(found.kind, found.trace.description or found.kind, found.trace, tuple(found.program),
+                          len(found.trace.ops), first_seen, example, seed)
 
 
 def seconds_left(started: float, index: int, seconds: float) -> float:
@@ -292,7 +327,7 @@ def reduce(trace: Trace, kind: str, target_factory: TargetFactory, deadline: flo
     failure does not need (``spec.shrink``: Hypothesis's shrinking leaves some, such as a
     request added and aborted), judged by replaying on the same target as the machine
     judged (given ``max_work_gap``, a user policy against its base too:
-    ``verdict_rules.replay_judged``). Expectations keep the violated invariants the reduced
+    ``base_gap.replay_judged``). Expectations keep the violated invariants the reduced
     trace still shows; the description is its first violation of ``kind``. Past
     ``deadline`` (perf_counter) it stops reducing. The base replays beside a candidate only
     when ``kind`` is what it judges (``work-conserving``), and beside the reduced trace."""

@@ -1,10 +1,10 @@
 """Replay a trace on the runner target: the reference scheduler with the torch runner
-executing every step it makes, judged as the model target is (``model.verdict_rules.replay_judged``)."""
+executing every step it makes, judged as the model target is (``model.base_gap.replay_judged``)."""
 from __future__ import annotations
 
 from ..model import BudgetConfig, BudgetPolicy
 from ..model.replay import ReplayResult
-from ..model.verdict_rules import replay_judged
+from ..model.base_gap import replay_judged
 from ..spec.trace import Trace
 from .target import RunnerOptions, RunnerTarget
 

@@ -143,7 +143,7 @@ def replay_on_model(trace: Trace, policy: str | BudgetPolicy | None = None,
     builds what executes the ops from the config and the policy (the torch runner's
     target wraps the reference scheduler and executes each of its steps). ``judge_more``
     adds the violations of a rule the spec alone cannot judge on the run (a user policy's
-    work gap against its base, ``verdict_rules.replay_judged``). ``progress`` hears how far
+    work gap against its base, ``base_gap.replay_judged``). ``progress`` hears how far
     the run is, every PROGRESS_OPS ops, and when the judging starts."""
     name, pol = _resolve_policy(trace, policy)
     try:

@@ -1,12 +1,9 @@
-"""Every obligation of every policy, a verdict each, judged against the manifest.
+"""Every obligation of every policy, a verdict each.
 
 ``prove`` decides the obligations (policies in parallel worker processes, the
-obligations of one policy in one process so they share its induction). ``judge``
-compares the outcomes with the verdict manifest for built-in policies; a user policy
-(``pkg.module:Class``) fails on an unknown verdict and on a refutation that is its own
-(``model.verdict_rules``: not explained by a finding nor shown by its base on the same
-trace; for work-conserving, more undone work than its base).
-``emit`` writes each counterexample as a trace file, refusing to overwrite any file.
+obligations of one policy in one process so they share its induction); the commands judge
+the outcomes (``tokenbudget/verdict.py``: built-ins against the manifest, user policies by
+the one rule). ``emit`` writes each counterexample as a trace file, refusing to overwrite any file.
 """
 from __future__ import annotations
 
@@ -14,18 +11,16 @@ import errno
 import multiprocessing
 import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
-from ..model import builtin_policies, get_policy
-from ..model.verdict_rules import refutation_complaint
+from ..model import get_policy
 from ..spec.trace import Trace, write_trace
-from . import manifest
 from .obligation_table import all_obligations
 from .obligations import Context, Options
 from .symbolic_branch import symbolic_branch
-from .verdicts import REFUTED, UNKNOWN, Outcome
+from .verdicts import Outcome
 
 Progress = Callable[[str], None]
 
@@ -91,56 +86,6 @@ class ProveInterrupted(KeyboardInterrupt):
     def __init__(self, outcomes: list[Outcome], policies_done: int) -> None:
         super().__init__()
         self.outcomes, self.policies_done = outcomes, policies_done
-
-
-@dataclass
-class Judgement:
-    outcomes: list[Outcome]
-    expected: dict[tuple[str, str], Optional[manifest.Expected]] = field(default_factory=dict)
-    complaints: dict[tuple[str, str], str] = field(default_factory=dict)  # (policy, obligation) -> what is wrong
-
-    @property
-    def problems(self) -> list[str]:
-        return list(self.complaints.values())
-
-    @property
-    def ok(self) -> bool:
-        return not self.complaints
-
-    def to_json(self) -> dict[str, Any]:
-        """Each outcome with the verdict and seconds the manifest records and whether it is as expected."""
-        rows = []
-        for o in self.outcomes:
-            expected = self.expected.get((o.policy, o.obligation))
-            rows.append({**o.to_json(), "expected": None if expected is None else expected.verdict,
-                         "recorded_seconds": None if expected is None else expected.seconds,
-                         "as_expected": (o.policy, o.obligation) not in self.complaints})
-        return {"ok": self.ok, "outcomes": rows, "problems": self.problems}
-
-
-def judge(outcomes: Sequence[Outcome], max_work_gap: int = 0, strict: bool = False) -> Judgement:
-    """Built-in policies against the manifest. A user policy fails on an unknown verdict
-    and on every refutation ``verdict_rules.refutation_complaint`` finds its own (with
-    ``strict``, on known ones too; a work gap over its base's by at most ``max_work_gap``
-    tokens is accepted)."""
-    builtin = builtin_policies()
-    recorded = manifest.load()
-    out = Judgement(list(outcomes))
-    for o in outcomes:
-        key = (o.policy, o.obligation)
-        if o.policy in builtin:
-            out.expected[key] = manifest.expected_of(recorded, o)
-            complaint = manifest.problem(o, out.expected[key])
-        elif o.verdict == UNKNOWN:
-            complaint = f"{o.policy} / {o.obligation}: unknown ({o.detail})"
-        elif o.verdict == REFUTED:
-            why = refutation_complaint(o.policy, o.obligation, o.traces, max_work_gap, strict)
-            complaint = f"{o.policy} / {o.obligation}: refuted, {why} ({o.detail})" if why else None
-        else:
-            complaint = None
-        if complaint:
-            out.complaints[key] = complaint
-    return out
 
 
 def trace_files(outcomes: Sequence[Outcome], directory: Path) -> list[tuple[Path, Trace]]:

@@ -103,10 +103,9 @@ MAX_WORK_GAP = 2**24  # tokens: past any budget B
 
 
 def add_verdict_options(parser: argparse.ArgumentParser) -> None:
-    """``--strict`` and ``--max-work-gap N``: how a user policy's violations are judged
-    (``model.verdict_rules``)."""
+    """``--strict`` and ``--max-work-gap N``: the options of the one verdict rule (``tokenbudget.verdict``)."""
     parser.add_argument("--strict", action="store_true",
-                        help="fail on known violations too (those a finding explains or the base policy shows)")
+                        help="fail on known violations too (README: How a verdict is reached)")
     add_max_work_gap(parser)
 
 

@@ -7,32 +7,26 @@ the most telling mark it got: UNEXPECTED (a verdict failed on this invariant) > 
 unused in a step) > ok (judged, held) > "-" (not tested).
 
 A built-in policy is judged by the corpus traces written for it, with their
-expectations. A user policy (``pkg.module:Class``) replays the ops of every corpus trace
-but the engine findings, with no expectations; traces whose config it refuses are
-skipped. Its violations are judged by ``model.verdict_rules``: known (a finding's matcher
-recognises the mechanism; for a config obligation, its base policy shows the same on the
-same config) marks the cell VIOLATED, any other fails the row; a step that leaves more work undone
-than its base on the same state, by more than ``max_work_gap`` tokens, fails it too.
+expectations: a violation its trace does not expect, or an expectation unmet, fails the
+row (the record changed). A user policy (``pkg.module:Class``) replays the ops of every
+corpus trace but the engine findings, with no expectations; traces whose config it
+refuses are skipped. Then every policy is fuzzed briefly on the model (``fuzz_section``):
+FUZZ_EXAMPLES examples from seed 0, deterministic, neither shrunk nor reduced (``tokenbudget
+fuzz`` gives the minimal trace), keeping what fails in the example database given (none by
+default). Last, every obligation of each policy is proved (``proofs_section``, ``tokenbudget
+prove``); a built-in's verdict the manifest does not record fails its row.
 
-Then every policy is fuzzed briefly on the model (``fuzz_section``): FUZZ_EXAMPLES
-examples from seed 0, deterministic, neither shrunk nor reduced (``tokenbudget fuzz`` gives
-the minimal trace), keeping what fails in the example
-database given (none by default). A violation that is known (``is_known``) marks its cell
-VIOLATED; any other (an exception inside the model is the invariant ``model-error``)
-fails the row.
-
-Last, every obligation of each policy is proved (``proofs_section``, ``tokenbudget prove``):
-a proved invariant marks its cell ok, a refuted one VIOLATED (a work gap "gap N"); a
-verdict ``proofs.prove.judge`` complains of (a built-in's verdict the manifest does not
-record; a user policy's own refutation or any unknown verdict) marks it UNEXPECTED and
-fails the row. With ``strict``, a known violation fails the row too.
+Every violation a user policy's replay shows, every one fuzzing finds and every refutation
+is judged by ``tokenbudget.verdict`` (the one rule: known, own, or a gap over the base):
+known marks the cell VIOLATED and fails the row only with ``strict``; own or a gap marks it
+UNEXPECTED and fails the row. A proved invariant marks its cell ok, a refuted one VIOLATED
+(a work gap "gap N").
 
 A section that fails (a symbolic branch in a user policy, found by the prover) stops the
 check; what the sections before it found is kept in the report (``stopped``).
 """
 from __future__ import annotations
 
-import functools
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
@@ -45,23 +39,20 @@ from .spec.corpus import load_corpus
 from .fuzz.session import fuzz
 from .model import POLICY_ERROR, ConfigError, PolicyError, builtin_policies, get_policy
 from .model.policy_guard import symbolic_branch
-from .model.verdict_rules import exceeds, explanation, gap_against_base
-from .proofs.manifest import load as load_manifest
 from .proofs.obligations import Options as ProofOptions
-from .proofs.prove import default_jobs, judge, prove
-from .proofs.verdicts import PROVED, PROVED_UP_TO, REFUTED, Outcome
-from .model.findings import explaining_finding
+from .proofs.prove import default_jobs, prove
+from .proofs.verdicts import PROVED, PROVED_UP_TO, Outcome
 from .model.replay import BadInput, ReplayResult, replay_on_model
 from .spec import INVARIANTS
-from .spec.invariants import CONFIG, EFFICIENCY, JUDGED_KINDS
-from .spec.trace import Trace, ViolationExpectation
+from .spec.invariants import EFFICIENCY, JUDGED_KINDS
+from .spec.trace import Trace
+from .verdict import Judge, Verdict, judge
 
 OK, VIOLATED, UNEXPECTED, UNTESTED = "ok", "VIOLATED", "UNEXPECTED", "-"
 
 # Invariants a replay judges (check_run) and those it measures as a work gap.
 JUDGED = tuple(i.id for i in INVARIANTS.values() if i.kind in JUDGED_KINDS)
 MEASURED = tuple(i.id for i in INVARIANTS.values() if i.kind == EFFICIENCY)
-CONFIG_OBLIGATIONS = tuple(i.id for i in INVARIANTS.values() if i.kind == CONFIG)
 
 Progress = Callable[[str], None]
 
@@ -79,7 +70,8 @@ class PolicyRow:
     cells: dict[str, str]
     traces: int = 0
     failures: list[str] = field(default_factory=list)
-    known: list[str] = field(default_factory=list)  # one line each: a violation put down to a finding or the base
+    known: list[str] = field(default_factory=list)  # one line each: a known violation and why
+    verdicts: list[Verdict] = field(default_factory=list)  # every violation judged (``tokenbudget.verdict``), in order
     policy_error: str | None = None  # the user policy failed (raised, a wrong type): later sections skip it
 
     def failed_policy(self, where: str, error: str) -> None:
@@ -116,7 +108,9 @@ class CheckReport:
             "ok": self.ok,
             "invariants": [{"id": inv.id, "kind": inv.kind} for inv in INVARIANTS.values()],
             "policies": [{"policy": r.policy, "user": r.user, "cells": r.cells, "traces": r.traces,
-                          "ok": r.ok, "failures": r.failures} for r in self.rows],
+                          "ok": r.ok, "failures": r.failures,
+                          "judged": [{"invariant": v.invariant, "verdict": v.kind, "where": v.where}
+                                     for v in r.verdicts]} for r in self.rows],
             "skipped": self.skipped, "interrupted": self.interrupted, "stopped": self.stopped,
             "strict": self.strict, "max_work_gap": self.max_work_gap,
             "seconds": {name: round(s, 3) for name, s in self.seconds.items()},
@@ -220,8 +214,8 @@ def _mark(row: PolicyRow, result: ReplayResult) -> None:
 
 
 def _mark_user(row: PolicyRow, trace: Trace, result: ReplayResult, report: CheckReport) -> None:
-    """A user policy's replay of a corpus trace: every violation judged by ``verdict_rules``,
-    and its work gap against its base's on the same state."""
+    """A user policy's replay of a corpus trace: its violations and its work gap against its
+    base's on the same state, judged on that run (``verdict.Judge.of_run``)."""
     row.traces += 1
     if result.refusal is not None:
         return
@@ -229,74 +223,36 @@ def _mark_user(row: PolicyRow, trace: Trace, result: ReplayResult, report: Check
         row.mark(invariant, OK)
     for invariant in MEASURED:
         row.mark(invariant, f"gap {result.max_work_gap}" if result.max_work_gap else OK)
-    for invariant in dict.fromkeys(v.invariant for v in result.violations):
-        first = next(str(v) for v in result.violations if v.invariant == invariant)
-        _judge_violation(row, invariant, f"{result.source}: {first}",
-                         explanation(trace, invariant, row.policy), report.strict)
-    comparison = gap_against_base(trace, row.policy)
-    if exceeds(comparison, report.max_work_gap):
-        row.mark(MEASURED[0], UNEXPECTED)
-        row.failures.append(f"{result.source}: work-conserving: {comparison} (--max-work-gap {report.max_work_gap})")
+    for verdict in _judge_of(row, report).of_run(trace, result, result.source):
+        _mark_verdict(row, verdict, report)
 
 
-def _judge_violation(row: PolicyRow, invariant: str, where: str, why: str | None, strict: bool) -> None:
-    """Mark a violation: known (``why``) VIOLATED, failing only when ``strict``; else UNEXPECTED, failing."""
-    if why is None:
-        row.mark(invariant, UNEXPECTED)
-        row.failures.append(where)
-        return
-    row.mark(invariant, VIOLATED)
-    row.known.append(f"{where} (known: {why})")
-    if strict:
-        row.failures.append(f"{where} (known: {why}; --strict)")
+def _judge_of(row: PolicyRow, report: CheckReport) -> Judge:
+    return Judge(row.policy, report.max_work_gap)
+
+
+def _mark_verdict(row: PolicyRow, verdict: Verdict, report: CheckReport) -> None:
+    """Mark a verdict: known VIOLATED, failing only under ``strict``; own or a gap UNEXPECTED, failing."""
+    row.verdicts.append(verdict)
+    if verdict.gap is not None:
+        row.mark(verdict.invariant, UNEXPECTED)
+        row.failures.append(f"{verdict.where} (--max-work-gap {report.max_work_gap})")
+    elif verdict.known is None:
+        row.mark(verdict.invariant, UNEXPECTED)
+        row.failures.append(verdict.where)
+    else:
+        row.mark(verdict.invariant, VIOLATED)
+        row.known.append(f"{verdict.where} (known: {verdict.known})")
+        if report.strict:
+            row.failures.append(f"{verdict.where} (known: {verdict.known}; --strict)")
 
 
 FUZZ_EXAMPLES = 50  # per policy: a short deterministic fuzz, about 10 s for every built-in policy
 
 
-def known_violations(policy: str) -> frozenset[str]:
-    """The invariants a built-in policy is known to violate by its own record: refuted in
-    the proofs' verdict manifest or expected by a corpus trace of it (the engine findings
-    aside: ``is_known`` asks those about each counterexample). Empty for a user policy."""
-    return _recorded_violations().get(policy, frozenset())
-
-
-@functools.cache
-def _recorded_violations() -> dict[str, frozenset[str]]:
-    """``known_violations`` of every policy at once. The corpus and the manifest are package
-    data, read once: a check asks this of every policy and of each violation fuzzing finds."""
-    out: dict[str, set[str]] = {}
-    for t in load_corpus(findings=False):
-        out.setdefault(t.policy, set()).update(e.violation for e in t.expect if isinstance(e, ViolationExpectation))
-    for policy, cells in load_manifest().items():
-        out.setdefault(policy, set()).update(name for name, expected in cells.items() if expected.verdict == REFUTED)
-    return {policy: frozenset(kinds) for policy, kinds in out.items()}
-
-
-def is_known(policy: str, kind: str, trace: Trace) -> bool:
-    """Whether the violation of ``kind`` that ``trace`` shows under ``policy`` is known.
-    For a built-in policy: in its record (``known_violations``), or a finding about its
-    engine's loop whose mechanism the trace's run on the model shows (SPEC.md §6: no
-    budget policy of that engine changes it). For a user policy: ``verdict_rules.explanation``
-    (a finding's matcher, or its base shows it on the same trace). ConfigError for a
-    policy that cannot be loaded."""
-    return known_why(policy, kind, trace) is not None
-
-
-def known_why(policy: str, kind: str, trace: Trace) -> str | None:
-    """Why the violation is known, one phrase (``is_known``), or None."""
-    if policy not in builtin_policies():
-        return explanation(trace, kind, policy)
-    if kind in known_violations(policy):
-        return f"{policy}'s own record"
-    finding = explaining_finding(trace, kind, policy)
-    return None if finding is None else f"finding {finding.id}, {finding.spec}"
-
-
 def fuzz_section(report: CheckReport, progress: Progress, database: ExampleDatabase | None) -> None:
-    """Fuzz each policy briefly (seed 0, no shrinking): a known violation marks the cell
-    VIOLATED; another, or an exception in the model, fails the row. A user policy is judged
-    against its base too (``max_work_gap``): more work undone is its own violation."""
+    """Fuzz each policy briefly (seed 0, no shrinking) and mark each violation's verdict; a
+    user policy is fuzzed against its base too (``max_work_gap``)."""
     for row in report.rows:
         if row.policy_error:
             continue
@@ -312,16 +268,17 @@ def fuzz_section(report: CheckReport, progress: Progress, database: ExampleDatab
             raise KeyboardInterrupt
         for invariant in JUDGED:
             row.mark(invariant, OK)
+        judged = _judge_of(row, report)
         for found in result.counterexamples:
             if found.kind == POLICY_ERROR:
                 row.failed_policy(f"fuzz (seed 0, {FUZZ_EXAMPLES} examples)", found.message)
                 continue
-            _judge_violation(row, found.kind, f"fuzz (seed 0, {FUZZ_EXAMPLES} examples): {found.message}",
-                             known_why(row.policy, found.kind, found.trace), report.strict)
+            _mark_verdict(row, judged.of_violation(found.kind, found.trace,
+                                                   f"fuzz (seed 0, {FUZZ_EXAMPLES} examples): {found.message}"), report)
 
 
 def proofs_section(report: CheckReport, progress: Progress, database: ExampleDatabase | None) -> None:
-    """Prove every obligation of each policy and judge the verdicts (``proofs.prove.judge``)."""
+    """Prove every obligation of each policy and judge the verdicts (``verdict.judge``)."""
     rows = {row.policy: row for row in report.rows if not row.policy_error}
     outcomes = prove([name for name, row in rows.items() if not row.user], ProofOptions(), jobs=default_jobs(),
                      progress=progress)
@@ -343,11 +300,13 @@ def proofs_section(report: CheckReport, progress: Progress, database: ExampleDat
         complaint = judgement.complaints.get((outcome.policy, outcome.obligation))
         if outcome.obligation in INVARIANTS:
             row.mark(outcome.obligation, UNEXPECTED if complaint else _proof_cell(outcome))
+        verdict = judgement.verdicts.get((outcome.policy, outcome.obligation))
+        if verdict is not None:
+            row.verdicts.append(verdict)
         if complaint:
             row.failures.append(f"prove: {complaint}")
-        elif row.user and outcome.verdict == REFUTED and outcome.obligation in JUDGED + CONFIG_OBLIGATIONS:
-            row.known.append(f"prove: {outcome.obligation} refuted (known: "
-                             f"{explanation(outcome.traces[0], outcome.obligation, row.policy)}; {outcome.detail})")
+        elif row.user and verdict is not None and verdict.known is not None:  # a built-in's: the manifest
+            row.known.append(f"prove: {outcome.obligation} refuted (known: {verdict.known}; {outcome.detail})")
 
 
 def _proof_cell(outcome: Outcome) -> str:

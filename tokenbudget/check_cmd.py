@@ -19,10 +19,9 @@ from .model.replay import BadInput
 HELP = "replay the built-in corpus; a policy x invariant matrix"
 DESCRIPTION = ("Replay the built-in corpus and print a policy x invariant matrix. A built-in policy is "
                "judged by its own corpus traces and their expectations. A user policy (pkg.module:Class) "
-               "replays the ops of every corpus trace without expectations, is fuzzed and proved; every "
-               "violation fails it unless a finding's matcher (for config obligations: its base policy on the "
-               "same config) explains it (--strict: those fail too), and so does more undone work than its base "
-               "(--max-work-gap).")
+               "replays the ops of every corpus trace without expectations, is fuzzed and proved. Every "
+               "violation gets one verdict, as fuzz and prove give it: known (listed; --strict fails it), the "
+               "policy's own, or more undone work than its base (--max-work-gap); the last two fail.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -6,12 +6,11 @@ session), all replaying and keeping failing examples in one example database
 (``--database``, ``fuzz.database``). Every shrunk counterexample, once per policy and
 kind, is written to the corpus folder (default: a new temp dir) as a trace, with the
 Hypothesis program beside it; files that exist are never overwritten. A user policy
-derived from a built-in is judged against it (``--max-work-gap``, ``model.verdict_rules``):
-a step that leaves more work undone than the base on the same state is a
-``work-conserving`` violation. Exit
-status 0 when no invariant was violated, 1 when some was (as ``replay`` exits 1 on a
-trace that shows a violation): the summary says for each whether it is known
-(``check.is_known``). vLLM missing is bad input (2).
+derived from a built-in is fuzzed against it (``--max-work-gap``, ``model.base_gap``).
+Every violation is judged by ``tokenbudget.verdict``, the rule ``check`` and ``prove``
+follow: the summary gives each its verdict (known, own, gap over the base), and the exit
+status is 1 when some verdict fails (own, a gap, or known under ``--strict``), else 0.
+vLLM missing is bad input (2).
 """
 from __future__ import annotations
 
@@ -23,9 +22,8 @@ from pathlib import Path
 from typing import Sequence
 
 from . import render
-from .args import (add_database, add_json, add_max_work_gap, add_policy, at_most, folder,
+from .args import (add_database, add_json, add_policy, add_verdict_options, at_most, folder,
                    positive_float, positive_int, seed)
-from .check import is_known
 from .console import Console
 from .engine_path import add_engine_path
 from .exits import FAILED, INTERRUPTED, OK
@@ -33,16 +31,18 @@ from .fuzz.database import open_database
 from .fuzz.parallel import Job, fuzz_workers
 from .fuzz.session import fuzz, save, seconds_left
 from .harness.vllm.target import VllmTarget
-from .model import POLICY_ERROR, BudgetConfig, PolicyError, builtin_policies, get_policy
+from .model import BudgetConfig, PolicyError, builtin_policies, get_policy
 from .model.target import ModelTarget, TargetFactory
 from .spec.user_paths import writable_folder
 from .targets import MODEL, VLLM
+from .verdict import Judge, failed
 
 HELP = "fuzz policies with Hypothesis; each counterexample becomes a trace"
 DESCRIPTION = ("Drive a target step by step with Hypothesis-generated requests, steps and aborts, judging "
                "every step with the spec. Each violated invariant is shrunk to a minimal trace, written to "
                "the corpus folder with the Hypothesis program beside it; it replays with `tokenbudget "
-               "replay`. Exit 0 when nothing was violated, 1 when something was.")
+               "replay`. Each violation is judged as check and prove judge it: exit 1 when one is the policy's "
+               "own (or over its base, or known under --strict), else 0.")
 
 FACTORIES: dict[str, TargetFactory] = {MODEL: ModelTarget, VLLM: VllmTarget}
 DEFAULT_SECONDS = 10.0
@@ -76,7 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1, metavar="N",
                         help="worker processes, each with the whole budget on its own seed stream "
                              "(default: the cores, %(default)s here); 1 fuzzes in this process")
-    add_max_work_gap(parser)
+    add_verdict_options(parser)
     add_database(parser)
     parser.add_argument("--corpus", type=folder, metavar="DIR",
                         help="where counterexample traces go (default: a new temp dir); existing files are kept")
@@ -115,13 +115,15 @@ def run(args: argparse.Namespace, console: Console) -> int:
         for r in reports:
             r.counterexamples[:] = [save(c, corpus) for c in r.counterexamples]
     interrupted = reports[-1].policy if reports and reports[-1].interrupted else None
-    known = {r.policy: {c.kind for c in r.counterexamples
-                        if c.kind != POLICY_ERROR and is_known(r.policy, c.kind, c.trace)} for r in reports}
-    ok = all(r.ok for r in reports)
+    verdicts = {r.policy: [Judge(r.policy, args.max_work_gap).of_violation(c.kind, c.trace, c.message)
+                           for c in r.counterexamples] for r in reports}
+    ok = not failed((v for judged in verdicts.values() for v in judged), args.strict)
     if args.json:
         console.json({"ok": ok, "target": args.target, "workers": args.workers, "database": args.database,
-                      "corpus": str(corpus), "interrupted": interrupted,
-                      "policies": [{**r.to_json(), "known": sorted(known[r.policy])} for r in reports]})
+                      "corpus": str(corpus), "interrupted": interrupted, "strict": args.strict,
+                      "policies": [{**r.to_json(), "ok": not failed(verdicts[r.policy], args.strict),
+                                    "known": sorted(v.invariant for v in verdicts[r.policy] if v.known),
+                                    "judged": {v.invariant: v.kind for v in verdicts[r.policy]}} for r in reports]})
     else:
-        console.text(render.fuzz(reports, known, corpus, interrupted))
+        console.text(render.fuzz(reports, verdicts, corpus, interrupted, args.strict))
     return INTERRUPTED if interrupted else OK if ok else FAILED

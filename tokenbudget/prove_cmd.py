@@ -1,8 +1,8 @@
 """``tokenbudget prove``: every obligation of every policy, a verdict each (``proofs.prove``).
 
 Built-in policies are judged against the verdict manifest; a user policy fails on an
-unknown verdict and on a refutation of its own (``model.verdict_rules``; ``--strict``:
-known ones too; ``--max-work-gap``: the undone work accepted beyond its base's). Exit status 0 when every verdict is as
+unknown verdict and on a refutation whose verdict fails (``tokenbudget/verdict.py``, the
+one rule; ``--strict``, ``--max-work-gap``). Exit status 0 when every verdict is as
 expected, 1 otherwise. ``--update-manifest`` proves every built-in obligation and records
 the verdicts as the manifest instead; it refuses (1) when a verdict is unknown.
 """
@@ -18,10 +18,11 @@ from .exits import FAILED, INTERRUPTED, OK
 from .model import builtin_policies
 from .proofs import manifest
 from .proofs.obligations import Options
-from .proofs.prove import ProveInterrupted, default_jobs, emit, judge, obligation_ids, prove
+from .proofs.prove import ProveInterrupted, default_jobs, emit, obligation_ids, prove
 from .proofs.solving import Z3_VERSION
 from .proofs.verdicts import UNKNOWN
 from .spec.user_paths import writable_folder
+from .verdict import judge
 
 MAX_REQUESTS = 64  # symbolic requests of the bounded proofs: past some 32, z3 takes hours
 
@@ -30,8 +31,8 @@ DESCRIPTION = ("Decide every obligation of every policy (the safety invariants, 
                "config-complete, work-conserving, vllm-adaptive against vllm-static): proved for every config "
                "and any number of requests, proved up to N requests, or refuted with a minimal trace that "
                "replays. Built-in policies are judged against the verdict manifest; a user policy fails on "
-               "every refutation a finding or its base policy does not explain. An unknown verdict (a z3 "
-               "timeout) is a failure.")
+               "every refutation that is its own or a gap over its base, as check and fuzz judge it. An unknown "
+               "verdict (a z3 timeout) is a failure.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

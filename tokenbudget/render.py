@@ -9,12 +9,11 @@ import unicodedata
 from collections import Counter
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from .fuzz.coverage import PATHS
 from .harness.features import FEATURES
 from .model import POLICY_ERROR
-from .proofs.verdicts import MODEL_SEARCH, PROVED_UP_TO
 from .spec import INVARIANTS
 
 if TYPE_CHECKING:  # the reports, named for their types only: a command loads only what it renders
@@ -24,7 +23,7 @@ if TYPE_CHECKING:  # the reports, named for their types only: a command loads on
     from .harness.conform import ConformReport
     from .kernels.report import RunnerReport
     from .model.replay import ReplayResult
-    from .proofs.prove import Judgement
+    from .verdict import Judgement, Verdict
     from .proofs.verdicts import Outcome
 
 MAX_LISTED = 10  # violations listed per trace before "... and N more"
@@ -82,7 +81,9 @@ def policies(rows: Sequence[Mapping[str, str]]) -> str:
 
 
 # -- replay -----------------------------------------------------------------------------
-def replay(result: ReplayResult, description: str | None) -> str:
+def replay(result: ReplayResult, description: str | None, judged: Sequence[Verdict] = ()) -> str:
+    """A replay's steps, violations and verdict; ``judged``: a user policy's verdict on each
+    violated invariant (``tokenbudget.verdict``), one line each before the verdict."""
     lines = [f"trace   {clean(result.source)}"]
     if description:
         lines.append(f"        {clean(description)}")
@@ -111,6 +112,7 @@ def replay(result: ReplayResult, description: str | None) -> str:
         lines += [f"  {'met  ' if r.met else 'UNMET'}  {clean(r.message)}" for r in result.expectations]
     if result.policy_error:
         lines.append(clean(result.policy_error))
+    lines += [f"judged: {v.invariant}: {clean(_judged(v))}" for v in judged]
     if not result.ok:
         verdict = POLICY_ERROR if result.policy_error else "FAIL"
     elif result.violations:
@@ -155,10 +157,8 @@ def check(report: CheckReport) -> str:
     lines = table(header, rows)
     lines.append("")
     lines += [f"  {n:>2}  {inv.id}  ({inv.kind})" for n, inv in enumerate(INVARIANTS.values(), 1)]
-    lines.append("cells: ok held in every replay and fuzz run; VIOLATED violated where known (a built-in's corpus trace "
-                 "or proofs' manifest, an engine finding's matcher; for config obligations, a user policy's base "
-                 "on the same config); UNEXPECTED a verdict failed on it; "
-                 "gap N budget left unused; - not tested")
+    lines.append("cells: ok held in every replay and fuzz run; VIOLATED violated, known (README: How a verdict is "
+                 "reached); UNEXPECTED a verdict failed on it; gap N budget left unused; - not tested")
     known = [f"{r.policy}: {k}" for r in report.rows for k in r.known]
     for label, entries in (("skipped", report.skipped), ("known", known),
                            ("failures", [f"{r.policy}: {f}" for r in report.rows for f in r.failures])):
@@ -215,6 +215,8 @@ def prove(j: Judgement, written: Sequence[Path], interrupted: str | None = None)
 
 
 def _short(o: Outcome) -> str:
+    from .proofs.verdicts import MODEL_SEARCH, PROVED_UP_TO  # the prover's names: loaded by prove, not by fuzz
+
     if o.verdict != PROVED_UP_TO:
         return o.verdict
     return f"searched<={o.bound}" if o.method == MODEL_SEARCH else f"proved<={o.bound}"
@@ -229,29 +231,42 @@ def manifest_update(recorded: int, path: str, unknown: Sequence[Outcome]) -> str
 
 
 # -- fuzz -------------------------------------------------------------------------------
-def fuzz(reports: Sequence[FuzzReport], known: Mapping[str, Collection[str]], corpus: Path,
-         interrupted: str | None = None) -> str:
-    """One row per policy, then each counterexample with its trace; ``known`` maps a policy
-    to the violations found that are known (``check.is_known``); ``interrupted`` the policy
-    Ctrl-C stopped."""
+def fuzz(reports: Sequence[FuzzReport], verdicts: Mapping[str, Sequence[Verdict]], corpus: Path,
+         interrupted: str | None = None, strict: bool = False) -> str:
+    """One row per policy, then each counterexample with its verdict (``verdicts``: per policy,
+    one per counterexample, in order; ``tokenbudget.verdict``) and its trace; ``interrupted``
+    the policy Ctrl-C stopped. The verdict line says what fails by the one rule."""
     rows = [[clean(r.policy, 60), str(r.examples), str(r.steps), f"{r.steps_per_second:.0f}", f"{r.seconds:.1f}",
              ", ".join(c.kind for c in r.counterexamples) or "-"] for r in reports]
     lines = table(["policy", "examples", "steps", "steps/s", "seconds", "violated"], rows, right=(1, 2, 3, 4))
     for r in reports:
-        for c in r.counterexamples:
-            status = "known" if c.kind in known[r.policy] else "NEW"
-            lines.append(f"{clean(r.policy, 60)}: {c.kind} ({status}), first seen after {c.first_seen:.1f} s, "
-                         f"shrunk to {len(c.trace.ops)} ops")
+        for c, v in zip(r.counterexamples, verdicts[r.policy]):
+            shrunk = f"shrunk to {len(c.trace.ops)} ops" if c.program else f"{len(c.trace.ops)} ops, no Hypothesis program"
+            lines.append(f"{clean(r.policy, 60)}: {c.kind} ({clean(_judged(v))}), first seen after {c.first_seen:.1f} s, "
+                         f"{shrunk}")
             lines.append(f"  {clean(c.message)}")
             lines += [f"  {clean(path)}" for path in c.paths]
     coverage = sum((r.coverage for r in reports), Counter())
     lines.append(f"rare paths (steps): {paths(coverage)}")
-    found = sum(len(r.counterexamples) for r in reports)
+    judged = [v for r in reports for v in verdicts[r.policy]]
+    failing = [v for v in judged if v.fails(strict)]
     if interrupted:
         lines.append(f"interrupted (Ctrl-C) while fuzzing {clean(interrupted, 60)}; the rows show what ran")
-    lines.append(f"verdict: {'ok: no violation' if not found else f'{found} violations'}  "
-                 f"(target {reports[0].target if reports else '-'}, corpus {clean(corpus)})")
+    if not judged:
+        verdict = "ok: no violation"
+    elif not failing:
+        verdict = f"ok: {len(judged)} known violation{'s' * (len(judged) != 1)}"
+    else:
+        known = sum(v.known is not None for v in judged)
+        verdict = f"FAIL: {len(judged)} violations, {len(judged) - known} own or over the base, {known} known" + \
+            (" (--strict)" if strict and known else "")
+    lines.append(f"verdict: {verdict}  (target {reports[0].target if reports else '-'}, corpus {clean(corpus)})")
     return "\n".join(lines)
+
+
+def _judged(v: Verdict) -> str:
+    """``known: why``, ``own`` or ``gap over its base``: the kind of a verdict, in a few words."""
+    return f"known: {v.known}" if v.known is not None else "gap over its base" if v.gap is not None else "own"
 
 
 def paths(coverage: Mapping[str, int]) -> str:

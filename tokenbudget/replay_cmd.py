@@ -24,11 +24,13 @@ from .engine_path import add_engine_path
 from .exits import FAILED, OK
 from .harness.vllm.target import VllmTarget
 from .kernels.arrivals import MAX_STEPS
+from .model import builtin_policies
 from .model.replay import BadInput, ReplayResult, replay_on_model
-from .model.verdict_rules import replay_judged
+from .model.base_gap import replay_judged
 from .spec.collector import PacedCollector
 from .spec.trace import Trace, load_trace
 from .targets import MODEL, RUNNER, TARGETS, VLLM
+from .verdict import Judge, Verdict
 
 HELP = "replay trace files and judge them"
 DESCRIPTION = None
@@ -90,12 +92,25 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
             results.append(replay_on_model(trace, args.policy, VllmTarget, progress=progress) if args.target == VLLM
                            else replay_judged(trace, args.policy, args.max_work_gap, progress=progress))
+        judged = [_judged(trace, result, args) for trace, result in zip(traces, results)]
         ok = all(_passed(r) for r in results)
         if args.json:
-            console.json({"ok": ok, "target": args.target, "traces": [r.to_json() for r in results]})
+            console.json({"ok": ok, "target": args.target,
+                          "traces": [{**r.to_json(), "judged": {v.invariant: v.kind for v in j}}
+                                     for r, j in zip(results, judged)]})
         else:
-            console.text("\n\n".join(render.replay(r, t.description) for r, t in zip(results, traces)))
+            console.text("\n\n".join(render.replay(r, t.description, j) for r, t, j in zip(results, traces, judged)))
     return OK if ok else FAILED
+
+
+def _judged(trace: Trace, result: ReplayResult, args: argparse.Namespace) -> list[Verdict]:
+    """A user policy's verdict on each invariant the replay violated (``tokenbudget.verdict``),
+    judged on this run; none for a built-in, whose trace's expectations say what it shows,
+    nor on vLLM, whose runs the findings' matchers do not read."""
+    policy = args.policy or trace.policy
+    if args.target != MODEL or policy in builtin_policies() or result.refusal is not None:
+        return []
+    return Judge(policy, args.max_work_gap).of_run(trace, result, result.source, gap=False)
 
 
 def _passed(result: ReplayResult) -> bool:

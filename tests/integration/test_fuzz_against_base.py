@@ -1,4 +1,4 @@
-"""``fuzz`` judges a user policy's work gap against its base policy (``model.verdict_rules``):
+"""``fuzz`` judges a user policy's work gap against its base policy (``model.base_gap``):
 a step that leaves more work undone than the base on the same state is a ``work-conserving``
 violation naming both gaps, unless ``--max-work-gap`` accepts it; built-ins are not judged so."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tokenbudget.fuzz.machine import machine_class
 from tokenbudget.fuzz.session import fuzz
 from tokenbudget.model import get_policy
 from tokenbudget.model.replay import replay_on_model
-from tokenbudget.model.verdict_rules import gap_against_base, replay_judged
+from tokenbudget.model.base_gap import gap_against_base, replay_judged
 from tokenbudget.spec import INVARIANTS
 from tokenbudget.spec.trace import ViolationExpectation, load_trace
 

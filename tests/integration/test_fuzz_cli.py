@@ -34,25 +34,30 @@ def run_process(*argv: str) -> tuple[int, str, str]:
     return done.returncode, done.stdout, done.stderr
 
 
-def test_a_violation_exits_1_and_its_trace_replays(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_known_violation_exits_0_and_1_under_strict_and_its_trace_replays(tmp_path: Path,
+                                                                             capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_process("fuzz", "--policy", FAST_TO_SHRINK, "--examples", "30", "--corpus", str(tmp_path),
                                  "--json")
     doc = json.loads(out)
-    assert code == 1 and err == "" and doc["ok"] is False and doc["corpus"] == str(tmp_path)
+    assert code == 0 and err == "" and doc["ok"] is True and doc["corpus"] == str(tmp_path)  # check's rule
     report = doc["policies"][0]
     assert report["policy"] == FAST_TO_SHRINK and report["examples"] > 0 and report["steps_per_second"] > 0
     found = report["violations"]["input-rows-cap"]
-    assert "input-rows-cap" in report["known"] and found["first_seen_seconds"] >= 0
+    assert "input-rows-cap" in report["known"] and report["judged"]["input-rows-cap"] == "known"
+    assert found["first_seen_seconds"] >= 0
     assert Path(found["program"]).read_text().count("state.") >= 2
     code, out, _ = run(capsys, "replay", found["trace"])
     assert code == 1 and "violated, as expected (input-rows-cap" in out
+    code, out, _ = run_process("fuzz", "--policy", FAST_TO_SHRINK, "--examples", "30", "--corpus",
+                               str(tmp_path / "strict"), "--json", "--strict")
+    assert code == 1 and json.loads(out)["ok"] is False
 
 
 def test_the_text_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_process("fuzz", "--policy", FAST_TO_SHRINK, "--examples", "30", "--corpus", str(tmp_path))
-    assert code == 1 and err == ""
-    assert "steps/s" in out and f"{FAST_TO_SHRINK}: input-rows-cap (known)" in out
-    assert f"corpus {tmp_path}" in out and "verdict: 1 violations" in out
+    assert code == 0 and err == ""
+    assert "steps/s" in out and f"{FAST_TO_SHRINK}: input-rows-cap (known: {FAST_TO_SHRINK}'s own record)" in out
+    assert f"corpus {tmp_path}" in out and "verdict: ok: 1 known violation " in out
 
 
 def test_no_violation_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,7 +13,8 @@ from tokenbudget.cli import main
 from tokenbudget.model import builtin_policies, get_policy
 from tokenbudget.proofs import manifest
 from tokenbudget.proofs.obligation_table import all_obligations
-from tokenbudget.proofs.prove import emit, judge
+from tokenbudget.proofs.prove import emit
+from tokenbudget.verdict import judge
 from tokenbudget.proofs.verdicts import REFUTED, UNKNOWN, Outcome
 from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.trace import ConfigRejectedExpectation, ViolationExpectation, load_trace

@@ -11,7 +11,7 @@ from tokenbudget.model import Budgets, get_policy
 from tokenbudget.model.replay import replay_on_model
 from tokenbudget.model.vllm_policies import VllmAdaptive
 from tokenbudget.proofs.obligation_table import all_obligations, decide
-from tokenbudget.proofs.prove import judge
+from tokenbudget.verdict import judge
 from tokenbudget.proofs.verdicts import PROVED, REFUTED
 
 pytestmark = [pytest.mark.quality, pytest.mark.proofs]

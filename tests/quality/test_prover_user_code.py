@@ -14,7 +14,8 @@ from proof_budgets import Z3_TIMEOUT_S, generous
 from tokenbudget.model import BudgetConfig, get_policy
 from tokenbudget.model.replay import replay_on_model
 from tokenbudget.model.vllm_policies import VllmAdaptive
-from tokenbudget.proofs.prove import judge, prove
+from tokenbudget.proofs.prove import prove
+from tokenbudget.verdict import judge
 from tokenbudget.proofs import solving
 from tokenbudget.proofs.solving import minimise
 from tokenbudget.proofs.symbolic_branch import SymbolicBranchError

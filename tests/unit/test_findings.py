@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenbudget.check import is_known
+from tokenbudget.verdict import Judge
 from tokenbudget.model import BudgetConfig, get_policy
 from tokenbudget.model.loop import SchedulerLoop
 from tokenbudget.model.findings import FINDINGS, Finding, explaining_finding
@@ -57,8 +57,9 @@ def test_a_violation_is_known_only_where_a_findings_mechanism_shows(monkeypatch:
     f2 = load_trace(FINDINGS["F2"].trace_path)
     assert explaining_finding(f2, "progress") == FINDINGS["F2"]
     assert explaining_finding(f2, "progress", "fastdeploy-v0") is None  # no finding about that engine
-    assert is_known("vllm-adaptive", "progress", f2) and is_known("vllm-static", "progress", f2)
+    assert "F2" in (Judge("vllm-adaptive").known_why("progress", f2) or "")
+    assert Judge("vllm-static").known_why("progress", f2) is not None
     monkeypatch.setattr(SchedulerLoop, "_schedule_waiting", lambda self, step, threshold: None)
     stalled = load_trace(CLEAN[0])  # nothing is ever admitted: a progress violation no finding explains
     assert "progress" in {v.invariant for v in replay_on_model(stalled).violations}
-    assert not is_known("vllm-adaptive", "progress", stalled)
+    assert Judge("vllm-adaptive").known_why("progress", stalled) is None

@@ -8,6 +8,8 @@ is still a dependency that points up.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,3 +120,23 @@ def test_the_graph_sees_the_code_base() -> None:
     graph = _graph()
     assert "tokenbudget.model.loop" in graph and "tokenbudget.spec.records" in graph["tokenbudget.model.loop"]
     assert all(_folder(m) in FOLDERS for m in graph)
+
+
+def test_fuzz_runs_without_z3_or_the_prover(tmp_path: Path) -> None:
+    """``fuzz`` judges its violations by ``tokenbudget.verdict`` and reads the built-ins'
+    record as data: importing the command and a tiny fuzz of a known-bad built-in (a
+    violation judged known by its record) load neither z3 nor any module of the prover."""
+    script = (
+        "import sys, io, contextlib\n"
+        "from tokenbudget.fuzz_cmd import run\n"
+        "from tokenbudget.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        f"    code = main(['fuzz', '--policy', 'fastdeploy-v0', '--examples', '5', '--workers', '1', "
+        f"'--database', 'none', '--corpus', {str(tmp_path)!r}, '--quiet'])\n"
+        "loaded = sorted(m for m in sys.modules if m == 'z3' or m.startswith(('z3.', 'tokenbudget.proofs')))\n"
+        "print(code, 'verdict:' in out.getvalue(), loaded)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    code, rendered, loaded = done.stdout.strip().split(" ", 2)
+    assert rendered == "True" and code in ("0", "1") and loaded == "[]", done.stdout

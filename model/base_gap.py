@@ -1,35 +1,22 @@
-"""How a user policy's violations are judged: by the findings' matchers, and against its base.
+"""A user policy against its base policy: the base, and the work gap compared on the same state.
 
-A user policy (``pkg.module:Class``) is judged on every obligation. A violation it shows
-in a run is not its own, and is called known, only when a finding about its engine's loop
-recognises the mechanism in the counterexample (``findings.explaining_finding``, the
-finding's own matcher): the engine's loop does it whatever the policy. A copy of a
-known-bad built-in policy therefore fails as that policy would.
-
-The config obligations judge the config requirements, which a policy inherits from the
-engine's shared checks: a refutation of ``config-sound`` or ``config-complete`` is known
-when its base policy, the nearest built-in class in its MRO (``base_policy``), shows the
-same on the same counterexample (``base_shows``): it accepts that config and cannot
-serve it either, or refuses it too.
-
-Any other violation fails the policy; ``strict`` fails known ones too. Efficiency is
-relative (``gap_against_base``): the work gap of each step (``spec.work_gap``) under the
-policy and under its base, compared while both runs are in the same state (a step that
-preempted counts only where both preempted the same requests); leaving more
-undone than the base, by more than ``max_work_gap`` tokens, fails (``gap_complaint``). A
-policy with no built-in base has its gap reported, not judged. The prover and the fuzzer
-share this rule: the fuzzer hands in the two runs it steps side by side.
+The base of a user policy is the nearest built-in class in its MRO (``base_policy``).
+Efficiency is relative (``gap_against_base``): the work gap of each step (``spec.work_gap``)
+under the policy and under its base, compared while both runs are in the same state (a
+step that preempted counts only where both preempted the same requests). The fuzzing
+machine and ``replay_judged`` turn an excess over ``max_work_gap`` tokens into a
+``work-conserving`` violation (``gap_violation``). Whether a violation is known, the
+policy's own or a gap over the base is decided above the model, in ``tokenbudget/verdict.py``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional
 
-from ..spec.invariants import CONFIG, EFFICIENCY, INVARIANTS, Violation, work_conserving, work_gap
+from ..spec.invariants import Violation, work_conserving, work_gap
 from ..spec.records import RunRecord, StepRecord
 from ..spec.trace import Trace
-from .config import BudgetConfig, ConfigError
-from .findings import explaining_finding
+from .config import ConfigError
 from .policy import BudgetPolicy
 from .registry import BUILTIN, builtin_policies, get_policy
 from .replay import BadInput, ReplayResult, replay_on_model
@@ -40,51 +27,6 @@ def base_policy(policy: BudgetPolicy) -> Optional[str]:
     """The name of the built-in policy ``policy``'s class derives from (the nearest in its
     MRO), or None when it derives from none."""
     return next((cls.name for cls in type(policy).__mro__ if cls in BUILTIN), None)
-
-
-def judged(invariant: str) -> bool:
-    """Whether a refutation of ``invariant`` can fail a user policy by itself: every
-    registered invariant but efficiency, which is judged against the base."""
-    return invariant in INVARIANTS and INVARIANTS[invariant].kind != EFFICIENCY
-
-
-def explanation(trace: Trace, invariant: str, policy_spec: str) -> Optional[str]:
-    """Why the violation of ``invariant`` that ``trace`` shows under the user policy is not
-    the policy's own (one phrase), or None when it is."""
-    policy = get_policy(policy_spec)
-    try:
-        finding = explaining_finding(trace, invariant, policy)
-    except BadInput:
-        finding = None
-    if finding is not None:
-        return f"finding {finding.id}, {finding.spec}"
-    base = base_policy(policy)
-    inherited = invariant in INVARIANTS and INVARIANTS[invariant].kind == CONFIG
-    if inherited and base is not None and base_shows(trace, invariant, base):
-        return f"its base {base} shows it on the same trace"
-    return None
-
-
-def base_shows(trace: Trace, invariant: str, base: str) -> bool:
-    """Whether the built-in policy ``base`` shows the violation of ``invariant`` on ``trace``:
-    for ``config-complete`` it refuses the config too; for ``config-sound`` it accepts the
-    config and its first step grants nothing; otherwise its replay violates ``invariant``."""
-    try:
-        cfg = BudgetConfig.from_dict(trace.config)
-    except ConfigError:
-        return False
-    policy = get_policy(base)
-    try:
-        policy.validate(cfg)
-    except ConfigError:
-        return invariant == "config-complete"
-    if INVARIANTS.get(invariant) is not None and INVARIANTS[invariant].kind == CONFIG:
-        if invariant != "config-sound":
-            return False
-        result = _replay(trace, base)
-        return result is not None and bool(result.steps) and result.steps[0].tokens == 0
-    result = _replay(trace, base)
-    return result is not None and any(v.invariant == invariant for v in result.violations)
 
 
 @dataclass(frozen=True)
@@ -174,32 +116,11 @@ def exceeds(comparison: Optional[GapComparison], max_work_gap: int) -> bool:
     return comparison is not None and comparison.excess > max_work_gap
 
 
-def gap_complaint(comparison: Optional[GapComparison], max_work_gap: int) -> Optional[str]:
-    """Why the comparison fails the policy, both gaps in one phrase; None when it does not."""
-    return f"{comparison} (allowed: {max_work_gap} more)" if exceeds(comparison, max_work_gap) else None
-
-
 def gap_violation(comparison: Optional[GapComparison], max_work_gap: int) -> Optional[Violation]:
     """The ``work-conserving`` violation at the comparison's step when it fails the policy."""
     if comparison is None or not exceeds(comparison, max_work_gap):
         return None
     return Violation(work_conserving.id, comparison.step, f"{comparison.phrase} (allowed: {max_work_gap} more)")
-
-
-def refutation_complaint(policy_spec: str, invariant: str, traces: Sequence[Trace], max_work_gap: int = 0,
-                         strict: bool = False) -> Optional[str]:
-    """Why a refutation of ``invariant`` (its counterexample ``traces``) fails the user
-    policy, one phrase; None when it does not."""
-    if INVARIANTS.get(invariant) is not None and INVARIANTS[invariant].kind == EFFICIENCY:
-        worst = max((c for c in map(lambda t: gap_against_base(t, policy_spec), traces) if c is not None),
-                    key=lambda c: c.excess, default=None)
-        return gap_complaint(worst, max_work_gap)
-    if not judged(invariant) or not traces:
-        return None
-    why = explanation(traces[0], invariant, policy_spec)
-    if why is None:
-        return "its own violation"
-    return f"known ({why}), failing under --strict" if strict else None
 
 
 def _gap(rec: StepRecord) -> int:
@@ -222,12 +143,7 @@ def _same_step(a: StepRecord, b: StepRecord) -> bool:
 
 
 def _run_of(trace: Trace, policy: str | BudgetPolicy) -> Optional[RunRecord]:
-    result = _replay(trace, policy)
-    return None if result is None else result.run
-
-
-def _replay(trace: Trace, policy: str | BudgetPolicy) -> Optional[ReplayResult]:
     try:
-        return replay_on_model(replace(trace, expect=()), policy)
+        return replay_on_model(replace(trace, expect=()), policy).run
     except BadInput:
         return None

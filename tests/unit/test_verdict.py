@@ -1,6 +1,6 @@
-"""How a user policy's violations are judged (``model.verdict_rules``, ``proofs.prove.judge``):
-every obligation, known only by a finding's matcher or the base on the same trace, and
-efficiency against the base."""
+"""How violations are judged (``tokenbudget.verdict``, over ``model.base_gap``): every
+obligation, known only by a finding's matcher, a built-in's own record or (config
+obligations) the base on the same trace, and efficiency against the base."""
 from __future__ import annotations
 
 import sys
@@ -9,11 +9,9 @@ from pathlib import Path
 import pytest
 
 from tokenbudget.model import ConfigError, get_policy
-from tokenbudget.model.verdict_rules import (
-    base_policy, base_shows, exceeds, explanation, gap_against_base, judged, refutation_complaint,
-)
-from tokenbudget.proofs.prove import judge
+from tokenbudget.model.base_gap import base_policy, exceeds, gap_against_base
 from tokenbudget.proofs.verdicts import PROVED, REFUTED, Outcome
+from tokenbudget.verdict import KNOWN, MANIFEST_REFUTED, OWN, Judge, base_shows, failed, judge, recorded_violations
 from tokenbudget.spec.corpus import FINDINGS_DIR, load_corpus
 from tokenbudget.spec.trace import load_trace
 
@@ -32,22 +30,39 @@ def test_the_base_is_the_nearest_builtin_in_the_mro() -> None:
     assert base_policy(get_policy("vllm-static")) == "vllm-static"
 
 
-def test_every_obligation_but_efficiency_is_judged() -> None:
-    assert judged("config-sound") and judged("config-complete") and judged("progress") and judged("model-error")
-    assert not judged("work-conserving") and not judged("no-fewer-tokens-than-static")
+def test_an_obligation_that_is_no_invariant_is_not_judged_and_efficiency_only_against_the_base() -> None:
+    assert Judge(COPY).of_refutation("no-fewer-tokens-than-static", (SEED,), "prove") is None
+    assert Judge(COPY).of_refutation("work-conserving", (SEED,), "prove") is None  # the same gap as its base
+    assert Judge(COPY).of_refutation("progress", (SEED,), "prove").kind == OWN  # type: ignore[union-attr]
+
+
+def test_the_exit_rule_fails_own_violations_and_known_ones_only_under_strict() -> None:
+    f1 = finding_trace("f1-vllm-adaptive-padded-threshold.json")
+    known = Judge(COPY).of_violation("spec-shape", f1, "f1")
+    own = Judge(THROTTLED).of_violation("progress", SEED, "seed")
+    assert known.kind == KNOWN and own.kind == OWN
+    assert not failed([known], strict=False) and failed([known], strict=True) and failed([own, known], strict=False)
+
+
+def test_a_builtins_own_record_is_its_corpus_and_manifest_read_without_the_prover() -> None:
+    assert MANIFEST_REFUTED == REFUTED
+    assert "input-rows-cap" in recorded_violations("fastdeploy-v0")  # a corpus trace expects it, the manifest refutes it
+    assert recorded_violations(COPY) == frozenset()
+    overflow = next(t for t in load_corpus(findings=False) if t.source.endswith("fastdeploy-v0-rows-overflow.json"))
+    assert Judge("fastdeploy-v0").known_why("input-rows-cap", overflow) == "fastdeploy-v0's own record"
 
 
 def test_a_finding_explains_a_violation_only_by_its_matcher() -> None:
     f1 = finding_trace("f1-vllm-adaptive-padded-threshold.json")
-    assert "F1" in (explanation(f1, "spec-shape", COPY) or "")
+    assert "F1" in (Judge(COPY).known_why("spec-shape", f1) or "")
     # the same engine and a progress violation, but no finding's mechanism in this run: the policy's own
-    assert explanation(SEED, "progress", THROTTLED) is None
+    assert Judge(THROTTLED).known_why("progress", SEED) is None
 
 
 def test_a_copy_of_a_known_bad_builtin_owns_its_run_violations() -> None:
     overflow = next(t for t in load_corpus(findings=False) if t.source.endswith("fastdeploy-v0-rows-overflow.json"))
     assert base_shows(overflow, "input-rows-cap", "fastdeploy-v0")  # the base shows it on the same trace ...
-    assert explanation(overflow, "input-rows-cap", "verdict_policies:CopyV0") is None  # ... yet it is the copy's own
+    assert Judge("verdict_policies:CopyV0").known_why("input-rows-cap", overflow) is None  # ... yet the copy's own
     assert not base_shows(SEED, "token-cap", "vllm-adaptive")
 
 
@@ -84,7 +99,7 @@ def test_judge_fails_more_undone_work_than_the_base_printing_both_gaps() -> None
     assert comparison is not None
     assert f"leaves {comparison.gap} tokens" in complaint and f"vllm-adaptive {comparison.base_gap}" in complaint
     assert not judge([outcome(THROTTLED, "work-conserving", SEED)], max_work_gap=comparison.excess).complaints
-    assert refutation_complaint(COPY, "work-conserving", (SEED,)) is None
+    assert Judge(COPY).of_refutation("work-conserving", (SEED,), "prove") is None
 
 
 def test_inconsistent_loop_flags_are_refused_when_the_policy_loads() -> None:
@@ -102,5 +117,5 @@ def test_a_real_stall_of_a_vllm_user_policy_is_its_own() -> None:
     stall = Trace("verdict_policies:StallsSingleTokens", {"method": None},
                   (AddOp("0", 4, 3), StepOp({}), StepOp({}), StepOp({})))
     assert "progress" in {v.invariant for v in replay_on_model(stall).violations}
-    assert explanation(stall, "progress", "verdict_policies:StallsSingleTokens") is None
-    assert refutation_complaint("verdict_policies:StallsSingleTokens", "progress", (stall,)) == "its own violation"
+    verdict = Judge("verdict_policies:StallsSingleTokens").of_refutation("progress", (stall,), "prove")
+    assert verdict is not None and verdict.known is None and verdict.phrase() == "its own violation"
