@@ -44,6 +44,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from ..model import POLICY_ERROR, BudgetConfig, BudgetPolicy, ConfigError, PolicyError, builtin_policies
 from ..model.base_gap import base_policy, gap_against_base, gap_violation, same_state
+from ..spec import interrupts
 from ..spec.invariants import (RequestAccounting, Violation, check_step, drain_steps_left, ends_in_fixpoint,
                                no_request_lost, progress, work_gap)
 from ..spec.records import RequestState, StepRecord
@@ -223,12 +224,14 @@ class FuzzMachine(RuleBasedStateMachine):
         except PolicyError as e:
             self._judge((), f"{type(e).__name__}: {e}")
         except Exception as e:
+            interrupts.check()  # Ctrl-C, turned into another exception on the way: not the model's fault
             where = f"ops[{len(self.ops) - 1}]"
             self._judge((Violation(MODEL_ERROR, None, f"the scheduler raised {describe(e)} in {where}"),))
         return None  # a kind known already: the run just ends
 
     def _step(self, accepted: Mapping[str, int]) -> None:
         assert self.execution is not None
+        interrupts.check()  # a Ctrl-C that Hypothesis or a destructor let pass ends the run here
         stats = type(self).stats
         if stats.deadline is not None and time.perf_counter() >= stats.deadline:
             # a long example (a long drain) ends with the budget, not after it

@@ -18,6 +18,7 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
+from ..spec import interrupts
 from ..spec.collector import PacedCollector
 from ..spec.execution import Execution
 from .target import ModelTarget, TargetFactory
@@ -210,6 +211,7 @@ def _run(trace: Trace, execution: Execution, collector: PacedCollector, progress
     for index, op in enumerate(trace.ops):
         if execution.crashed is not None:
             break
+        interrupts.check()
         collector.tick()
         if index % PROGRESS_OPS == 0:
             progress(f"op {index} of {len(trace.ops)}, step {len(execution.run.steps)}")
@@ -220,6 +222,7 @@ def _run(trace: Trace, execution: Execution, collector: PacedCollector, progress
         except PolicyError as e:
             return f"ops[{index}]: {e}"
         except Exception as e:
+            interrupts.check()  # Ctrl-C, turned into another exception on the way: not the model's fault
             return f"{describe(e)} in ops[{index}]"
         if repeats and index > last_op and ends_in_fixpoint(execution.run):
             _repeat_fixpoint(execution.run, len(trace.ops) - index - 1)

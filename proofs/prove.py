@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from ..model import get_policy
+from ..spec import interrupts
 from ..spec.trace import Trace, write_trace
 from .obligation_table import all_obligations
 from .obligations import Context, Options
@@ -74,7 +75,9 @@ def prove(policies: Sequence[str], options: Options, obligations: Optional[Seque
                 for spec, result in zip(policies, pending):
                     progress(f"proving {spec}")
                     results.append(result.get())
-    except KeyboardInterrupt:
+    except BaseException as e:
+        if not isinstance(e, KeyboardInterrupt) and not interrupts.requested():
+            raise
         raise ProveInterrupted([o for outcomes in results for o in outcomes], len(results)) from None
     return [o for outcomes in results for o in outcomes]
 

@@ -5,6 +5,8 @@ from typing import Any, Iterable, Optional, Sequence
 
 import z3
 
+from ..spec import interrupts
+
 Z3_VERSION: str = z3.get_version_string()
 # z3's resource units a counterexample's minimisation may spend, about 5-10 s of one core on
 # the prover's largest queries: counted by z3 itself, so where it stops is the same on every
@@ -12,9 +14,10 @@ Z3_VERSION: str = z3.get_version_string()
 MINIMISE_EFFORT = 40_000_000
 
 
-# z3's reason for an unknown when Ctrl-C (SIGINT) cancelled the check: z3 takes the signal
-# while it solves, so Python would never see it
-INTERRUPTED = "interrupted from keyboard"
+# Ctrl-C is ours, not z3's: z3 would take SIGINT while it solves and Python would never see
+# it; the command line's watchdog (``spec.interrupts``) interrupts the solver instead.
+z3.set_param("ctrl_c", False)
+interrupts.on_interrupt(lambda: z3.main_ctx().interrupt())
 
 
 class Unknown(Exception):
@@ -34,10 +37,16 @@ def solver(timeout_s: float, *constraints: Any) -> z3.Solver:
 
 
 def solve(s: z3.Solver | z3.Optimize) -> Any:
-    """``s.check()``; KeyboardInterrupt when Ctrl-C cancelled it."""
-    result = s.check()
-    if result == z3.unknown and s.reason_unknown() == INTERRUPTED:
-        raise KeyboardInterrupt
+    """``s.check()``; KeyboardInterrupt when Ctrl-C came before or during it
+    (``spec.interrupts``: it cancels the check, and z3's bindings may turn the interrupt
+    into a ctypes error)."""
+    interrupts.check()
+    try:
+        result = s.check()
+    except Exception:
+        interrupts.check()
+        raise
+    interrupts.check()
     return result
 
 

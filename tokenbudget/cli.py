@@ -27,6 +27,7 @@ from .render import clean
 from .model import ConfigError, PolicyError
 from .model.policy_guard import symbolic_branch
 from .model.replay import BadInput
+from .spec import interrupts
 from .spec.target import TargetUnavailable
 from .spec.trace import TraceError
 from .spec.user_paths import PathRefused
@@ -72,12 +73,22 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status. What Hypothesis keeps besides the
-    example database goes to the per-user cache folder, never the current directory."""
+    example database goes to the per-user cache folder, never the current directory. A
+    failure while a Ctrl-C is noted is the Ctrl-C's (``spec.interrupts``)."""
+    console = Console()
+    with interrupts.handled():
+        try:
+            return _main(sys.argv[1:] if argv is None else list(argv), console)
+        except Exception:
+            if interrupts.requested():
+                return _interrupted(console)
+            raise
+
+
+def _main(argv: list[str], console: Console) -> int:
     storage = None
     if "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ:
         storage = os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = str(cache_folder() / "hypothesis")
-    console = Console()
-    argv = sys.argv[1:] if argv is None else list(argv)
     try:
         parser = build_parser(argv)
         if storage is not None and "hypothesis.configuration" in sys.modules:  # loaded by the command, unused yet
@@ -103,11 +114,15 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         return _error(console, f"{e.filename}: {e.strerror}" if e.filename else str(e))
     except KeyboardInterrupt:  # a command that has a partial result prints it and returns 130 itself
-        console.clear()
-        print("tokenbudget: interrupted", file=sys.stderr)
-        return INTERRUPTED
+        return _interrupted(console)
     except SystemExit as e:  # --help
         return e.code if isinstance(e.code, int) else OK
+
+
+def _interrupted(console: Console) -> int:
+    console.clear()
+    print("tokenbudget: interrupted", file=sys.stderr)
+    return INTERRUPTED
 
 
 def _error(console: Console, message: str) -> int:

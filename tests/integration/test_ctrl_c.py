@@ -63,10 +63,22 @@ def test_ctrl_c_stops_prove_and_its_workers(tmp_path: Path) -> None:
     assert_gone(kids)
 
 
-def test_ctrl_c_stops_prove_inside_z3(tmp_path: Path) -> None:
-    started = time.monotonic()
-    out, _ = interrupt(["prove", "--policy", "vllm-adaptive"], lambda proc: time.monotonic() - started > 6,
-                       tmp_path)
+def proving(proc: "subprocess.Popen[str]", since: list[float]) -> bool:
+    """Whether the process has been proving for a second: z3's library loaded (with the
+    command's modules), then a second of its ~3 s of solving."""
+    try:
+        loaded = "libz3" in Path(f"/proc/{proc.pid}/maps").read_text()
+    except OSError:
+        return False
+    if loaded and not since:
+        since.append(time.monotonic())
+    return bool(since) and time.monotonic() - since[0] > 1.0
+
+
+def test_ctrl_c_stops_prove_in_its_own_process(tmp_path: Path) -> None:
+    """One policy proves in the command's own process, mostly inside z3's solver."""
+    since: list[float] = []
+    out, _ = interrupt(["prove", "--policy", "vllm-adaptive"], lambda proc: proving(proc, since), tmp_path)
     assert "interrupted (Ctrl-C): 0 of 1 policies proved" in out
 
 
