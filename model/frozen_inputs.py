@@ -18,6 +18,7 @@ The built-in policies are never guarded, so none of this is on their path.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from operator import attrgetter, itemgetter
 from typing import Any, Callable
 
@@ -64,9 +65,15 @@ def _twin(base: type) -> type:
     def fields_read_only(self: Any) -> FrozenDict:
         return FrozenDict(zip(names, self), kind=kind)
 
+    def init(self: Any, *values: Any, **named: Any) -> None:
+        pass  # the values are the tuple's, set by new
+
+    # Made as the base is made: CrossHair, which may build a twin where the base is asked for,
+    # reads the signatures of __new__ and __init__.
+    new.__signature__ = init.__signature__ = inspect.signature(base.__init__, eval_str=True)  # type: ignore[attr-defined]
     namespace: dict[str, Any] = {name: _field(i, name, kind) for i, name in enumerate(names)}
     namespace.update(
-        __slots__=(), __new__=new, __init__=lambda self, *a, **k: None, __getnewargs__=lambda self: tuple(self),
+        __slots__=(), __new__=new, __init__=init, __getnewargs__=lambda self: tuple(self),
         __getstate__=lambda self: None, __dict__=property(fields_read_only),
         __setattr__=_refuse(kind), __delattr__=_refuse(kind), __eq__=equal, __hash__=base.__hash__,
         __repr__=base.__repr__, __module__=__name__, __doc__=f"A read-only {kind} (``frozen_inputs``).",

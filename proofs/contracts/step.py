@@ -35,9 +35,12 @@ def vllm_adaptive_step(b: int, s: int, k: int, prompts: list[int]) -> StepRecord
 
 
 def fastdeploy_decode_count_step(b: int, s: int, k: int, prompts: list[int]) -> StepRecord:
-    """Two steps of fastdeploy-decode-count keep every step invariant.
+    """Two steps of fastdeploy-decode-count keep every step invariant, away from its full-batch
+    stall: at B = S * (k + 1) a full batch of decodes is left no budget, a decode whose next
+    block is missing stays paused, and ``progress`` flags it (finding F5's mechanism; the
+    corpus's fastdeploy-decode-count-full-batch-fixpoint.json).
 
-    pre: 1 <= s and 4 <= b <= min(40, 32 * s) and 0 <= k <= 3 and b >= s * max(k + 1, 2) and 1 <= len(prompts) <= 3
+    pre: 1 <= s and 4 <= b <= min(40, 32 * s) and 0 <= k <= 3 and b > s * max(k + 1, 2) and 1 <= len(prompts) <= 3
     pre: all(1 <= n <= 20 for n in prompts)
     post: check_step(__return__) == []
     """
