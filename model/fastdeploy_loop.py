@@ -18,6 +18,8 @@ ones (SPEC.md §5).
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from ..spec import grant_rules
 from . import decisions
 from .loop import SchedulerLoop
@@ -30,6 +32,11 @@ class FastDeployLoop(SchedulerLoop):
     pads_short_admissions = False
     decodes_bypass_budget = True
     applies_long_prefill_threshold = False
+    decodes_run_decode_rows = True  # the worker runs 1 + k rows of a decode granted 1
+
+    @classmethod
+    def method_table(cls, version: Optional[str]) -> str:
+        return "fastdeploy"
 
     def _schedule_running(self, step: StepPass, threshold: int) -> None:
         policy, cfg = self.policy, self.cfg

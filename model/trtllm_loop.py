@@ -25,6 +25,8 @@ does not read ``long_prefill_token_threshold``.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from . import decisions
 from .loop import SchedulerLoop
 from .request import Request
@@ -37,6 +39,11 @@ class TrtllmLoop(SchedulerLoop):
     pads_short_admissions = False
     decodes_bypass_budget = False
     applies_long_prefill_threshold = False
+    decodes_run_decode_rows = True  # the forward runs 1 + k rows of a generation request, whatever was charged
+
+    @classmethod
+    def method_table(cls, version: Optional[str]) -> str:
+        return "trtllm"
 
     def schedule(self) -> StepRecord:
         record = super().schedule()
