@@ -26,8 +26,9 @@ class StepLimits:
     max_model_len: int
     block_size: int
     num_kv_blocks: int
-    method: Optional[str] = None  # the speculative method, named in messages
-    reserved_lookahead: Optional[int] = None  # L the scheduler reserves (its policy's); None: ``lookahead``
+    # What the deployment's limits do not include, so two targets' limits compare without them:
+    method: Optional[str] = field(default=None, compare=False)  # the speculative method, named in messages
+    reserved_lookahead: Optional[int] = field(default=None, compare=False)  # L the scheduler reserves; None: L
 
 
 class LedgerEntry(NamedTuple):
