@@ -7,8 +7,9 @@ loop's stated control flow (``drafts_in_grant``, ``pads_short_admissions``,
 ``decodes_bypass_budget``, ``applies_long_prefill_threshold``, ``running_checks_exit_rule``,
 ``waiting_checks_exit_rule``, ``unschedules_refunded``), and for every decision calls the model itself: the policy's
 ``initial_budgets``, ``may_schedule``, ``charge``, ``refund`` and ``spend`` (the runner rows of
-a grant are the engine's, ``PassConfig.need``, as ``input-rows-cap`` judges them), the loop's hooks (``running_grant``, ``admission``, ``victim``,
-``cursor_after_preemption``), the ``decisions`` of a pass and ``grant_rules.kv_slots_needed``.
+a grant are the engine's, ``PassConfig.need``, as ``input-rows-cap`` judges them), the loop's
+hooks (``running_grant``, ``admission``, ``victim``, ``cursor_after_preemption``), the
+``decisions`` of a pass and ``grant_rules.kv_slots_needed``.
 A cursor hook that moves the cursor forward past running requests skips them, as the loop
 does; one that moves it back (a revisit) is outside what the skeleton follows. Every Python
 ``if`` of a loop that depends on a value becomes a condition here, so the loop

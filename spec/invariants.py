@@ -211,8 +211,8 @@ def kv_capacity(rec: StepRecord) -> list[Breach]:
         need = grant_rules.kv_slots_needed(computed_before[rid], target_rows, lookahead, max_model_len)
         held = len(block_tables.get(rid, ())) * block_size
         if held < need:
-            out.append((rec.step, f"{rid} holds {held} KV slots but {_writer(lim)} writes to {need} "
-                                  f"({_need_terms(computed_before[rid], grant, target_rows, lookahead, need, max_model_len)})"))
+            terms = _need_terms(computed_before[rid], grant, target_rows, lookahead, need, max_model_len)
+            out.append((rec.step, f"{rid} holds {held} KV slots but {_writer(lim)} writes to {need} ({terms})"))
     if _held_twice_only_as_shared_prefix(rec):
         return out
     seen: set[int] = set()

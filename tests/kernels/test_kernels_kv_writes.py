@@ -24,8 +24,7 @@ from tokenbudget.model import BudgetConfig, ConfigError, decisions, get_policy, 
 from tokenbudget.model.physical_need import physical_need
 from tokenbudget.model.target import ModelTarget
 from tokenbudget.model.vllm_policies import VllmAdaptive
-from tokenbudget.spec import check_step
-from tokenbudget.spec import grant_rules
+from tokenbudget.spec import check_step, grant_rules
 from tokenbudget.spec.corpus import corpus_paths
 from tokenbudget.spec.execution import Execution
 from tokenbudget.spec.records import StepRecord
@@ -155,7 +154,11 @@ def random_trace(policy: str, knobs: dict[str, object], seed: int) -> Trace:
     return replace(trace, ops=tuple(ops))
 
 
-@pytest.mark.parametrize("policy,knobs", CONFIGS, ids=lambda v: v if isinstance(v, str) else "-".join(map(str, v.values())))
+def _label(value: object) -> str:
+    return value if isinstance(value, str) else "-".join(map(str, value.values()))  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("policy,knobs", CONFIGS, ids=_label)
 def test_the_runner_writes_the_kv_the_model_says_on_random_traces(policy: str, knobs: dict[str, object]) -> None:
     exact = 0
     for seed in SEEDS:

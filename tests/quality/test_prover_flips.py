@@ -32,7 +32,7 @@ def test_charging_without_draft_slots_flips_input_rows_cap(monkeypatch: pytest.M
     assert "the manifest records proved" in judge([outcome]).problems[0]
 
 
-def test_a_policy_that_reports_fewer_rows_is_judged_on_the_rows_the_runner_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reporting_fewer_rows_than_the_runner_runs_flips_input_rows_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     """The prover counts the engine's rows (the method table's), not the policy's own
     ``runner_rows``: charging and reporting a grant's rows without its draft slots is refuted,
     and the replay of the counterexample breaks input-rows-cap too."""
