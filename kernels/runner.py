@@ -19,15 +19,19 @@ One step, from its StepRecord:
    proposer or the early-exit drafter. The drafter's first pass runs, in the tail of each
    request's segment, the new last token and min(d, k - 1) mask rows
    (``methods.first_pass_drafts``; parallel drafting: the d rows of the same batch); serial
-   passes propose the remaining drafts one row per request. It writes the KV of its
-   layers at the k positions from the new last token on: the lookahead L of the method.
+   passes propose the remaining drafts one row per request, and go on past the k-th draft
+   while the method's lookahead L asks for more (DFlash: k + 1). It writes the KV of its
+   layers at the L positions from the new last token on (``StepLimits.lookahead``: the
+   physical need of the method table, ``model.physical_need``).
+
+``StepExecution.kv_written`` lists, per request, the positions whose KV the step wrote.
 
 The runner keeps each request's tokens (prompt, then what its steps committed), trimmed
 to the scheduler's count at every step, and forgets requests that left the queues.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import torch
@@ -72,6 +76,7 @@ class StepExecution:
     verified: int  # drafts the target verified
     matched: int  # of those, accepted by the runner's own rule
     committed: int  # tokens the step appended to sequences
+    kv_written: dict[str, tuple[int, ...]] = field(default_factory=dict)  # positions written, per request, ascending
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,8 @@ class ModelRunner:
         self.limits = limits
         self.k, self.d = limits.num_speculative_tokens, limits.draft_slots
         self.drafter = drafter
+        # positions a model drafter writes from the new last token: L, and k at least to propose k drafts
+        self.draft_span = max(self.k, limits.lookahead)
         self.device = torch.device(device)
         self.model = TinyLM(spec, self.device)
         self.cache = PagedKVCache(spec.num_layers, limits.num_kv_blocks, limits.block_size, spec.num_heads,
@@ -133,6 +140,7 @@ class ModelRunner:
         tables = [record.block_tables[p.request_id] for p in placements]
         self.cache.reserve(max((max(t) + 1 for t in tables if t), default=0))
         contexts = [self._slots(record, p.request_id, range(p.first_position + p.target_rows)) for p in placements]
+        written = {p.request_id: set(range(p.first_position, p.first_position + p.target_rows)) for p in placements}
         self._write_target_rows(rows, placements, contexts)
         hidden, offsets = self._target_pass(rows, placements, contexts)
 
@@ -155,8 +163,9 @@ class ModelRunner:
                 accepted[p.request_id] = v.applied
                 verified += len(p.drafts)
                 matched += v.own
-        self._propose(record, rows, [p for p, _ in sampling])
-        return StepExecution(record.step, {**record.runner_rows, **paused}, accepted, verified, matched, committed)
+        self._propose(record, rows, [p for p, _ in sampling], written)
+        return StepExecution(record.step, {**record.runner_rows, **paused}, accepted, verified, matched, committed,
+                             {rid: tuple(sorted(positions)) for rid, positions in written.items()})
 
     def _layout(self, record: StepRecord) -> list[Placement]:
         placements, start = [], 0
@@ -212,15 +221,18 @@ class ModelRunner:
         return hidden, offsets
 
     # -- drafting ---------------------------------------------------------------------
-    def _propose(self, record: StepRecord, rows: StepInputs, placements: list[Placement]) -> None:
+    def _propose(self, record: StepRecord, rows: StepInputs, placements: list[Placement],
+                 written: dict[str, set[int]]) -> None:
         if self.drafter == NGRAM_DRAFTER:
             for p in placements:
                 self.proposals[p.request_id] = Proposal(ngram_propose(self.tokens[p.request_id], self.k))
         elif self.drafter == MODEL_DRAFTER and placements:
-            self._draft_with_model(record, rows, placements)
+            self._draft_with_model(record, rows, placements, written)
 
-    def _draft_with_model(self, record: StepRecord, rows: StepInputs, placements: list[Placement]) -> None:
-        """Parallel first pass (new last token + mask rows), then serial passes to k drafts."""
+    def _draft_with_model(self, record: StepRecord, rows: StepInputs, placements: list[Placement],
+                          written: dict[str, set[int]]) -> None:
+        """Parallel first pass (new last token + mask rows), then serial passes to k drafts and
+        the L positions of the method's lookahead; the drafts past the k-th are dropped."""
         max_len = record.limits.max_model_len
         parallel = first_pass_drafts(self.d, self.k) - 1  # mask rows after the new last token
         last = {p.request_id: len(self.tokens[p.request_id]) - 1 for p in placements}
@@ -238,16 +250,18 @@ class ModelRunner:
             at = 0
             for entry in batch:
                 n = len(entry.positions)
+                written[entry.request_id].update(entry.positions)
                 drafts[entry.request_id] += choice.tokens[at:at + n]
                 if choice.probs is not None:
                     probs[entry.request_id] += list(choice.probs[at:at + n])
                 at += n
             batch = [_DraftRows(rid, start[rid], [last[rid] + len(ts)], [ts[-1]])
-                     for rid, ts in drafts.items() if len(ts) < self.k and last[rid] + len(ts) < max_len]
+                     for rid, ts in drafts.items() if len(ts) < self.draft_span and last[rid] + len(ts) < max_len]
         for p in placements:
             rid = p.request_id
             tokens = (drafts[rid] + [PAD_TOKEN] * self.k)[: self.k]  # positions past max_model_len are never scheduled
-            self.proposals[rid] = Proposal(tokens, torch.stack(probs[rid]) if probs[rid] else None)
+            kept = probs[rid][: self.k]
+            self.proposals[rid] = Proposal(tokens, torch.stack(kept) if kept else None)
 
     def _drafter_pass(self, record: StepRecord, rows: StepInputs, batch: list[_DraftRows]) -> Choice:
         """Write the batch's rows into the step's buffers, run the drafter's layers over them

@@ -24,6 +24,7 @@ import torch
 
 from ..model.target import ModelTarget
 from ..model import BudgetConfig, BudgetPolicy, ConfigError, methods
+from ..model.physical_need import physical_need
 from ..spec.records import StepOutcome, StepRecord
 from ..spec.trace import AddOp
 from .acceptance import Rule
@@ -53,8 +54,13 @@ def runner_refusal(cfg: BudgetConfig, policy: BudgetPolicy) -> str | None:
     """Why the runner cannot execute the policy's steps on cfg faithfully, or None. Its model
     drafter drafts in the step that sampled, writing KV at the lookahead slots; a loop that
     drafts at the start of the next decode instead (``drafts_after_sampling`` off) holds no
-    KV there, and the runner would report an overflow the engine never has."""
-    if methods.drafter(policy.table, cfg.method) == methods.MODEL_DRAFTER and not policy.loop.drafts_after_sampling:
+    KV there, and the runner would report an overflow the engine never has. The drafter is
+    the one of the engine's version table (``physical_need``), whatever the policy's ``table``."""
+    try:
+        table = physical_need(policy, cfg).table
+    except ConfigError:
+        return None  # no engine runs the method: the model refuses the config first
+    if methods.drafter(table, cfg.method) == methods.MODEL_DRAFTER and not policy.loop.drafts_after_sampling:
         return (f"the torch runner drafts with a model drafter in the step that sampled; {policy.loop.__name__} "
                 f"drafts at the start of the next decode, in its KV reservation: replay {cfg.method} traces of "
                 f"{policy.name} on --target model, or use method ngram on the runner")
@@ -78,7 +84,8 @@ class RunnerTarget:
         self.options = options
         spec = replace(MODEL_SPECS[options.model], seed=options.seed)
         check_fits(self.limits, spec, torch.device(options.device), whole_pool=options.memory_cap)
-        self.runner = ModelRunner(self.limits, methods.drafter(policy.table, cfg.method), spec, options.device, options.rule, options.seed,
+        drafter = methods.drafter(self.scheduler.need.table, cfg.method)
+        self.runner = ModelRunner(self.limits, drafter, spec, options.device, options.rule, options.seed,
                                   growable_inputs=options.memory_cap)
         self.report = RunnerReport(options.device, options.mode, options.rule, spec)
         if options.memory_cap:

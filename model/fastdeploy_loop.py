@@ -18,6 +18,8 @@ ones (SPEC.md §5).
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from ..spec import grant_rules
 from . import decisions
 from .loop import SchedulerLoop
@@ -33,6 +35,11 @@ class FastDeployLoop(SchedulerLoop):
     # FCFS only: the victim is the tail, which the running pass has not granted yet, so
     # unschedules_refunded is never read.
     honours = SchedulerLoop.honours - {"unschedules_refunded"}
+    decodes_run_decode_rows = True  # the worker runs 1 + k rows of a decode granted 1
+
+    @classmethod
+    def method_table(cls, version: Optional[str]) -> str:
+        return "fastdeploy"
 
     def _schedule_running(self, step: StepPass, threshold: int) -> None:
         policy, cfg = self.policy, self.cfg

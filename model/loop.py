@@ -30,6 +30,7 @@ from ..spec.records import RequestState, StepLimits, StepOutcome, StepRecord
 from . import decisions, methods
 from .config import BudgetConfig
 from .kv_pool import KVBlockPool
+from .physical_need import physical_need
 from .policy import BudgetParams, BudgetPolicy, Budgets
 from .request import Request, Status
 from .step_pass import StepPass
@@ -78,6 +79,13 @@ class SchedulerLoop:
     # (``tests/integration/test_loop_hooks.py`` runs each loop and holds it to this); a variant
     # that changes one outside it is refused when it loads (``ignored_overrides``).
     honours: ClassVar[frozenset[str]] = frozenset(HOOKS + VARIANT_FLAGS)
+    # The engine's physical facts (``physical_need``), read from the loop class the model defines:
+    decodes_run_decode_rows: ClassVar[bool] = False  # a decode runs its method's decode_rows whatever it was granted
+
+    @classmethod
+    def method_table(cls, version: Optional[str]) -> str:
+        """The method table the engine runs at ``version`` (a key of ``methods.TABLES``)."""
+        return methods.DEFAULT_TABLE
 
     # -- the hooks of a loop variant (IntLike: the pass skeleton calls them on z3 terms) ---
     @classmethod
@@ -138,11 +146,11 @@ class SchedulerLoop:
         self.policy = policy
         self.params = policy.params(cfg)
         self.k = cfg.num_speculative_tokens
-        self.lookahead = policy.lookahead(cfg)
-        table = policy.table_for(cfg)
+        self.lookahead = policy.lookahead(cfg)  # what the loop reserves: the policy's word, under test
+        self.need = need = physical_need(policy, cfg)  # what a step really writes and runs: the engine's
         self.pool = KVBlockPool(cfg.num_kv_blocks, cfg.block_size, cfg.enable_prefix_caching,
-                                methods.drops_last_hit_block(table, cfg.method),
-                                methods.hash_lookahead(table, cfg.method))
+                                methods.drops_last_hit_block(need.table, cfg.method),
+                                methods.hash_lookahead(need.table, cfg.method))
         self.requests: dict[str, Request] = {}
         self.waiting: list[Request] = []
         self.running: list[Request] = []
@@ -155,11 +163,13 @@ class SchedulerLoop:
             max_num_scheduled_tokens=int(policy.token_cap(self.params)),
             max_num_seqs=cfg.max_num_seqs,
             num_speculative_tokens=self.k,
-            draft_slots=int(self.params.draft_slots),
-            lookahead=self.lookahead,
+            draft_slots=int(need.draft_slots),
+            lookahead=int(need.lookahead),
             max_model_len=cfg.max_model_len,
             block_size=cfg.block_size,
             num_kv_blocks=cfg.num_kv_blocks,
+            method=cfg.method,
+            reserved_lookahead=self.lookahead,
         )
 
     # -- requests -------------------------------------------------------------------
@@ -226,7 +236,7 @@ class SchedulerLoop:
         self.aborted_in_step = []
         num_decoding = sum(1 for r in self.running if not r.is_prefill_chunk)
         initial = policy.initial_budgets(params, num_decoding)
-        step = StepPass(policy, params, initial)
+        step = StepPass(policy, params, initial, self.need)
         progress_possible = self._progress_possible(step)
         num_eligible = len(self.running) + len(self.waiting)
         applies = num_eligible > 1 and self.applies_long_prefill_threshold

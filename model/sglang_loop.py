@@ -56,6 +56,10 @@ class SglangLoop(SchedulerLoop):
     drafts_after_sampling = False  # EAGLE drafts at the start of the next decode, in its KV reservation
     honours = frozenset()  # a prefill or a decode batch of its own: no shared hook or variant flag is read
 
+    @classmethod
+    def method_table(cls, version: Optional[str]) -> str:
+        return "sglang"
+
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.pool = KVBlockPool(self.cfg.num_kv_blocks, self.cfg.block_size, False)  # no radix cache: nothing shared

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..spec.records import LedgerEntry
+from .physical_need import PhysicalNeed
 from .policy import BudgetParams, BudgetPolicy, Budgets
 from .request import Request
 
@@ -13,12 +14,14 @@ class StepPass:
     """Spends a policy's budgets on grants and takes them back on same-step preemption.
 
     Every movement is written to the ledger with both budgets before and after, so the
-    spec can check the accounting without trusting the policy.
+    spec can check the accounting without trusting the policy. ``rows`` are the runner rows
+    a grant physically occupies (``need``), whatever the policy charged for it.
     """
 
     policy: BudgetPolicy
     params: BudgetParams
     budgets: Budgets
+    need: PhysicalNeed
     ledger: list[LedgerEntry] = field(default_factory=list)
     grants: dict[str, int] = field(default_factory=dict)
     drafts: dict[str, int] = field(default_factory=dict)
@@ -48,7 +51,7 @@ class StepPass:
         self.ledger.append(LedgerEntry("grant", rid, grant, before.token, after.token, before.input, after.input))
         self.grants[rid] = grant
         self.drafts[rid] = num_drafts
-        self.rows[rid] = policy.runner_rows(params, grant, is_decode)
+        self.rows[rid] = int(self.need.runner_rows(grant, is_decode))
         self.computed_before[rid] = computed
         self.num_tokens[rid] = num_tokens
         self.charged_as_decode[rid] = is_decode

@@ -25,6 +25,8 @@ does not read ``long_prefill_token_threshold``.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from . import decisions
 from .loop import SchedulerLoop
 from .request import Request
@@ -41,6 +43,11 @@ class TrtllmLoop(SchedulerLoop):
     # itself and pauses the tail (``_pick_victim``), which the walk has not reached: so no
     # victim was granted in the pass, and unschedules_refunded is never read either.
     honours = frozenset({"admission", "cursor_after_preemption", "waiting_checks_exit_rule"})
+    decodes_run_decode_rows = True  # the forward runs 1 + k rows of a generation request, whatever was charged
+
+    @classmethod
+    def method_table(cls, version: Optional[str]) -> str:
+        return "trtllm"
 
     def schedule(self) -> StepRecord:
         record = super().schedule()

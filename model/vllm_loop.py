@@ -22,11 +22,12 @@ are cached (scheduler.py:2758-2763 (vLLM 0.33.0)).
 from __future__ import annotations
 
 from functools import cached_property
+from typing import Optional
 
-from . import decisions
+from . import decisions, methods
 from .loop import SchedulerLoop
 from .step_pass import StepPass
-from .vllm_versions import DRAFT_PASS_METHODS, VllmVersion, rules_for
+from .vllm_versions import DRAFT_PASS_METHODS, VLLM_VERSIONS, VllmVersion, rules_for
 
 
 class VllmLoop(SchedulerLoop):
@@ -34,6 +35,11 @@ class VllmLoop(SchedulerLoop):
     pads_short_admissions = True
     decodes_bypass_budget = False
     honours = SchedulerLoop.honours
+
+    @classmethod
+    def method_table(cls, version: Optional[str]) -> str:
+        """The version's table (``VLLM_VERSIONS``); without a version, the default one."""
+        return VLLM_VERSIONS[version].table if version in VLLM_VERSIONS else methods.DEFAULT_TABLE
 
     def _schedule_running(self, step: StepPass, threshold: int) -> None:
         policy, params, max_model_len = self.policy, self.params, self.cfg.max_model_len
@@ -63,7 +69,7 @@ class VllmLoop(SchedulerLoop):
     @cached_property
     def rules(self) -> VllmVersion:
         """The row of the version table this loop follows."""
-        return rules_for(self.params.engine_version, self.policy.table_for(self.cfg))
+        return rules_for(self.need.version, self.need.table)
 
     def _continues_after_self_preemption(self) -> bool:
         """0.33: under priority scheduling the running pass goes on past a request that

@@ -85,7 +85,7 @@ class AbstractState:
         self.prefix = prefix
         self.choices: list[Any] = []
         self.config = PassConfig(policy, p, sc.lookahead, sc.long_prefill_token_threshold, p.priority_scheduling,
-                                 self.any_victim)
+                                 self.any_victim, sc.need)
         self.result = run_pass(self.config, self.slots, self.kv)
         self.facts: list[Any] = [sc.domain, *([sc.accepts] if check_validation else []), *self.kv.facts,
                                  *self.state_facts(assume_seq_cap), *self.choices]

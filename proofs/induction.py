@@ -177,7 +177,7 @@ class _Houdini:
         parts: dict[str, Callable[[z3.ArithRef, bool], z3.ArithRef]] = {
             "charge.token": lambda g, dec: policy.charge(p, g, dec).token,
             "refund.token": lambda g, dec: policy.refund(p, g, dec).token,
-            "runner rows": lambda g, dec: policy.runner_rows(p, g, dec),
+            "runner rows": lambda g, dec: self.sc.need.runner_rows(g, dec),  # physical: the method table's
         }
         if self.has_input:
             parts["charge.input"] = lambda g, dec: _input(policy.charge(p, g, dec))

@@ -6,9 +6,10 @@ strings the slots together the way the policy's loop (``model/vllm_loop.py``,
 loop's stated control flow (``drafts_in_grant``, ``pads_short_admissions``,
 ``decodes_bypass_budget``, ``applies_long_prefill_threshold``, ``running_checks_exit_rule``,
 ``waiting_checks_exit_rule``, ``unschedules_refunded``), and for every decision calls the model itself: the policy's
-``initial_budgets``, ``may_schedule``, ``charge``, ``refund``, ``runner_rows`` and
-``spend``, the loop's hooks (``running_grant``, ``admission``, ``victim``,
-``cursor_after_preemption``), the ``decisions`` of a pass and ``grant_rules.kv_slots_needed``.
+``initial_budgets``, ``may_schedule``, ``charge``, ``refund`` and ``spend`` (the runner rows of
+a grant are the engine's, ``PassConfig.need``, as ``input-rows-cap`` judges them), the loop's
+hooks (``running_grant``, ``admission``, ``victim``, ``cursor_after_preemption``), the
+``decisions`` of a pass and ``grant_rules.kv_slots_needed``.
 A cursor hook that moves the cursor forward past running requests skips them, as the loop
 does; one that moves it back (a revisit) is outside what the skeleton follows. Every Python
 ``if`` of a loop that depends on a value becomes a condition here, so the loop
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
 from ..model import BudgetParams, BudgetPolicy, Budgets, decisions
+from ..model.physical_need import PhysicalNeed
 from ..spec import grant_rules
 from ..spec.intlike import BoolLike, IntLike, and_, ite, max_, min_, not_, or_
 
@@ -57,10 +59,11 @@ class PassConfig:
 
     policy: BudgetPolicy
     params: BudgetParams
-    lookahead: IntLike
+    lookahead: IntLike  # L the loop reserves: the policy's
     threshold: IntLike  # long_prefill_token_threshold
     priority_scheduling: BoolLike
     victim: VictimRule
+    need: PhysicalNeed  # the rows (and KV) a grant physically takes: the engine's method table
 
 
 class KVModel(Protocol):
@@ -268,7 +271,7 @@ def _grant(cfg: PassConfig, out: PassResult, i: int, cond: BoolLike, grant: IntL
     out.scheduled[i] = or_(out.scheduled[i], cond)
     out.grant[i] = ite(cond, grant, out.grant[i])
     out.drafts[i] = ite(cond, drafts, out.drafts[i])
-    out.rows[i] = ite(cond, policy.runner_rows(p, grant, is_decode), out.rows[i])
+    out.rows[i] = ite(cond, cfg.need.runner_rows(grant, is_decode), out.rows[i])
     out.padded[i] = or_(out.padded[i], and_(cond, padded))
     out.prefill[i] = or_(out.prefill[i], and_(cond, prefill))
     out.charged_as_decode[i] = ite(cond, is_decode, out.charged_as_decode[i])

@@ -22,6 +22,7 @@ from typing import Any, Optional, Sequence
 import z3
 
 from ..model import BudgetConfig, BudgetParams, BudgetPolicy, methods
+from ..model.physical_need import PhysicalNeed, physical_need
 from ..model.config import SCHEDULING_POLICIES, Requirement, structural_requirements
 from ..spec.intlike import BoolLike, IntLike
 
@@ -115,7 +116,8 @@ class SymbolicConfig:
     """Every config of one policy with ``max_num_scheduled_tokens`` unset or set.
 
     Attributes: ``knobs`` (name -> z3 term), ``cases``, ``selector``, ``params`` (the
-    merged BudgetParams), ``lookahead`` (L), ``drops_last_hit_block``, ``domain`` (what
+    merged BudgetParams), ``lookahead`` (L, the policy's reservation), ``need`` (the
+    physical need of the engine's method table, ``model.physical_need``), ``drops_last_hit_block``, ``domain`` (what
     BudgetConfig accepts, within the issue's bounds) and ``accepts`` (what the policy's
     validation accepts, a z3 Bool; ``in_scope`` the same for its ``scope`` requirements).
     """
@@ -155,6 +157,11 @@ class SymbolicConfig:
         method = names[0] if len(set(names)) == 1 else SymbolicMethod(self.selector, names)
         self.params: BudgetParams = BudgetParams(**merged, method=method)
         self.lookahead: IntLike = merge(self.selector, [policy.lookahead(v) for v in views])  # type: ignore[arg-type]
+        needs = [physical_need(policy, v) for v in views]
+        self.need = PhysicalNeed(needs[0].table, needs[0].version,
+                                 *(merge(self.selector, [getattr(n, name) for n in needs])
+                                   for name in ("lookahead", "draft_slots", "decode_rows")),
+                                 needs[0].decodes_run_decode_rows)
         self.drops_last_hit_block: BoolLike = merge(
             self.selector,
             [methods.drops_last_hit_block(policy.table_for(v), c.method) for c, v in zip(self.cases, views)])

@@ -143,7 +143,7 @@ class Family:
         self._request_constraints()
         self.kv = ExactKV(self)
         self.config = cfg = PassConfig(policy, p, sc.lookahead, sc.long_prefill_token_threshold,
-                                       p.priority_scheduling, scheduler_victim)
+                                       p.priority_scheduling, scheduler_victim, sc.need)
         self.states: list[list[Slot]] = []
         self.passes: list[PassResult] = []
         slots = [Slot(False, False, False, r.prompt, 0, 0, r.priority, j) for j, r in enumerate(self.requests)]

@@ -85,5 +85,5 @@ def work_gap(cfg: PassConfig, r: PassResult, unserved: IntLike, kv_room: IntLike
     """``spec.work_gap``: budget left unused while queued requests wanted it, where the
     runner (one more request's draft slots included) and the KV pool had room."""
     p = cfg.params
-    rows_room = p.max_num_batched_tokens - r.total(r.rows) - p.draft_slots
+    rows_room = p.max_num_batched_tokens - r.total(r.rows) - cfg.need.draft_slots
     return max_(0, min_(rows_room, kv_room, unserved))

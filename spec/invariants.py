@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from . import grant_rules
 from .queue_ids import WaitingTally
-from .records import RequestState, RunRecord, StepOutcome, StepRecord
+from .records import RequestState, RunRecord, StepLimits, StepOutcome, StepRecord
 
 LEDGER, STEP, RUN, CONFIG, EFFICIENCY = "ledger", "step", "run", "config", "efficiency"
 POLICY_ERROR = "policy-error"  # the verdict on a user policy whose own method failed: not a model-error
@@ -115,14 +115,33 @@ def token_cap(rec: StepRecord) -> list[Breach]:
     return []
 
 
-@invariant("input-rows-cap", LEDGER, "the sum over scheduled requests of grant + true extra rows is <= B")
+@invariant("input-rows-cap", LEDGER, "the sum over scheduled requests of their physical runner rows (target rows + "
+           "draft slots, from the method table) is <= B")
 def input_rows_cap(rec: StepRecord) -> list[Breach]:
     rows, cap = rec.total_runner_rows, rec.limits.max_num_batched_tokens
     if rows > cap:
+        charged = _live_charges(rec)
+        told = "" if charged is None else f"; the policy charged {charged}"
         return [(rec.step,
                  f"the runner needs {rows} rows, B = {cap} "
-                 f"({rec.total_scheduled_tokens} tokens + {rows - rec.total_scheduled_tokens} extra rows)")]
+                 f"({rec.total_scheduled_tokens} tokens + {rows - rec.total_scheduled_tokens} extra rows{told})")]
     return []
+
+
+def _live_charges(rec: StepRecord) -> Optional[int]:
+    """What the ledger charged the scheduled requests' live grants: the input budget where
+    the policy keeps one, else the token budget (None without a ledger)."""
+    if not rec.ledger:
+        return None
+    live: dict[str, int] = {}
+    for e in rec.ledger:
+        before, after = ((e.input_before, e.input_after) if e.input_before is not None and e.input_after is not None
+                         else (e.token_before, e.token_after))
+        if e.kind == "grant":
+            live[e.request_id] = before - after
+        else:
+            live.pop(e.request_id, None)
+    return sum(charge for rid, charge in live.items() if rid in rec.num_scheduled_tokens)
 
 
 @invariant("exact-refund", LEDGER,
@@ -161,21 +180,39 @@ def seq_cap(rec: StepRecord) -> list[Breach]:
     return []
 
 
-@invariant("kv-capacity", STEP, "blocks in use <= pool; scheduled requests hold computed + granted + lookahead "
-           "slots; no block owned twice outside a shared prefix")
+def _writer(lim: StepLimits) -> str:
+    """Who writes the last KV slot of a step: the drafter, when it writes past the target rows."""
+    if not lim.lookahead:
+        return "the step"
+    return f"the {lim.method} drafter" if lim.method else "the drafter"
+
+
+def _need_terms(computed: int, grant: int, target_rows: int, lookahead: int, need: int, max_model_len: int) -> str:
+    """The terms of a KV need, for a message: computed + granted (+ rows run past the grant) + lookahead."""
+    terms = f"computed {computed} + granted {grant}"
+    if target_rows != grant:
+        terms += f" + {target_rows - grant} rows the runner runs past the grant"
+    terms += f" + lookahead {lookahead}"
+    return terms + (f", capped at max_model_len {max_model_len}" if need == max_model_len else "")
+
+
+@invariant("kv-capacity", STEP, "blocks in use <= pool; a scheduled request holds the KV slots it physically writes "
+           "(computed + target rows + the drafter's lookahead L, from the method table); no block owned twice "
+           "outside a shared prefix")
 def kv_capacity(rec: StepRecord) -> list[Breach]:
     lim = rec.limits
     out = []
     if rec.kv_blocks_in_use > lim.num_kv_blocks:
         out.append((rec.step, f"{rec.kv_blocks_in_use} blocks in use, pool {lim.num_kv_blocks}"))
-    computed_before, block_tables = rec.computed_before, rec.block_tables
-    lookahead, max_model_len, block_size = lim.lookahead, lim.max_model_len, lim.block_size
+    computed_before, block_tables, runner_rows = rec.computed_before, rec.block_tables, rec.runner_rows
+    d, lookahead, max_model_len, block_size = lim.draft_slots, lim.lookahead, lim.max_model_len, lim.block_size
     for rid, grant in rec.num_scheduled_tokens.items():
-        need = grant_rules.kv_slots_needed(computed_before[rid], grant, lookahead, max_model_len)
+        target_rows = runner_rows[rid] - d if rid in runner_rows else grant
+        need = grant_rules.kv_slots_needed(computed_before[rid], target_rows, lookahead, max_model_len)
         held = len(block_tables.get(rid, ())) * block_size
         if held < need:
-            out.append((rec.step,
-                        f"{rid} holds {held} KV slots but needs {need} (computed + granted + lookahead)"))
+            terms = _need_terms(computed_before[rid], grant, target_rows, lookahead, need, max_model_len)
+            out.append((rec.step, f"{rid} holds {held} KV slots but {_writer(lim)} writes to {need} ({terms})"))
     if _held_twice_only_as_shared_prefix(rec):
         return out
     seen: set[int] = set()
@@ -494,12 +531,14 @@ def config_complete(probe: ConfigProbe) -> list[Breach]:
 # -- efficiency -----------------------------------------------------------------------
 def work_gap(rec: StepRecord) -> int:
     """Tokens left unused although a queued request wanted them and both the runner
-    (B rows, one more request's draft slots included) and the KV pool had room."""
+    (B rows, one more request's draft slots included) and the KV pool had room (less the
+    lookahead the scheduler reserves with a grant)."""
     if rec.unserved_demand is None:
         return 0
     lim = rec.limits
     rows_room = lim.max_num_batched_tokens - rec.total_runner_rows - lim.draft_slots
-    kv_room = (lim.num_kv_blocks - rec.kv_blocks_in_use) * lim.block_size - lim.lookahead
+    reserved = lim.lookahead if lim.reserved_lookahead is None else lim.reserved_lookahead
+    kv_room = (lim.num_kv_blocks - rec.kv_blocks_in_use) * lim.block_size - reserved
     return max(0, min(rows_room, kv_room, rec.unserved_demand))
 
 

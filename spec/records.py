@@ -13,17 +13,22 @@ from typing import Hashable, NamedTuple, Optional, Sequence
 
 @dataclass(frozen=True)
 class StepLimits:
-    """The limits of the deployment as the target applies them."""
+    """The limits of the deployment as the target applies them. ``draft_slots`` and
+    ``lookahead`` are what the engine's runner physically takes (the method table's), which
+    the scheduler under test may reserve more of (``reserved_lookahead``)."""
 
     max_num_batched_tokens: int  # B: runner input rows per step
     max_num_scheduled_tokens: int  # T: target tokens per step
     max_num_seqs: int  # S
     num_speculative_tokens: int  # k
-    draft_slots: int  # d
-    lookahead: int  # L
+    draft_slots: int  # d: drafter rows past each scheduled request's target rows (physical)
+    lookahead: int  # L: KV slots the drafter writes past a request's target rows (physical)
     max_model_len: int
     block_size: int
     num_kv_blocks: int
+    # What the deployment's limits do not include, so two targets' limits compare without them:
+    method: Optional[str] = field(default=None, compare=False)  # the speculative method, named in messages
+    reserved_lookahead: Optional[int] = field(default=None, compare=False)  # L the scheduler reserves; None: L
 
 
 class LedgerEntry(NamedTuple):

@@ -76,7 +76,7 @@ def skeleton_pass(sched: SchedulerLoop) -> tuple[PassResult, PassConfig, list[st
     slots = [Slot(True, r.status is Status.RUNNING, r.is_decoding, r.num_tokens, r.num_computed_tokens,
                   r.num_draft_tokens, r.priority, r.arrival) for r in requests]
     cfg = PassConfig(twin.policy, twin.params, twin.lookahead, twin.cfg.long_prefill_token_threshold,
-                     twin.cfg.scheduling_policy == "priority", scheduler_victim)
+                     twin.cfg.scheduling_policy == "priority", scheduler_victim, twin.need)
     return run_pass(cfg, slots, PoolKV(twin, requests)), cfg, [r.request_id for r in requests]
 
 

@@ -30,3 +30,15 @@ def test_charging_without_draft_slots_flips_input_rows_cap(monkeypatch: pytest.M
     replayed = replay_on_model(outcome.traces[0])  # the planted bug is what the replay runs, too
     assert replayed.ok and "input-rows-cap" in {v.invariant for v in replayed.violations}
     assert "the manifest records proved" in judge([outcome]).problems[0]
+
+
+def test_reporting_fewer_rows_than_the_runner_runs_flips_input_rows_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The prover counts the engine's rows (the method table's), not the policy's own
+    ``runner_rows``: charging and reporting a grant's rows without its draft slots is refuted,
+    and the replay of the counterexample breaks input-rows-cap too."""
+    monkeypatch.setattr(VllmAdaptive, "charge", lambda self, p, grant, is_decode: Budgets(grant, grant))
+    monkeypatch.setattr(VllmAdaptive, "runner_rows", lambda self, p, grant, is_decode: grant)
+    outcome = verdict("vllm-adaptive", "input-rows-cap")
+    assert outcome.verdict == REFUTED and outcome.traces
+    replayed = replay_on_model(outcome.traces[0])
+    assert replayed.ok and "input-rows-cap" in {v.invariant for v in replayed.violations}

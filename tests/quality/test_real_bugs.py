@@ -38,7 +38,9 @@ class RealBug:
 
 
 ROWS = r"needs \d+ rows|input-rows-cap: refuted"  # the runner's rows past B, in a replay, a fuzz run or a proof
-KV_SHORT = r"holds \d+ KV slots but needs \d+"  # a verify writes past the KV its decode reserved
+KV_SHORT = r"holds \d+ KV slots but .* writes to \d+"  # a verify writes past the KV its decode reserved
+# a decode reserved too little for what its drafter writes past the verified tokens (the method table's L)
+DRAFTER_KV_SHORT = r"holds \d+ KV slots but the {} drafter writes to \d+ \(computed \d+ \+ granted \d+ \+ lookahead \d+"
 
 BUGS = (
     RealBug("vllm_49097_cursor", ("work-conserving",), r"leaves \d+ tokens of work undone, its base", "corpus"),
@@ -47,7 +49,7 @@ BUGS = (
     RealBug("vllm_16087_padding_gate", ("model-len",), r"computed \d+ \+ granted \d+ \+ 1 sampled > max_model_len",
             "fuzz"),
     RealBug("vllm_rollback_scheduled_list", ("token-cap", "kv-capacity", "model-error", "target-error"),
-            r"refuted|preempt|holds 0 KV slots but needs", "corpus"),
+            r"refuted|preempt|holds 0 KV slots but .* writes to", "corpus"),
     RealBug("vllm_44123_negative_t", ("token-cap", "config-sound", "progress"), r"T=-\d", "proofs"),
     RealBug("vllm_52922_prefill_throttle", ("work-conserving",), r"gap", "corpus"),
     RealBug("vllm_refund_forgets_draft_slots", ("exact-refund",), r"returned .* but its grant of \d+ charged", "corpus"),
@@ -63,7 +65,11 @@ BUGS = (
     RealBug("sglang_14942_retract_multiplier", ("kv-capacity",), KV_SHORT, "corpus"),
     RealBug("sglang_14180_page_boundary", ("kv-capacity",), KV_SHORT, "corpus"),
     RealBug("trtllm_16101_one_model_unreserved", ("input-rows-cap",), ROWS, "corpus"),
+    RealBug("vllm_16370_eagle_no_lookahead", ("kv-capacity",), DRAFTER_KV_SHORT.format("eagle3"), "corpus"),
+    RealBug("vllm_42971_dflash_lookahead_k", ("kv-capacity",), DRAFTER_KV_SHORT.format("dflash"), "fuzz"),
 )
+# The same policies reserving the lookahead the method table says the drafter writes.
+FIXED = ("vllm_16370_eagle_no_lookahead:Fixed", "vllm_42971_dflash_lookahead_k:Fixed")
 MODULES = [b.module for b in BUGS]
 CASES = [pytest.param(b, marks=pytest.mark.xfail(strict=True, reason=b.missed)) if b.missed else b for b in BUGS]
 
@@ -96,7 +102,7 @@ def test_check_fails_on_the_real_bug(bug, monkeypatch):
         row.failures
 
 
-@pytest.mark.parametrize("spec", CORRECT_COPIES)
+@pytest.mark.parametrize("spec", CORRECT_COPIES + FIXED)
 def test_check_passes_a_correct_copy(spec):
     report = run_check([f"real_bugs.{spec}"])
     assert report.ok, report.rows[0].failures

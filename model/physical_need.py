@@ -1,0 +1,87 @@
+"""What a step physically needs: the KV slots a scheduled request writes, the runner rows it occupies.
+
+Ground truth for ``kv-capacity`` and ``input-rows-cap``, read from the method table of the
+engine and version, never from the policy under test. The engine is the policy's loop,
+resolved to the nearest loop class the model defines (``builtin_class``), whose
+``method_table`` names the table of a version and whose ``decode_runs_decode_rows`` says
+whether a decode runs its method's ``decode_rows`` whatever it was granted (FastDeploy,
+TensorRT-LLM). A policy may reserve more KV than needed (its ``lookahead``: what the loop
+allocates) or charge other rows (its ``runner_rows``, ``charge``): that is the code under
+test; it never redefines the need. A user's loop variant cannot either: the engine's own
+class answers.
+
+Per scheduled request, from the table's row (``methods``):
+
+- target rows: ``decode_rows`` for a decode where the engine runs them, else the grant;
+- runner rows: target rows + ``d`` (the draft slots);
+- KV slots written: computed + target rows + ``L`` (the drafter's lookahead), at most max_model_len.
+
+``L`` is the table's lookahead for a model drafter; an n-gram drafter writes no KV, so its ``L``
+is 0 (FastDeploy's table reserves k for n-gram decodes too, which is its reservation, not a write).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ..spec import grant_rules
+from ..spec.intlike import BoolLike, IntLike, ite
+from . import methods
+from .config import ConfigError
+from .policy import BudgetPolicy
+
+_PACKAGE = __name__.rpartition(".")[0] + "."
+
+
+def builtin_class(cls: type) -> type:
+    """The nearest class of ``cls``'s MRO that the model itself defines (``cls`` for a
+    built-in one): a user's subclass overrides nothing that is asked of it."""
+    return next(c for c in cls.__mro__ if c.__module__.startswith(_PACKAGE))
+
+
+@dataclass(frozen=True)
+class PhysicalNeed:
+    """The physical counts of one config: its table, L, d and a decode's rows (IntLike)."""
+
+    table: str  # the key of ``methods.TABLES`` the engine and version run
+    version: Optional[str]  # the engine version (None: an engine modelled at one version)
+    lookahead: IntLike  # L: KV slots the drafter writes past a request's target rows
+    draft_slots: IntLike  # d: drafter rows past the target rows of every scheduled request
+    decode_rows: IntLike  # target rows of a decode where the engine runs them whatever it was granted
+    decodes_run_decode_rows: bool
+
+    def target_rows(self, grant: IntLike, is_decode: BoolLike) -> IntLike:
+        """Target rows one scheduled request runs (and writes KV at)."""
+        return ite(is_decode, self.decode_rows, grant) if self.decodes_run_decode_rows else grant
+
+    def runner_rows(self, grant: IntLike, is_decode: BoolLike) -> IntLike:
+        """Rows one scheduled request occupies on the runner: target rows + d."""
+        return self.target_rows(grant, is_decode) + self.draft_slots
+
+    def kv_slots(self, computed: IntLike, target_rows: IntLike, max_model_len: IntLike) -> IntLike:
+        """KV slots a request running ``target_rows`` past ``computed`` writes, the drafter's L included."""
+        return grant_rules.kv_slots_needed(computed, target_rows, self.lookahead, max_model_len)
+
+
+def physical_need(policy: BudgetPolicy, cfg: Any) -> PhysicalNeed:
+    """The need of ``cfg`` (a BudgetConfig, or the prover's view of one with one method and
+    z3 numbers) under ``policy``'s engine and version. Raises ConfigError when the engine's
+    table has no row for the method."""
+    loop = builtin_class(policy.loop)
+    version = BudgetPolicy.engine_version(policy, cfg)
+    table = loop.method_table(version)
+    method, k = cfg.method, cfg.num_speculative_tokens
+    if method is None:
+        return PhysicalNeed(table, version, 0, 0, 1, loop.decodes_run_decode_rows)
+    if method not in methods.TABLES[table]:
+        raise ConfigError(f"method {method!r} is not in the {table} method table of {loop.__name__}; set method to "
+                          f"one of {', '.join(sorted(methods.TABLES[table]))}")
+    writes_kv = methods.drafter(table, method) == methods.MODEL_DRAFTER
+    return PhysicalNeed(
+        table=table,
+        version=version,
+        lookahead=methods.lookahead(table, method, k) if writes_kv else 0,
+        draft_slots=methods.draft_slots(table, method, k, cfg.parallel_drafting),
+        decode_rows=methods.decode_rows(table, method, k),
+        decodes_run_decode_rows=loop.decodes_run_decode_rows,
+    )
