@@ -24,6 +24,7 @@ import gc
 import os
 import sys
 import time
+import traceback
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -108,9 +109,11 @@ def climbing_workload(policy: str) -> Trace:
 
 def run_capped(policy: str) -> RunnerReport:
     try:
-        _, target = replay_on_runner(climbing_workload(policy),
-                                     RunnerOptions(device="cuda", model="wide", memory_cap=True))
-        assert target is not None
+        result, target = replay_on_runner(climbing_workload(policy),
+                                          RunnerOptions(device="cuda", model="wide", memory_cap=True))
+        if target is None:
+            why = [result.refusal or ""] + list(result.errors) + [v.message for v in result.violations]
+            raise RuntimeError(f"{policy}: the runner was not built: {'; '.join(w for w in why if w)}")
         return target.report
     finally:
         torch.cuda.set_per_process_memory_fraction(1.0)
@@ -155,8 +158,9 @@ def main() -> int:
         try:
             result = check()
         except Exception as exc:  # a broken check is a failed one; the others still run
+            where = traceback.extract_tb(exc.__traceback__)[-1]
             result = Check(check.__name__.removeprefix("check_").replace("_", "-"), False,
-                           f"raised {type(exc).__name__}: {exc}")
+                           f"raised {type(exc).__name__}: {exc} at {where.filename}:{where.lineno}")
         failed += not result.ok
         print(f"{'ok  ' if result.ok else 'FAIL'}  {result.name}  ({time.perf_counter() - start:.1f} s)  "
               f"{result.detail}", flush=True)

@@ -40,6 +40,7 @@ def cap_allocator(runner: ModelRunner, margin_bytes: int = MARGIN_BYTES) -> Memo
     peak = torch.cuda.max_memory_allocated(device)
     torch.cuda.empty_cache()
     cap = peak + margin_bytes
-    torch.cuda.set_per_process_memory_fraction(min(1.0, cap / torch.cuda.get_device_properties(device).total_memory),
-                                               device)
+    index = device.index if device.index is not None else torch.cuda.current_device()  # torch wants an index here
+    torch.cuda.set_per_process_memory_fraction(min(1.0, cap / torch.cuda.get_device_properties(index).total_memory),
+                                               index)
     return MemoryCap(cap_bytes=cap, baseline_bytes=baseline, profile_peak_bytes=peak - baseline)
