@@ -113,10 +113,19 @@ def start_workers(target: Callable[..., None], args: Sequence[tuple[Any, ...]]) 
     return events, processes
 
 
+class WorkerDied(RuntimeError):
+    """A worker process ended without a word: killed, or crashed in C code."""
+
+    def __init__(self, worker: int, exitcode: int | None) -> None:
+        how = f"killed by signal {-exitcode}" if exitcode is not None and exitcode < 0 else f"exit status {exitcode}"
+        super().__init__(f"fuzz worker {worker} died ({how})")
+        self.worker, self.exitcode = worker, exitcode
+
+
 def receive(events: Any, processes: list[Any], timeout: float = PROGRESS_EVERY) -> Iterator[Event | None]:
     """The workers' events until each said ``done``; None when nothing came for ``timeout``
-    seconds. A worker's ``error`` is raised here; a worker that died without a word is a
-    RuntimeError."""
+    seconds. A worker's ``error`` is raised here; a worker that died without a word is
+    ``WorkerDied``."""
     running = set(range(len(processes)))
     while running:
         try:
@@ -124,7 +133,7 @@ def receive(events: Any, processes: list[Any], timeout: float = PROGRESS_EVERY) 
         except queue.Empty:
             dead = [w for w in running if not processes[w].is_alive()]
             if dead and events.empty():
-                raise RuntimeError(f"fuzz worker {dead[0]} died (exit status {processes[dead[0]].exitcode})") from None
+                raise WorkerDied(dead[0], processes[dead[0]].exitcode) from None
             yield None
             continue
         if event[0] == "done":

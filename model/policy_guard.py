@@ -2,8 +2,9 @@
 
 ``guard(policy)`` is applied once, when ``get_policy`` loads a ``pkg.module:Class``
 policy. Each method of the policy interface is replaced, on the instance, by a wrapper:
-an exception (ConfigError from ``validate`` aside: refusing a config is its job) or a
-return value of the wrong type becomes a PolicyError whose one-line message names the
+an exception (ConfigError from ``validate`` aside: refusing a config is its job), an exit
+or a call past the time limit (``user_code``), or a return value of the wrong type (a bool
+where an int is due included) becomes a PolicyError whose one-line message names the
 method, the user's file:line and the problem. The wrapper hands the method read-only
 inputs (``frozen_inputs``): a write to one is such a failure, naming the attribute and the
 line of the write; the params and budgets it returns are kept read-only for the calls that
@@ -29,6 +30,7 @@ from typing import Any, Callable
 
 from ..spec.invariants import POLICY_ERROR  # the verdict every command gives a failing user policy
 from .config import ConfigError
+from . import user_code
 from .frozen_inputs import FrozenInputError, frozen, thawed
 from .loop import HOOKS, SchedulerLoop
 from .policy import BudgetParams, BudgetPolicy, Budgets
@@ -80,6 +82,7 @@ def guard(policy: BudgetPolicy) -> BudgetPolicy:
     cls = type(policy)
     check_loop_flags(cls.__name__, policy.loop)
     check_loop_hooks(cls.__name__, policy.loop)
+    guard_loop_hooks(policy.loop)
     for name in RETURNS:
         method = getattr(policy, name, None)
         if callable(method):
@@ -114,6 +117,43 @@ def check_loop_hooks(policy_name: str, loop: type) -> None:
                           f"{loop.__name__}, or subclass a loop that {uses} it ({others})")
 
 
+def guard_loop_hooks(loop: type) -> None:
+    """Bracket the hooks a loop variant defines in the user's code (``user_code``): one that
+    exits or runs past the time limit is a PolicyError naming the loop and the hook. Its
+    exceptions are the model's ``model-error``, as before; our own loops are left alone."""
+    for name in HOOKS:
+        attr = inspect.getattr_static(loop, name, None)
+        func = getattr(attr, "__func__", None)
+        if not isinstance(attr, classmethod) or getattr(func, "guarded", False) or not _defined_by_user(func):
+            continue
+        setattr(loop, name, classmethod(_guarded_hook(loop, name, func)))
+
+
+def _defined_by_user(func: Any) -> bool:
+    try:
+        file = inspect.getsourcefile(func)
+    except TypeError:
+        return False
+    return bool(file) and _users(file)
+
+
+def _guarded_hook(loop: type, name: str, func: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(func)
+    def call(cls: type, *args: Any, **kwargs: Any) -> Any:
+        outermost = user_code.enter()
+        try:
+            return func(cls, *args, **kwargs)
+        except BaseException as e:
+            if isinstance(e, Exception) or not user_code.escaped(e):
+                raise
+            raise _error(loop, name, func, e, _symbolic((*args, *kwargs.values()))) from None
+        finally:
+            user_code.leave(outermost)
+
+    call.guarded = True  # type: ignore[attr-defined]
+    return call
+
+
 def _engine_loops() -> list[type[SchedulerLoop]]:
     """The engine loops of this package (the direct subclasses of SchedulerLoop in model/)."""
     package = SchedulerLoop.__module__.rpartition(".")[0]
@@ -128,6 +168,7 @@ def _guarded(cls: type, name: str, method: Callable[..., Any]) -> Callable[..., 
         args = tuple(map(frozen, args))  # the policy reads its inputs, never writes them
         if kwargs:
             kwargs = {k: frozen(v) for k, v in kwargs.items()}
+        outermost = user_code.enter()
         try:
             result = method(*args, **kwargs)
         except (PolicyError, ConfigError) as e:
@@ -136,6 +177,12 @@ def _guarded(cls: type, name: str, method: Callable[..., Any]) -> Callable[..., 
             raise
         except Exception as e:
             raise _error(cls, name, method, e, _symbolic((*args, *kwargs.values()))) from None
+        except BaseException as e:  # SystemExit, os._exit, a KeyboardInterrupt not the user's, a hang
+            if not user_code.escaped(e):
+                raise
+            raise _error(cls, name, method, e, _symbolic((*args, *kwargs.values()))) from None
+        finally:
+            user_code.leave(outermost)
         problem = _wrong_type(name, result)
         if problem:
             raise PolicyError(f"{POLICY_ERROR}: {cls.__name__}.{name} ({_where(cls, method)}) {problem}",
@@ -149,9 +196,16 @@ def _error(cls: type, name: str, method: Callable[..., Any], e: BaseException, s
     if isinstance(e, FrozenInputError):
         return PolicyError(f"{POLICY_ERROR}: {cls.__name__}.{name} ({_where(cls, method, e)}) writes {e.what}, "
                            f"read-only to a policy (state of its own belongs on self)", symbolic)
+    head = f"{POLICY_ERROR}: {cls.__name__}.{name} ({_where(cls, method, e)})"
+    if isinstance(e, user_code.CallTimedOut):
+        return PolicyError(f"{head} {e}; make it return, or give --policy-timeout more seconds", symbolic)
+    if isinstance(e, (user_code.ExitCalled, SystemExit)):
+        status = e if isinstance(e, user_code.ExitCalled) else f"sys.exit({e.code!r})"
+        return PolicyError(f"{head} called {status}, which would end the run as if it had passed; a policy "
+                           f"returns or raises", symbolic)
     text = " ".join(str(e).split())
     text = text if len(text) <= 200 else text[:200] + "..."
-    message = f"{POLICY_ERROR}: {cls.__name__}.{name} ({_where(cls, method, e)}) raised {type(e).__name__}: {text}"
+    message = f"{head} raised {type(e).__name__}" + (f": {text}" if text else "")
     if symbolic:
         message += (f"; the prover calls it with z3 terms, so Python if/and/or/not/min/max on them fail: "
                     f"use {HELPERS}")
@@ -218,7 +272,9 @@ def _wrong_type(name: str, result: Any) -> str | None:
     want = RETURNS[name]
     if want is None:
         return None
-    if want in (INT, BOOL):  # Python mixes bools and ints freely; so does the guard
+    if want == INT:  # a bool is an int to Python, but a grant of True is a slip, not 1 token
+        ok = (isinstance(result, int) and not isinstance(result, bool)) or _is_z3(result)
+    elif want == BOOL:
         ok = isinstance(result, int) or _is_z3(result)
     else:
         ok = isinstance(result, want)

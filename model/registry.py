@@ -14,6 +14,7 @@ from .fastdeploy_policies import (
 )
 from .loop import SchedulerLoop
 from .policy import BudgetPolicy
+from . import user_code
 from .policy_guard import guard
 from .sglang_policies import Sglang, SglangV1PageBoundary, SglangV1Retract, SglangV1RetractFixed
 from .trtllm_policies import Trtllm, TrtllmOneModelUnreserved
@@ -51,12 +52,17 @@ def get_policy(spec: str) -> BudgetPolicy:
         raise ConfigError(f"policy {spec!r} is not of the form pkg.module:Class (an absolute module path, a colon, "
                           f"a class name); fix --policy")
     try:
-        module = importlib.import_module(module_name)
+        with user_code.running(max(user_code.limit(), user_code.IMPORT_LIMIT_S)):
+            module = importlib.import_module(module_name)
     except ImportError as e:
         raise ConfigError(f"cannot import policy module {module_name!r} ({e}); check --policy or PYTHONPATH") from None
     except Exception as e:  # the user's module raised while importing: name the problem, not our traceback
         raise ConfigError(f"importing policy module {module_name!r} raised {type(e).__name__}: {e}; fix that "
                           f"module") from None
+    except BaseException as e:  # it exited, hung or raised KeyboardInterrupt itself
+        if not user_code.escaped(e):
+            raise
+        raise ConfigError(f"importing policy module {module_name!r} {_escape(e)}; fix that module") from None
     cls = getattr(module, attr, None)
     if not (isinstance(cls, type) and issubclass(cls, BudgetPolicy)):
         raise ConfigError(f"{spec!r} is not a BudgetPolicy subclass; point --policy at one")
@@ -65,14 +71,30 @@ def get_policy(spec: str) -> BudgetPolicy:
         raise ConfigError(f"{spec!r} names no scheduling loop; set its loop (e.g. tokenbudget.model.VllmLoop) "
                           f"or subclass a built-in policy")
     try:
-        policy = cls()
+        with user_code.running():
+            policy = cls()
     except Exception as e:
         raise ConfigError(f"creating policy {spec!r} raised {type(e).__name__}: {e}; fix its __init__") from None
+    except BaseException as e:
+        if not user_code.escaped(e):
+            raise
+        raise ConfigError(f"creating policy {spec!r} {_escape(e)}; fix its __init__") from None
     for attr in ("name", "description", "engine", "version"):  # a base class with nothing set still reports
         if not isinstance(getattr(policy, attr, None), str):
             setattr(policy, attr, spec if attr == "name" else "")
     policy.loaded_from = spec
     return guard(policy)
+
+
+def _escape(e: BaseException) -> str:
+    """What user code did when it left by a BaseException (``user_code.escaped``), for one line."""
+    if isinstance(e, user_code.CallTimedOut):
+        return str(e)
+    if isinstance(e, SystemExit):
+        return f"called sys.exit({e.code!r})"
+    if isinstance(e, user_code.ExitCalled):
+        return f"called {e}"
+    return f"raised {type(e).__name__}"
 
 
 def policy_spec(policy: BudgetPolicy) -> str:

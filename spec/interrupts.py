@@ -20,12 +20,19 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 _noted = False
+_watching = False
 _cancels: list[Callable[[], None]] = []
 
 
 def requested() -> bool:
     """Whether Ctrl-C came while ``handled`` was on."""
     return _noted
+
+
+def watching() -> bool:
+    """Whether ``handled`` is on: a Ctrl-C would be noted (so a KeyboardInterrupt raised while
+    none was noted is not the user's)."""
+    return _watching
 
 
 def check() -> None:
@@ -81,7 +88,7 @@ def _dropped(unraisable: Any) -> None:
 def handled() -> Iterator[None]:
     """Note every Ctrl-C while it lasts (in the main thread; elsewhere it changes nothing). A
     SIGINT that is ignored (a background job of a script) stays ignored."""
-    global _noted
+    global _noted, _watching
     if (threading.current_thread() is not threading.main_thread()
             or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
         yield
@@ -95,9 +102,11 @@ def handled() -> Iterator[None]:
     previous_hook = sys.unraisablehook
     sys.unraisablehook = _quiet_about_lost_interrupts(previous_hook)
     signal.signal(signal.SIGINT, _on_sigint)
+    _watching = True
     try:
         yield
     finally:
+        _watching = False
         signal.signal(signal.SIGINT, signal.default_int_handler)
         # once Ctrl-C came the process is ending on it: the objects half-built then die quietly
         sys.unraisablehook = previous_hook if not _noted else _dropped

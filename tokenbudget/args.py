@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .fuzz.database import default_database
+from .model import user_code
 
 
 class UsageError(Exception):
@@ -77,13 +78,20 @@ def seed(text: str) -> int:
     return at_most(whole, MAX_SEED)(text)
 
 
+MAX_POLICY_TIMEOUT_S = 86400.0
+
+
 def add_policy(parser: argparse.ArgumentParser, help: str, repeatable: bool = True) -> None:
     """``--policy P``: a built-in name or ``pkg.module:Class``; repeatable into ``args.policies``,
-    else one into ``args.policy``."""
+    else one into ``args.policy``. ``--policy-timeout S``: the limit of one call into a user
+    policy (``model.user_code``)."""
     if repeatable:
         parser.add_argument("--policy", action="append", dest="policies", default=[], metavar="P", help=help)
     else:
         parser.add_argument("--policy", metavar="P", help=help)
+    parser.add_argument("--policy-timeout", type=at_most(positive_float, MAX_POLICY_TIMEOUT_S), metavar="SECONDS",
+                        help=f"fail a user policy as policy-error when one call into it runs longer "
+                             f"(default {user_code.DEFAULT_LIMIT_S:g})")
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:

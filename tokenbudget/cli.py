@@ -15,8 +15,9 @@ import argparse
 import importlib
 import os
 import sys
+from contextlib import contextmanager
 from types import ModuleType
-from typing import NoReturn
+from typing import Iterator, NoReturn
 
 from .args import UsageError
 from .console import Console
@@ -24,7 +25,7 @@ from .engine_path import in_child, run_in_child
 from .exits import BAD_INPUT, INTERRUPTED, OK
 from .fuzz.database import DatabaseError, cache_folder
 from .render import clean
-from .model import ConfigError, PolicyError
+from .model import ConfigError, PolicyError, user_code
 from .model.policy_guard import symbolic_branch
 from .model.replay import BadInput
 from .spec import interrupts
@@ -100,10 +101,11 @@ def _main(argv: list[str], console: Console) -> int:
             if getattr(args, "target", "vllm") != "vllm":
                 raise UsageError("--engine-path runs a vLLM: use it with --target vllm (or conform)")
             return run_in_child(engine_path, argv)
-        if getattr(args, "json", False):
-            with console.json_only():
-                return args.run(args, console)
-        return args.run(args, console)
+        with policy_timeout(getattr(args, "policy_timeout", None)):
+            if getattr(args, "json", False):
+                with console.json_only():
+                    return args.run(args, console)
+            return args.run(args, console)
     except BAD_INPUT_ERRORS as e:
         return _error(console, str(e))
     except _z3_errors() as e:  # a symbolic branch outside a guarded method of a user policy: its input, not ours
@@ -117,6 +119,21 @@ def _main(argv: list[str], console: Console) -> int:
         return _interrupted(console)
     except SystemExit as e:  # --help
         return e.code if isinstance(e.code, int) else OK
+
+
+@contextmanager
+def policy_timeout(seconds: float | None) -> Iterator[None]:
+    """While it lasts, ``--policy-timeout`` is the limit of a call into a user policy, here
+    and in the command's worker processes (which inherit the environment)."""
+    if seconds is None:
+        yield
+        return
+    previous = os.environ.get(user_code.LIMIT_ENV)
+    user_code.set_limit(seconds)
+    try:
+        yield
+    finally:
+        user_code.set_limit(None if previous is None else float(previous))
 
 
 def _interrupted(console: Console) -> int:

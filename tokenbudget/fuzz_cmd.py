@@ -28,10 +28,10 @@ from .console import Console
 from .engine_path import add_engine_path
 from .exits import FAILED, INTERRUPTED, OK
 from .fuzz.database import open_database
-from .fuzz.parallel import Job, fuzz_workers
+from .fuzz.parallel import Job, WorkerDied, fuzz_workers
 from .fuzz.session import fuzz, save, seconds_left
 from .harness.vllm.target import VllmTarget
-from .model import BudgetConfig, PolicyError, builtin_policies, get_policy
+from .model import POLICY_ERROR, BudgetConfig, PolicyError, builtin_policies, get_policy
 from .model.target import ModelTarget, TargetFactory
 from .spec.user_paths import writable_folder
 from .targets import MODEL, VLLM
@@ -111,7 +111,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
     else:
         job = Job(tuple(policies), factory, args.target, args.examples, seconds, args.seed, args.database, started,
                   args.max_work_gap)
-        reports = fuzz_workers(job, args.workers, lambda live: console.progress(render.live(live)))
+        try:
+            reports = fuzz_workers(job, args.workers, lambda live: console.progress(render.live(live)))
+        except WorkerDied as e:
+            users = [p for p in policies if p not in builtin_policies()]
+            if not users:
+                raise
+            return _worker_died(console, args.json, e, users)
         for r in reports:
             r.counterexamples[:] = [save(c, corpus) for c in r.counterexamples]
     interrupted = reports[-1].policy if reports and reports[-1].interrupted else None
@@ -127,3 +133,14 @@ def run(args: argparse.Namespace, console: Console) -> int:
     else:
         console.text(render.fuzz(reports, verdicts, corpus, interrupted, args.strict))
     return INTERRUPTED if interrupted else OK if ok else FAILED
+
+
+def _worker_died(console: Console, as_json: bool, died: WorkerDied, users: Sequence[str]) -> int:
+    """A worker died while user policies ran in it: their verdict, policy-error, never a pass."""
+    message = (f"{POLICY_ERROR}: {died} while it fuzzed {', '.join(users)}: code of the policy ended the process "
+               f"(os.kill, a crash in C code); run with --workers 1 to see where")
+    if as_json:
+        console.json({"ok": False, "error": message})
+    else:
+        console.text(f"{render.clean(message)}\nverdict: {POLICY_ERROR}")
+    return FAILED
