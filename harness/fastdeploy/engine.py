@@ -13,12 +13,16 @@ Emulated (``model.fastdeploy_worker``, the rules the model shares): the worker, 
 every running decode that is not paused, ``1 + k`` rows, and pauses one whose next block is
 missing; the token processor, which appends the sampled tokens (``1 +`` the accepted drafts
 of a decode, one token after a prompt's last chunk) and finishes a request
-(``finish_requests``). A preempted request is handed back to the scheduler
+(``finish_requests``). ``add_request`` submits a request's preprocessing to a thread pool and
+the scheduler skips a request whose preprocessing is still running (``waiting_async_process``);
+the harness waits for it (a text request has no features to fetch), so that a step never
+depends on a thread's timing. A preempted request is handed back to the scheduler
 (``reschedule_preempt_task``, the token processor's answer to the preempt task) after the step.
 An abort finishes the request at once (``finish_requests``), as the model drops it.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import types
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -115,6 +119,7 @@ class FastDeployEngine:
                                             "prompt_token_ids_len": prompt_len, "max_tokens": max_tokens})
         self.reqs[rid], self.max_tokens[rid] = req, max_tokens
         self.rm.add_request(req)
+        concurrent.futures.wait(req.async_process_futures)  # its preprocessing (no features: nothing) is done
 
     def abort(self, rid: str) -> None:
         req = self.reqs.get(rid)
@@ -126,8 +131,10 @@ class FastDeployEngine:
         self.gone[rid] = status
         self.paused.discard(rid)
         req = self.reqs[rid]
-        if req in self.rm.waiting:
+        if req in self.rm.waiting:  # never scheduled, or preempted: it holds no slot (finish_requests needs one)
             self.rm.waiting.remove(req)
+            self.rm.requests.pop(rid, None)
+            return
         self.rm.finish_requests(rid)
 
     # -- one step -----------------------------------------------------------------------

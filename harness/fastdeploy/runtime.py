@@ -22,6 +22,7 @@ runs itself again in a child, ``CHILD_ENV``), never next to vLLM.
 from __future__ import annotations
 
 import importlib.abc
+import logging
 import importlib.machinery
 import os
 import re
@@ -143,6 +144,7 @@ def load(path: Path | None = None) -> dict[str, Any]:
     sys.path.insert(0, str(folder))
     if not any(isinstance(f, _StubFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _StubFinder())
+    logging.disable(logging.WARNING)  # FastDeploy's import logs at INFO (a missing version.txt)
     try:
         import warnings
         with warnings.catch_warnings():
@@ -155,6 +157,11 @@ def load(path: Path | None = None) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - any import failure means FastDeploy cannot run here
         raise FastDeployUnavailable(f"cannot import FastDeploy's scheduler from {folder}: {type(exc).__name__}: "
                                     f"{' '.join(str(exc).split())[:300]}; install what it needs with: {INSTALL}") from None
+    finally:
+        logging.disable(logging.NOTSET)
+    for name in list(logging.root.manager.loggerDict):  # FastDeploy logs every allocation; keep its console quiet
+        if name.startswith("fastdeploy"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
     _loaded.update(folder=folder, commit=commit(folder), envs=envs, CacheConfig=CacheConfig, FDConfig=FDConfig,
                    ParallelConfig=ParallelConfig, SchedulerConfig=SchedulerConfig, EngineArgs=EngineArgs,
                    Request=Request, RequestStatus=RequestStatus, RequestType=RequestType,
