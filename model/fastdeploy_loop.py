@@ -58,19 +58,24 @@ class FastDeployLoop(SchedulerLoop):
         self.reserve_float = float(commits.RESERVE_BLOCKS)  # current_reserve_output_block_num_float
         self.reserve = commits.RESERVE_BLOCKS
         self.relaxed = True  # can_relax_prefill_strategy (True at start, resource_manager_v1.py:247)
+        self.ratio = commits.RATIO_INIT  # new_token_ratio (#7498)
+        self.chunk_waits = False  # a running chunk did not fit this pass (#7498): no waiting pass
         self.max_blocks = self.cfg.max_model_len // self.cfg.block_size  # max_block_num_per_seq (config.py:2117)
 
     def _loop_state(self) -> tuple[object, ...]:
         if self.commit is None:
             return ()
-        return self.reserve_float, self.relaxed, tuple(sorted(self.worker_paused))
+        return self.reserve_float, self.relaxed, self.ratio, tuple(sorted(self.worker_paused))
 
     def schedule(self) -> StepRecord:
         if self.commit is None:
             return super().schedule()
         self.has_task = False  # len(batch_request) > 0: a prefill, a decode given blocks, a preemption
+        self.chunk_waits = False
         record = super().schedule()
-        if self.has_task:  # resource_manager_v1.py:1131-1139 at 2a606e361
+        if self.has_task and self.commit.token_ratio_reserve:  # :1209-1215 at 564c78d78
+            self.ratio = max(self.ratio - commits.RATIO_DECAY, commits.RATIO_MIN)
+        elif self.has_task:  # resource_manager_v1.py:1131-1139 at 2a606e361
             self.reserve_float -= commits.RESERVE_DECAY
             self.reserve = max(int(self.reserve_float), commits.RESERVE_MIN, 0)
             if self.reserve == 0:
@@ -120,7 +125,8 @@ class FastDeployLoop(SchedulerLoop):
 
     def _schedule_waiting(self, step: StepPass, threshold: int) -> None:
         if self.commit is not None:
-            self._schedule_waiting_blocks(step)
+            if not self.chunk_waits:
+                self._schedule_waiting_blocks(step)
             return
         super()._schedule_waiting(step, threshold)
 
@@ -155,7 +161,12 @@ class FastDeployLoop(SchedulerLoop):
                     i += 1
                     continue
                 n = commits.new_blocks(req.num_computed_tokens, grant, held, block, self.max_blocks, speculative)
-                if not self._take_blocks(step, req, n):
+                if self.commit.token_ratio_reserve:  # #7498: the chunk waits for the admission threshold
+                    if self.pool.num_free < self._admission_blocks(n, speculative):
+                        self.chunk_waits = True
+                        break
+                    self._allocate(req, n)
+                elif not self._take_blocks(step, req, n):
                     break
                 step.record_grant(req, grant, 0, padded=False)
                 step.scheduled_running.append(req)
@@ -172,23 +183,50 @@ class FastDeployLoop(SchedulerLoop):
     def _take_blocks(self, step: StepPass, req: Request, n: int) -> bool:
         """Give req ``n`` more blocks, preempting the tail of the running list while the pool
         lacks them (``_trigger_preempt``, :387-443); False when req preempted itself."""
-        pool, block = self.pool, self.cfg.block_size
-        if pool.num_free < n:
+        assert self.commit is not None
+        ratio_reserve = self.commit.token_ratio_reserve
+        if self.pool.num_free < n and not ratio_reserve:
             self.reserve_float, self.reserve, self.relaxed = float(commits.RESERVE_BLOCKS), commits.RESERVE_BLOCKS, False
-            while pool.num_free < n:
-                if not self.running:
-                    return False
-                victim = self.running.pop()
-                self.worker_paused.discard(victim.request_id)
-                self._preempt(victim)
-                step.preempted.append(victim.request_id)
-                self.has_task = True
-                if victim is req:
-                    return False
-        if n > 0:
-            assert pool.allocate(req, (len(req.block_ids) + n) * block, [])
-        self.has_task = True
+        while self.pool.num_free < n:
+            if ratio_reserve:  # the last request that has decoded (_select_preempt_candidate)
+                index = next((j for j in range(len(self.running) - 1, -1, -1) if self.running[j].is_decoding), None)
+            else:
+                index = len(self.running) - 1 if self.running else None
+            if index is None:
+                return False
+            victim = self.running.pop(index)
+            self.worker_paused.discard(victim.request_id)
+            self._preempt(victim)
+            step.preempted.append(victim.request_id)
+            self.has_task = True
+            if ratio_reserve:
+                self._reset_ratio()
+            if victim is req:
+                return False
+        self._allocate(req, n)
         return True
+
+    def _allocate(self, req: Request, n: int) -> None:
+        if n > 0:
+            assert self.pool.allocate(req, (len(req.block_ids) + n) * self.cfg.block_size, [])
+        self.has_task = True
+
+    def _reset_ratio(self) -> None:
+        running = self.running
+        self.ratio = commits.ratio_after_preemption(
+            sum(r.num_output_tokens for r in running), sum(r.max_tokens for r in running),
+            sum(1 for r in running if r.is_decoding), self.cfg.block_size, len(running))
+
+    def _admission_blocks(self, chunk_blocks: int, speculative: bool) -> int:
+        """The free blocks a chunk needs to be admitted (``_get_can_schedule_prefill_threshold_block``)."""
+        assert self.commit is not None
+        if self.commit.token_ratio_reserve:
+            block, ratio = self.cfg.block_size, self.ratio
+            reserved = sum(commits.ratio_reserve_blocks(r.max_tokens, r.num_output_tokens, ratio, block)
+                           for r in self.running)
+            return commits.ratio_admission_blocks(chunk_blocks, reserved, self.max_blocks, speculative)
+        return commits.admission_blocks(chunk_blocks, len(self.running), self.reserve, self.relaxed, self.max_blocks,
+                                        speculative)
 
     def _schedule_waiting_blocks(self, step: StepPass) -> None:
         """The waiting loop (:962-1116 at 2a606e361): while the budget is above 0 and fewer than
@@ -206,12 +244,9 @@ class FastDeployLoop(SchedulerLoop):
                 break
             n = commits.new_blocks(req.num_computed_tokens, grant, len(req.block_ids), block, self.max_blocks,
                                    speculative)
-            wanted = commits.admission_blocks(n, len(self.running), self.reserve, self.relaxed, self.max_blocks,
-                                              speculative)
-            if self.pool.num_free < wanted:
+            if self.pool.num_free < self._admission_blocks(n, speculative):
                 break
-            if n > 0:
-                assert self.pool.allocate(req, (len(req.block_ids) + n) * block, [])
+            self._allocate(req, n)
             del self.waiting[0]
             self.running.append(req)
             req.status = Status.RUNNING

@@ -220,7 +220,7 @@ class FastDeploySpecMethod(FastDeployDecodeCount):
     name = "fastdeploy-spec-method"
     description = "as #7499, t = k+1 when a speculative method is set, else 1"
     version = "PR #7623"
-    versions = ("2a606e361",)
+    versions = ("2a606e361", "564c78d78")
 
     def tokens_per_seq(self, p: BudgetParams) -> IntLike:
         return ite(p.spec_enabled, p.num_speculative_tokens + 1, 1)

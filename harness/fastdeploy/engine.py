@@ -35,6 +35,10 @@ from ...spec.target import describe
 from . import runtime
 
 
+# The admission reserve's state: the output reserve (before #7498), the new-token ratio (#7498)
+RESERVE_STATE = ("current_reserve_output_block_num_float", "can_relax_prefill_strategy", "new_token_ratio")
+
+
 @dataclass
 class FastDeployStep:
     """What one step did, as read from FastDeploy's objects and the emulated worker."""
@@ -207,6 +211,9 @@ class FastDeployEngine:
         kept = worker.tokens_kept(accepted, self.k, len(req.output_token_ids), self.max_tokens[req.request_id],
                                   req.num_total_tokens, self.cfg.max_model_len)
         req.output_token_ids.extend([1] * kept)
+        status = self.fd["RequestStatus"]
+        if getattr(status, "RUNNING_DECODE", None) is not None and req.status == status.RUNNING_PREFILL:
+            req.status = status.RUNNING_DECODE  # a token came back (output/token_processor.py:908-909 at 564c78d78)
 
     def fingerprint(self) -> Hashable:
         """The scheduler state as a value: the free blocks, the admission reserve, each queued
@@ -217,9 +224,9 @@ class FastDeployEngine:
             return (r.request_id, r.num_computed_tokens, r.num_total_tokens, len(r.block_tables),
                     r.request_id in self.paused, str(r.status))
 
-        return (len(rm.cache_manager.gpu_free_block_list), rm.current_reserve_output_block_num_float,
-                rm.can_relax_prefill_strategy, tuple(map(state, rm.running)), tuple(map(state, rm.waiting)),
-                tuple(sorted(rm.to_be_rescheduled_request_id_set)))
+        reserve = tuple(getattr(rm, name, None) for name in RESERVE_STATE)
+        return (len(rm.cache_manager.gpu_free_block_list), reserve, tuple(map(state, rm.running)),
+                tuple(map(state, rm.waiting)), tuple(sorted(rm.to_be_rescheduled_request_id_set)))
 
     def state(self, rid: str) -> RequestState:
         req = self.reqs[rid]

@@ -46,7 +46,7 @@ def workload(seed: int, index: int, commit: str) -> Trace:
 def draw_config(rng: random.Random, policy_name: str, commit: str) -> dict[str, Any]:
     """A config ``policy_name`` accepts at ``commit``; only keys that differ from the defaults."""
     policy = get_policy(policy_name)
-    while True:
+    for _ in range(10_000):
         k = rng.randint(1, 4)
         block = rng.choice(BLOCK_SIZES)
         max_model_len = rng.choice((16, 24, 32, 48, 64, 128))
@@ -66,6 +66,7 @@ def draw_config(rng: random.Random, policy_name: str, commit: str) -> dict[str, 
         except ConfigError:
             continue
         return config
+    raise ConfigError(f"no config drawn that {policy_name} accepts at {commit}")
 
 
 def _short(op: Op, cfg: BudgetConfig) -> Op:
