@@ -22,7 +22,9 @@ _CHILD = "import sys; from tokenbudget.cli import main; sys.exit(main())"
 
 def add_engine_path(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine-path", type=folder, metavar="DIR",
-                        help="run the vLLM in DIR (an unpacked wheel or a vLLM checkout) instead of the installed one")
+                        help="run the vLLM in DIR (an unpacked wheel or a vLLM checkout) instead of the installed one; "
+                             "with --target fastdeploy, the FastDeploy checkout in DIR (default "
+                             "$TOKENBUDGET_FASTDEPLOY_PATH)")
 
 
 def engine_folder(path: Path) -> Path:

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import types
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,11 @@ def check_folder(path: Path | None = None) -> Path:
                                     "(fastdeploy/engine/sched/resource_manager_v1.py); point --engine-path or "
                                     f"${PATH_ENV} at the root of a FastDeploy checkout")
     return folder
+
+
+def child_env(folder: Path) -> dict[str, str]:
+    """The environment of the child process that loads the FastDeploy in ``folder``."""
+    return {**os.environ, CHILD_ENV: str(folder), PATH_ENV: str(folder)}
 
 
 def commit(folder: Path) -> str:
@@ -135,7 +141,9 @@ def load(path: Path | None = None) -> dict[str, Any]:
                                         f"not {folder}")
         return _loaded
     try:
-        import paddle  # noqa: F401
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Paddle warns that ccache is missing, which nothing here compiles with
+            import paddle  # noqa: F401
     except Exception as exc:  # noqa: BLE001 - any failure means Paddle cannot run here
         raise FastDeployUnavailable(f"cannot import Paddle ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); "
                                     f"install it with: {INSTALL}") from None
@@ -146,7 +154,6 @@ def load(path: Path | None = None) -> dict[str, Any]:
         sys.meta_path.insert(0, _StubFinder())
     logging.disable(logging.WARNING)  # FastDeploy's import logs at INFO (a missing version.txt)
     try:
-        import warnings
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             from fastdeploy import envs
