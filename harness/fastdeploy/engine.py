@@ -17,8 +17,11 @@ of a decode, one token after a prompt's last chunk) and finishes a request
 the scheduler skips a request whose preprocessing is still running (``waiting_async_process``);
 the harness waits for it (a text request has no features to fetch), so that a step never
 depends on a thread's timing. A preempted request is handed back to the scheduler
-(``reschedule_preempt_task``, the token processor's answer to the preempt task) after the step.
-An abort finishes the request at once (``finish_requests``), as the model drops it.
+(``reschedule_preempt_task``, the answer to the preempt task) before the step runs, as the
+model puts it back at the head of the waiting queue in the pass.
+An abort ends the request at once, as the model drops it: a running one through
+``finish_requests``, a waiting one as ``recycle_abort_task`` clears it (its batch slot freed);
+FastDeploy itself aborts through an abort task the worker answers, which this skips.
 """
 from __future__ import annotations
 
@@ -62,14 +65,12 @@ class FastDeployStep:
 def build_config(fd: Mapping[str, Any], cfg: Any) -> Any:
     """FastDeploy's ``FDConfig`` for ``cfg``; ConfigError (one line) when FastDeploy's own
     startup check refuses it."""
-    if cfg.enable_prefix_caching:
-        raise ConfigError("the FastDeploy target runs without the prefix cache; set enable_prefix_caching=false")
     if not cfg.spec_enabled:
         raise ConfigError("the FastDeploy target drives speculative decoding (its worker's pause rule); set "
                           "num_speculative_tokens >= 1")
     args = fd["EngineArgs"](max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens,
                             block_size=cfg.block_size, num_gpu_blocks_override=cfg.num_kv_blocks,
-                            max_model_len=cfg.max_model_len, enable_prefix_caching=False,
+                            max_model_len=cfg.max_model_len, enable_prefix_caching=cfg.enable_prefix_caching,
                             enable_chunked_prefill=cfg.enable_chunked_prefill)
     fd["envs"].ENABLE_V1_KVCACHE_SCHEDULER = 1  # off after EngineArgs on a CPU (args_utils.py:630)
     values = asdict(args)
@@ -99,6 +100,7 @@ class FastDeployEngine:
         self.max_tokens: dict[str, int] = {}
         self.reqs: dict[str, Any] = {}
         self.paused: set[str] = set()
+        self.groups: dict[str, int] = {}  # prefix groups in order of first use
         self.gone: dict[str, str] = {}  # finished or aborted requests: their status
         self.dead: Optional[str] = None
 
@@ -116,14 +118,25 @@ class FastDeployEngine:
             pass
 
     # -- requests ---------------------------------------------------------------------
-    def add(self, rid: str, prompt_len: int, max_tokens: int) -> None:
+    def add(self, rid: str, prompt_len: int, max_tokens: int, prefix_group: str | None = None,
+            prefix_len: int = 0) -> None:
         if prompt_len < 1 or max_tokens < 1:
             raise ValueError(f"request {rid!r}: prompt_len and max_tokens must be >= 1")
-        req = self.fd["Request"].from_dict({"request_id": rid, "prompt_token_ids": [1] * prompt_len,
+        if rid in self.reqs:
+            raise ValueError(f"request id {rid!r} was already added")
+        tokens = self._prompt(len(self.reqs), prompt_len, prefix_group, prefix_len)
+        req = self.fd["Request"].from_dict({"request_id": rid, "prompt_token_ids": tokens,
                                             "prompt_token_ids_len": prompt_len, "max_tokens": max_tokens})
         self.reqs[rid], self.max_tokens[rid] = req, max_tokens
         self.rm.add_request(req)
         concurrent.futures.wait(req.async_process_futures)  # its preprocessing (no features: nothing) is done
+
+    def _prompt(self, serial: int, prompt_len: int, group: str | None, prefix_len: int) -> list[int]:
+        """Token ids in which requests share exactly their group's first ``prefix_len`` tokens
+        (what the prefix cache hashes), every other token their own."""
+        shared = [] if group is None else [(self.groups.setdefault(group, len(self.groups)) + 1) * 10**6 + j
+                                           for j in range(min(prefix_len, prompt_len))]
+        return shared + [10**9 + serial * 10**5 + j for j in range(prompt_len - len(shared))]
 
     def abort(self, rid: str) -> None:
         req = self.reqs.get(rid)
@@ -135,9 +148,14 @@ class FastDeployEngine:
         self.gone[rid] = status
         self.paused.discard(rid)
         req = self.reqs[rid]
-        if req in self.rm.waiting:  # never scheduled, or preempted: it holds no slot (finish_requests needs one)
-            self.rm.waiting.remove(req)
-            self.rm.requests.pop(rid, None)
+        rm = self.rm
+        if req in rm.waiting:  # finish_requests leaves a waiting request alone: drop it as recycle_abort_task does
+            rm.waiting.remove(req)
+            rm.requests.pop(rid, None)
+            rm.req_dict.pop(rid, None)
+            if req.idx is not None:  # a preempted request keeps its batch slot (resource_manager_v1.py:313-322)
+                rm.tasks_list[req.idx] = None
+                rm.stop_flags[req.idx] = True
             return
         self.rm.finish_requests(rid)
 
@@ -151,15 +169,19 @@ class FastDeployEngine:
             self._step(out, accepted)
         except Exception as exc:  # an exception inside FastDeploy's code: the target is dead after it
             self.dead = out.error = describe(exc)
+            self._snapshot(out)
+        touched = set(out.num_scheduled_tokens) | set(out.preempted)
+        out.requests = {rid: self.state(rid) for rid in touched}
+        return out
+
+    def _snapshot(self, out: FastDeployStep) -> None:
+        """The queues, blocks and pauses after the pass, before the step's output."""
         rm = self.rm
         out.running = tuple(r.request_id for r in rm.running)
         out.waiting = tuple(r.request_id for r in rm.waiting)
         out.kv_blocks_in_use = rm.cache_manager.num_gpu_blocks - len(rm.cache_manager.gpu_free_block_list)
         out.block_tables = {r.request_id: tuple(r.block_tables) for r in rm.running}
         out.paused = frozenset(self.paused & set(out.running))
-        touched = set(out.num_scheduled_tokens) | set(out.preempted)
-        out.requests = {rid: self.state(rid) for rid in touched}
-        return out
 
     def _step(self, out: FastDeployStep, accepted: Mapping[str, int]) -> None:
         rt = self.fd["RequestType"]
@@ -176,6 +198,9 @@ class FastDeployEngine:
                 self.paused.discard(task.request_id)  # new blocks: recover_decode_task
         self.paused.difference_update(preempted)
         out.preempted = tuple(preempted)
+        for rid in preempted:  # the worker answers a preempt task with nothing to run
+            self.rm.reschedule_preempt_task(rid)
+        self._snapshot(out)
         cfg, k = self.cfg, self.k
         done: list[str] = []
         for req in list(self.rm.running):
@@ -199,8 +224,6 @@ class FastDeployEngine:
                 done.append(rid)
         for rid in done:
             self._finish(rid, "finished")
-        for rid in preempted:
-            self.rm.reschedule_preempt_task(rid)
         for req in self.rm.running:
             if req.num_computed_tokens >= req.need_prefill_tokens and worker.decode_pauses(
                     req.num_total_tokens - 1, len(req.block_tables), k, cfg.block_size, cfg.max_model_len):
