@@ -53,13 +53,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.engine == SGLANG:
         folder = check_folder(args.engine_dir)
         if os.environ.get(CHILD_ENV) != str(folder):  # SGLang runs in a child process (runtime.py: the stub)
-            return run_child(_argv(args, folder), {**os.environ, CHILD_ENV: str(folder)})
+            return run_child(_argv(args, folder), {**os.environ, CHILD_ENV: str(folder)}, console.out)
         report = run_conformance(args.seed, args.workloads, args.corpus, console.progress,
                                  engine=sglang_engine(folder))
     elif args.engine == FASTDEPLOY:
         folder = fastdeploy_runtime.check_folder(args.engine_dir)
         if os.environ.get(fastdeploy_runtime.CHILD_ENV) != str(folder):  # FastDeploy runs in a child (the stubs)
-            return run_child(_argv(args, folder), fastdeploy_runtime.child_env(folder))
+            return run_child(_argv(args, folder), fastdeploy_runtime.child_env(folder), console.out)
         report = run_conformance(args.seed, args.workloads, args.corpus, console.progress,
                                  engine=fastdeploy_engine(folder))
     elif args.engine_dir is not None and not in_child(args.engine_dir):

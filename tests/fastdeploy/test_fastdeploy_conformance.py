@@ -16,6 +16,18 @@ from tokenbudget.harness.fastdeploy.runtime import CHILD_ENV, PATH_ENV
 from tokenbudget.model.fastdeploy_commits import FASTDEPLOY_COMMITS
 
 ROOT = Path(__file__).resolve().parents[2]
+CROSSED = """
+import json, sys
+from dataclasses import replace
+from pathlib import Path
+from tokenbudget.harness.conform import run_conformance
+from tokenbudget.harness.fastdeploy.conform import fastdeploy_engine
+from tokenbudget.harness.fastdeploy.workloads import workload
+folder, other, corpus = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+engine = fastdeploy_engine(folder)
+crossed = replace(engine, workload=lambda seed, index: workload(seed, index, other))
+print(json.dumps(run_conformance(0, 20, corpus, engine=crossed).to_json()))
+"""
 F5 = ROOT / "corpus" / "findings" / "f5-fastdeploy-spec-method-full-batch-deadlock.json"
 WORKLOADS = 30
 
@@ -27,8 +39,7 @@ def _tokenbudget(*argv: str, env: dict[str, str] | None = None) -> subprocess.Co
 
 
 def _json(done: subprocess.CompletedProcess[str]) -> dict[str, object]:
-    text = done.stdout.strip() or done.stderr[done.stderr.index("{"):]  # the JSON document, wherever it went
-    return json.loads(text)  # type: ignore[no-any-return]
+    return json.loads(done.stdout)  # type: ignore[no-any-return]  # one document on stdout, nothing else
 
 
 @pytest.mark.fastdeploy
@@ -43,6 +54,17 @@ def test_every_workload_agrees_at_each_commit(commit: str, tmp_path: Path,
     assert doc["engine"] == "fastdeploy" and doc["release"] == commit and doc["warning"] is None
     assert doc["policy"] == FASTDEPLOY_COMMITS[commit].policy and str(doc["model_version"]).startswith(commit)
     assert doc["agreeing"] == WORKLOADS and doc["ok"] and doc["steps_agreeing"] > WORKLOADS
+
+
+@pytest.mark.fastdeploy
+def test_the_model_of_another_commit_diverges(tmp_path: Path, fastdeploy_at: Callable[[str], Path]) -> None:
+    """#7498's reserve and victims at 564c78d78 against the model of 2a606e361: the workloads tell them apart."""
+    folder = fastdeploy_at("564c78d78")
+    done = subprocess.run([sys.executable, "-c", CROSSED, str(folder), "2a606e361", str(tmp_path)], capture_output=True,
+                          text=True, timeout=900, env={**os.environ, CHILD_ENV: str(folder), PATH_ENV: str(folder)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    doc = json.loads(done.stdout)
+    assert not doc["ok"] and doc["agreeing"] < 20 and doc["unexplained"] == len(doc["divergences"]) >= 1
 
 
 @pytest.mark.fastdeploy
