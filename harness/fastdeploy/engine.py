@@ -97,25 +97,15 @@ class FastDeployEngine:
         self.k = cfg.num_speculative_tokens
         self.config = build_config(fd, cfg)
         self.rm = fd["resource_manager_v1"].ResourceManagerV1(cfg.max_num_seqs, self.config, 1, "mixed")
+        # The scheduler's one shared-memory block (need_block_num_signal, for a worker that is not there):
+        # unlinked at once, it stays mapped here and nothing is left behind when this process is stopped.
+        self.rm.need_block_num_signal.shm.unlink()
         self.max_tokens: dict[str, int] = {}
         self.reqs: dict[str, Any] = {}
         self.paused: set[str] = set()
         self.groups: dict[str, int] = {}  # prefix groups in order of first use
         self.gone: dict[str, str] = {}  # finished or aborted requests: their status
         self.dead: Optional[str] = None
-
-    def close(self) -> None:
-        """Release the shared memory FastDeploy's scheduler made (``need_block_num_signal``)."""
-        signal = getattr(self.rm, "need_block_num_signal", None)
-        if signal is not None:
-            signal.clear()
-            self.rm.need_block_num_signal = None
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - a half-built engine or an interpreter shutting down
-            pass
 
     # -- requests ---------------------------------------------------------------------
     def add(self, rid: str, prompt_len: int, max_tokens: int, prefix_group: str | None = None,

@@ -143,7 +143,8 @@ def load(path: Path | None = None) -> dict[str, Any]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Paddle warns that ccache is missing, which nothing here compiles with
-            import paddle  # noqa: F401
+            import paddle
+        paddle.disable_signal_handler()  # its SIGTERM handler prints a C++ report when a fuzz worker is stopped
     except Exception as exc:  # noqa: BLE001 - any failure means Paddle cannot run here
         raise FastDeployUnavailable(f"cannot import Paddle ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); "
                                     f"install it with: {INSTALL}") from None

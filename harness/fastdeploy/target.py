@@ -39,9 +39,6 @@ class FastDeployTarget(EngineTarget):
     def record(self, step: int, observed: FastDeployStep) -> StepRecord:
         return _record(step, self.limits, observed)
 
-    def close(self) -> None:
-        self.engine.close()
-
 
 def _record(step: int, limits: StepLimits, s: FastDeployStep) -> StepRecord:
     grants = s.num_scheduled_tokens
