@@ -186,7 +186,8 @@ class FastDeployLoop(SchedulerLoop):
         assert self.commit is not None
         ratio_reserve = self.commit.token_ratio_reserve
         if self.pool.num_free < n and not ratio_reserve:
-            self.reserve_float, self.reserve, self.relaxed = float(commits.RESERVE_BLOCKS), commits.RESERVE_BLOCKS, False
+            self.reserve_float, self.reserve = float(commits.RESERVE_BLOCKS), commits.RESERVE_BLOCKS
+            self.relaxed = False
         while self.pool.num_free < n:
             if ratio_reserve:  # the last request that has decoded (_select_preempt_candidate)
                 index = next((j for j in range(len(self.running) - 1, -1, -1) if self.running[j].is_decoding), None)

@@ -38,7 +38,8 @@ from ...spec.target import TargetUnavailable
 
 PATH_ENV = "TOKENBUDGET_FASTDEPLOY_PATH"
 CHILD_ENV = "TOKENBUDGET_FASTDEPLOY_CHILD"  # set in the child process that loads FastDeploy: its folder
-INSTALL = 'pip install "tokenbudget[fastdeploy]" (Paddle\'s CPU wheel paddlepaddle==3.3.1 and what the scheduler imports)'
+INSTALL = ('pip install "tokenbudget[fastdeploy]" (Paddle\'s CPU wheel paddlepaddle==3.3.1 and what the scheduler '
+           'imports)')
 STUBBED = ("aistudio_sdk", "paddleformers", "huggingface_hub")
 ENVIRONMENT = {"ENABLE_V1_KVCACHE_SCHEDULER": "1", "ENABLE_V1_KVCACHE_MANAGER": "0"}
 
@@ -163,8 +164,9 @@ def load(path: Path | None = None) -> dict[str, Any]:
             from fastdeploy.engine.request import Request, RequestStatus, RequestType
             from fastdeploy.engine.sched import resource_manager_v1
     except Exception as exc:  # noqa: BLE001 - any import failure means FastDeploy cannot run here
+        why = " ".join(str(exc).split())[:300]
         raise FastDeployUnavailable(f"cannot import FastDeploy's scheduler from {folder}: {type(exc).__name__}: "
-                                    f"{' '.join(str(exc).split())[:300]}; install what it needs with: {INSTALL}") from None
+                                    f"{why}; install what it needs with: {INSTALL}") from None
     finally:
         logging.disable(logging.NOTSET)
     for name in list(logging.root.manager.loggerDict):  # FastDeploy logs every allocation; keep its console quiet

@@ -90,7 +90,7 @@ def test_a_missing_fastdeploy_or_paddle_is_one_line_and_exit_2(tmp_path: Path,
     no_paddle = tmp_path / "no-paddle" / "paddle"
     no_paddle.mkdir(parents=True)
     (no_paddle / "__init__.py").write_text("raise ImportError('no Paddle here')\n")
-    broken = _tokenbudget("conform", "--engine", "fastdeploy", "--engine-path", str(folder),
-                          env={"PYTHONPATH": os.pathsep.join([str(no_paddle.parent), os.environ.get("PYTHONPATH", "")])})
+    path = os.pathsep.join([str(no_paddle.parent), os.environ.get("PYTHONPATH", "")])
+    broken = _tokenbudget("conform", "--engine", "fastdeploy", "--engine-path", str(folder), env={"PYTHONPATH": path})
     assert broken.returncode == 2 and broken.stderr.count("\n") == 1, broken.stderr[-2000:]
     assert "cannot import Paddle" in broken.stderr and "paddlepaddle==3.3.1" in broken.stderr
