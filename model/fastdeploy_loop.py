@@ -21,7 +21,9 @@ commit's block rules instead (``_schedule_running_blocks``, ``_schedule_waiting_
 a visited decode gets 2 blocks when few slots are left, a prefill chunk its blocks and one
 more, admission asks for the output reserve, and the worker's pause is kept from step to
 step (``fastdeploy_worker.decode_pauses``, checked after each output): a paused decode runs
-again only once a visit gives it blocks.
+again only once a visit gives it blocks. The policy's budget, grant and charge are read there as
+everywhere; the loop hooks (``running_grant``, ``admission``, ``victim``) are not: a loop variant
+is judged without a commit.
 """
 from __future__ import annotations
 
@@ -60,6 +62,7 @@ class FastDeployLoop(SchedulerLoop):
         self.relaxed = True  # can_relax_prefill_strategy (True at start, resource_manager_v1.py:247)
         self.ratio = commits.RATIO_INIT  # new_token_ratio (#7498)
         self.chunk_waits = False  # a running chunk did not fit this pass (#7498): no waiting pass
+        self.has_task = False  # the pass gave FastDeploy's batch a task (len(batch_request) > 0)
         self.max_blocks = self.cfg.max_model_len // self.cfg.block_size  # max_block_num_per_seq (config.py:2117)
 
     def _loop_state(self) -> tuple[object, ...]:
@@ -70,8 +73,6 @@ class FastDeployLoop(SchedulerLoop):
     def schedule(self) -> StepRecord:
         if self.commit is None:
             return super().schedule()
-        self.has_task = False  # len(batch_request) > 0: a prefill, a decode given blocks, a preemption
-        self.chunk_waits = False
         record = super().schedule()
         if self.has_task and self.commit.token_ratio_reserve:  # :1209-1215 at 564c78d78
             self.ratio = max(self.ratio - commits.RATIO_DECAY, commits.RATIO_MIN)
@@ -80,6 +81,7 @@ class FastDeployLoop(SchedulerLoop):
             self.reserve = max(int(self.reserve_float), commits.RESERVE_MIN, 0)
             if self.reserve == 0:
                 self.relaxed = True
+        self.has_task = self.chunk_waits = False  # the pass's own: nothing of them is left for the next
         return record
 
     def update_from_output(self, record: StepRecord, accepted: dict[str, int] | None = None) -> StepOutcome:
