@@ -2,8 +2,9 @@
 and FastDeploy's own startup check accept, and op lists.
 
 ``workload(seed, index, commit)`` is a pure function of its arguments. A config: MTP or n-gram
-drafting with k = 1..4, blocks of 1, 2, 4, 8, 16 or 64 tokens, the prefix cache off (the
-harness drives none), max_num_seqs 1..6, a pass budget B from S * (k + 1) (the least #7499's
+drafting with k = 1..4, blocks of 1, 2, 4, 8, 16 or 64 tokens that divide max_model_len (the
+attention backend asserts it at startup, model_executor/layers/attention/append_attn_backend.py:79),
+the prefix cache off, max_num_seqs 1..6, a pass budget B from S * (k + 1) (the least #7499's
 startup check accepts: one workload in four takes it, the full-batch shape of F5) up to
 2 * max_model_len, and a KV pool from the least FastDeploy accepts (``max_model_len //
 block_size + 2`` blocks, config.py:1705) up, so that preemption happens. Ops:
@@ -53,6 +54,8 @@ def draw_config(rng: random.Random, policy_name: str, commit: str) -> dict[str, 
         seqs = rng.randint(1, 6)
         floor = seqs * (1 + k)
         batched = floor if rng.random() < FULL_BATCH_SHARE else rng.randint(floor, max(floor, 2 * max_model_len))
+        if max_model_len % block:  # the attention backend's startup assert (append_attn_backend.py:79)
+            continue
         least = max_model_len // block + ENC_DEC_BLOCK_NUM
         extra = rng.choice((0, 1, 2, 4, 8, 16, max_model_len // block, 4 * max_model_len // block))
         config: dict[str, Any] = {
