@@ -18,6 +18,7 @@ rows; FCFS only.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Optional
 
 from .config import BudgetConfig, Requirement
 from ..spec.intlike import BoolLike, IntLike, ite, max_, min_, not_, or_
@@ -36,6 +37,10 @@ class _FastDeployPolicy(BudgetPolicy):
     max_k = 5
     min_model_len = 16
     default_k = 1  # SpeculativeConfig's num_speculative_tokens when no method is set (config.py:763)
+
+    def engine_version(self, cfg: BudgetConfig) -> Optional[str]:
+        """The commit cfg names (``fastdeploy_commits``), else None: the paged pool of SPEC.md §5."""
+        return getattr(cfg, "engine_version", None)
 
     def requirements(self, p: BudgetParams) -> list[Requirement]:
         b, s, k, max_len, block = (p.max_num_batched_tokens, p.max_num_seqs, p.num_speculative_tokens,
@@ -132,6 +137,7 @@ class FastDeployReserve(_FastDeployPolicy):
     name = "fastdeploy-reserve"
     description = "T = max(B - S*(k+1), min(B, 512))"
     version = "PR #7438"
+    versions = ("43685a98a",)
 
     def initial_budgets(self, p: BudgetParams, num_decoding: IntLike) -> Budgets:
         """Never more than B: the reservation only ever lowers the budget.
@@ -176,6 +182,7 @@ class FastDeployDecodeCount(_FastDeployPolicy):
     name = "fastdeploy-decode-count"
     description = "T = B - D0*t, t = k+1 (2 without speculation), D0 = running decodes; decodes charge nothing"
     version = "PR #7499"
+    versions = ("b19754c5f",)
 
     def requirements(self, p: BudgetParams) -> list[Requirement]:
         b, s, per_seq = p.max_num_batched_tokens, p.max_num_seqs, self.tokens_per_seq(p)
@@ -213,6 +220,7 @@ class FastDeploySpecMethod(FastDeployDecodeCount):
     name = "fastdeploy-spec-method"
     description = "as #7499, t = k+1 when a speculative method is set, else 1"
     version = "PR #7623"
+    versions = ("2a606e361", "564c78d78")
 
     def tokens_per_seq(self, p: BudgetParams) -> IntLike:
         return ite(p.spec_enabled, p.num_speculative_tokens + 1, 1)
@@ -230,6 +238,7 @@ class FastDeployMtpOnly(FastDeployDecodeCount):
     name = "fastdeploy-mtp-only"
     description = "first revision of #7623 (never merged): t = k+1 only for method mtp, else 1"
     version = "revision of #7623"
+    versions = ()
 
     def tokens_per_seq(self, p: BudgetParams) -> IntLike:
         return ite(p.is_mtp, p.num_speculative_tokens + 1, 1)

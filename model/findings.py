@@ -190,7 +190,7 @@ FINDINGS: dict[str, Finding] = {f.id: f for f in (
             "f4-vllm-adaptive-padded-admission-over-budget.json",
             "a padded admission of 1 + k rows larger than min(T, B - d) is never scheduled",
             False, _padding_over_room, _room_below_padding),
-    Finding("F5", "fastdeploy", ("PR #7499", "PR #7623"), "progress", "spec/SPEC.md §6 F5",
+    Finding("F5", "fastdeploy", ("PR #7499", "PR #7623", "b19754c5f", "2a606e361", "564c78d78"), "progress", "spec/SPEC.md §6 F5",
             "f5-fastdeploy-spec-method-full-batch-deadlock.json",
             "B = S * t (the startup check allows it): once all S seats decode the budget starts at 0, the loop "
             "visits nobody, no decode gets a block, each pauses at its block boundary and none ever finishes",

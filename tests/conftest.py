@@ -78,7 +78,7 @@ START_FIRST = (  # the scopes of tens of seconds each, longest first, so that no
     "builtin-proofs", "tests/integration/test_proofs_crosshair.py", "tests/vllm/test_both_vllm_versions.py",
     "vllm-in-process", "tests/quality/test_planted_bugs.py", "tests/quality/test_real_bugs.py",
     "tests/integration/test_proofs_induction.py", "tests/integration/test_fuzz_campaign.py",
-    "tests/sglang/test_sglang_conformance.py",
+    "tests/sglang/test_sglang_conformance.py", "tests/fastdeploy/test_fastdeploy_conformance.py",
 )
 
 

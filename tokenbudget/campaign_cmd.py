@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=folder, default=Path("tokenbudget-campaign"), metavar="DIR",
                         help="the campaign's folder: state, report, corpus (default: %(default)s)")
     add_policy(parser, "fuzz this policy (repeatable; default: every built-in; for --target vllm: vllm-adaptive)")
-    parser.add_argument("--target", choices=tuple(FACTORIES), default=MODEL,
+    parser.add_argument("--target", choices=(MODEL, VLLM), default=MODEL,
                         help="what executes the ops: the reference model, or vLLM 0.32's real scheduler")
     parser.add_argument("--seed", type=int, default=0,
                         help="the seed the workers' streams derive from (default 0; a resumed campaign keeps its own)")

@@ -21,7 +21,9 @@ from typing import Iterator, NoReturn
 
 from .args import UsageError
 from .console import Console
-from .engine_path import in_child, run_in_child
+from .engine_path import in_child, run_child, run_in_child
+from .harness.fastdeploy import runtime as fastdeploy_runtime
+from .targets import FASTDEPLOY
 from .exits import BAD_INPUT, INTERRUPTED, OK
 from .fuzz.database import DatabaseError, cache_folder
 from .render import clean
@@ -97,9 +99,14 @@ def _main(argv: list[str], console: Console) -> int:
         args = parser.parse_args(argv)
         console.quiet = args.quiet
         engine_path = getattr(args, "engine_path", None)
-        if engine_path is not None and not in_child(engine_path):
+        if getattr(args, "target", None) == FASTDEPLOY:  # FastDeploy runs in a child process (its stubs)
+            folder = fastdeploy_runtime.check_folder(engine_path)
+            if os.environ.get(fastdeploy_runtime.CHILD_ENV) != str(folder):
+                return run_child(argv, fastdeploy_runtime.child_env(folder))
+        elif engine_path is not None and not in_child(engine_path):
             if getattr(args, "target", "vllm") != "vllm":
-                raise UsageError("--engine-path runs a vLLM: use it with --target vllm (or conform)")
+                raise UsageError("--engine-path runs a vLLM or a FastDeploy: use it with --target vllm or "
+                                 "--target fastdeploy (or conform)")
             return run_in_child(engine_path, argv)
         with policy_timeout(getattr(args, "policy_timeout", None)):
             if getattr(args, "json", False):

@@ -15,10 +15,12 @@ from .console import Console
 from .engine_path import in_child, run_child, run_in_child
 from .exits import FAILED, OK
 from .harness.conform import run_conformance
+from .harness.fastdeploy import runtime as fastdeploy_runtime
+from .harness.fastdeploy.conform import fastdeploy_engine
 from .harness.sglang.conform import sglang_engine
 from .harness.sglang.runtime import CHILD_ENV, check_folder
 from .spec.user_paths import writable_folder
-from .targets import ENGINES, SGLANG, VLLM
+from .targets import ENGINES, FASTDEPLOY, SGLANG, VLLM
 
 HELP = "compare the model with a real engine step by step on seeded workloads"
 DESCRIPTION = ("Run seeded workloads on the reference model and on a real engine's scheduler in lockstep: vLLM "
@@ -26,8 +28,10 @@ DESCRIPTION = ("Run seeded workloads on the reference model and on a real engine
                "vLLM version nearest to it) or SGLang 0.5.23 (--engine sglang: its PrefillAdder, check_decode_mem "
                "and retract_decode with CPU allocators, from --engine-path, $TOKENBUDGET_SGLANG_PATH or "
                ".engines/sglang-0.5.23; the model runs sglang-0.5.23); compare grants, drafts, preemptions and "
-               "finished requests per step. Each divergence is written as a trace and matched against the "
-               "explanations in SPEC.md.")
+               "finished requests per step; or FastDeploy (--engine fastdeploy: its ResourceManagerV1.schedule() with "
+               "Paddle's CPU wheel, from --engine-path DIR or $TOKENBUDGET_FASTDEPLOY_PATH, a folder holding its "
+               "fastdeploy/ package; the model follows that commit). Each divergence is written as a trace and "
+               "matched against the explanations in SPEC.md.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where divergence traces go (default: a new temp dir)")
     parser.add_argument("--engine-path", type=folder, metavar="DIR", dest="engine_dir",
                         help="the engine's folder: for vllm an unpacked wheel or a vLLM checkout (run in a child "
-                             "process); for sglang a pip --target folder holding sglang")
+                             "process); for sglang a pip --target folder holding sglang; for fastdeploy a "
+                             "FastDeploy checkout's root (a folder holding fastdeploy/)")
     add_json(parser)
 
 
@@ -48,9 +53,15 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.engine == SGLANG:
         folder = check_folder(args.engine_dir)
         if os.environ.get(CHILD_ENV) != str(folder):  # SGLang runs in a child process (runtime.py: the stub)
-            return run_child(_argv(args, folder), {**os.environ, CHILD_ENV: str(folder)})
+            return run_child(_argv(args, folder), {**os.environ, CHILD_ENV: str(folder)}, console.out)
         report = run_conformance(args.seed, args.workloads, args.corpus, console.progress,
                                  engine=sglang_engine(folder))
+    elif args.engine == FASTDEPLOY:
+        folder = fastdeploy_runtime.check_folder(args.engine_dir)
+        if os.environ.get(fastdeploy_runtime.CHILD_ENV) != str(folder):  # FastDeploy runs in a child (the stubs)
+            return run_child(_argv(args, folder), fastdeploy_runtime.child_env(folder), console.out)
+        report = run_conformance(args.seed, args.workloads, args.corpus, console.progress,
+                                 engine=fastdeploy_engine(folder))
     elif args.engine_dir is not None and not in_child(args.engine_dir):
         return run_in_child(args.engine_dir, _argv(args))
     else:

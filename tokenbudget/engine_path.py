@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TextIO
 
 from .args import UsageError, folder
 from .harness.vllm.engine import ENGINE_PATH_ENV
@@ -22,7 +23,9 @@ _CHILD = "import sys; from tokenbudget.cli import main; sys.exit(main())"
 
 def add_engine_path(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine-path", type=folder, metavar="DIR",
-                        help="run the vLLM in DIR (an unpacked wheel or a vLLM checkout) instead of the installed one")
+                        help="run the vLLM in DIR (an unpacked wheel or a vLLM checkout) instead of the installed one; "
+                             "with --target fastdeploy, the FastDeploy checkout in DIR (default "
+                             "$TOKENBUDGET_FASTDEPLOY_PATH)")
 
 
 def engine_folder(path: Path) -> Path:
@@ -56,10 +59,11 @@ def run_in_child(path: Path, argv: list[str]) -> int:
     return run_child(argv, child_env(path))
 
 
-def run_child(argv: list[str], env: dict[str, str]) -> int:
+def run_child(argv: list[str], env: dict[str, str], stdout: TextIO | None = None) -> int:
     """``tokenbudget argv`` in a child process with ``env``; its exit status. Its stderr
     (progress, an error line) is passed on as it comes and its stdout when it ends, through
-    this process's ``sys.stdout`` and ``sys.stderr``."""
+    this process's ``sys.stderr`` and ``stdout`` (default ``sys.stdout``; a ``--json`` command
+    passes its console's real stdout)."""
     with tempfile.TemporaryFile("w+") as out:
         child = subprocess.Popen([sys.executable, "-c", _CHILD, *argv], env=env, stdout=out,
                                  stderr=subprocess.PIPE, text=True)
@@ -69,5 +73,5 @@ def run_child(argv: list[str], env: dict[str, str]) -> int:
             sys.stderr.flush()
         code = child.wait()
         out.seek(0)
-        sys.stdout.write(out.read())
+        (stdout or sys.stdout).write(out.read())
     return code

@@ -30,11 +30,15 @@ from .exits import FAILED, INTERRUPTED, OK
 from .fuzz.database import open_database
 from .fuzz.parallel import Job, WorkerDied, fuzz_workers
 from .fuzz.session import fuzz, save, seconds_left
+from .harness.fastdeploy import runtime as fastdeploy_runtime
+from .harness.fastdeploy.conform import modelled_commit
+from .harness.fastdeploy.target import FastDeployTarget
 from .harness.vllm.target import VllmTarget
 from .model import POLICY_ERROR, BudgetConfig, PolicyError, builtin_policies, get_policy
 from .model.target import ModelTarget, TargetFactory
 from .spec.user_paths import writable_folder
-from .targets import MODEL, VLLM
+from .model.fastdeploy_commits import FASTDEPLOY_COMMITS
+from .targets import FASTDEPLOY, MODEL, VLLM
 from .verdict import Judge, failed
 
 HELP = "fuzz policies with Hypothesis; each counterexample becomes a trace"
@@ -44,7 +48,7 @@ DESCRIPTION = ("Drive a target step by step with Hypothesis-generated requests, 
                "replay`. Each violation is judged as check and prove judge it: exit 1 when one is the policy's "
                "own (or over its base, or known under --strict), else 0.")
 
-FACTORIES: dict[str, TargetFactory] = {MODEL: ModelTarget, VLLM: VllmTarget}
+FACTORIES: dict[str, TargetFactory] = {MODEL: ModelTarget, VLLM: VllmTarget, FASTDEPLOY: FastDeployTarget}
 DEFAULT_SECONDS = 10.0
 MAX_EXAMPLES = 10**7  # per policy
 MAX_SECONDS = 7 * 86400.0  # a week per policy
@@ -62,9 +66,12 @@ def process_started() -> float:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_policy(parser, "fuzz this policy (repeatable; default: every built-in; for --target vllm: vllm-adaptive)")
+    add_policy(parser, "fuzz this policy (repeatable; default: every built-in; for --target vllm: vllm-adaptive; "
+                       "for --target fastdeploy: the policy of the FastDeploy commit driven)")
     parser.add_argument("--target", choices=tuple(FACTORIES), default=MODEL,
-                        help="what executes the ops: the reference model, or the real vLLM scheduler (the importable one, or --engine-path's)")
+                        help="what executes the ops: the reference model, the real vLLM scheduler (the importable one, "
+                             "or --engine-path's), or FastDeploy's (--engine-path DIR or $TOKENBUDGET_FASTDEPLOY_PATH, "
+                             "in a child process)")
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--examples", type=at_most(positive_int, MAX_EXAMPLES), metavar="N",
                         help="Hypothesis examples per policy, shrinking included")
@@ -87,13 +94,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, console: Console) -> int:
     started = process_started()
     default = ["vllm-adaptive"] if args.target == VLLM else list(builtin_policies())
+    if args.target == FASTDEPLOY:  # FastDeploy missing: bad input, now; by default its commit's policy
+        fd = fastdeploy_runtime.load()
+        default = [FASTDEPLOY_COMMITS[modelled_commit(fd["folder"], fd["commit"])[0]].policy]
     policies: Sequence[str] = list(dict.fromkeys(args.policies)) or default
     factory = FACTORIES[args.target]
     if args.corpus is not None:  # before any work
         writable_folder(args.corpus, "--corpus")
     for policy in policies:  # unknown policy, vLLM missing, a policy the target cannot run: bad input, now
         try:
-            factory(BudgetConfig(), get_policy(policy))
+            if args.target == FASTDEPLOY:
+                get_policy(policy)
+            else:
+                factory(BudgetConfig(), get_policy(policy))
         except PolicyError:  # the user policy itself fails: the session finds and reports that
             pass
     database = open_database(args.database)

@@ -1,7 +1,8 @@
 """``tokenbudget replay``: replay trace files on a target and judge them.
 
 Targets: ``model`` (the reference scheduler), ``vllm`` (the importable vLLM's real scheduler with
-the trace's accepted drafts) and ``runner`` (the reference scheduler with a small torch
+the trace's accepted drafts), ``fastdeploy`` (FastDeploy's ``ResourceManagerV1``, in a child
+process, ``harness/fastdeploy``) and ``runner`` (the reference scheduler with a small torch
 model runner executing every step it makes, ``kernels/``). The runner's faults
 (InputRowsOverflow, KVOverflow, CUDA out of memory) end the run as target errors, which
 fail the verdict. ``add_arguments`` and the usage checks import no torch; the runner is
@@ -15,7 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from . import render
 from .args import UsageError, add_json, add_max_work_gap, add_policy, seed, whole
@@ -26,10 +27,11 @@ from .harness.vllm.target import VllmTarget
 from .kernels.arrivals import MAX_STEPS
 from .model import builtin_policies
 from .model.replay import BadInput, ReplayResult, replay_on_model
+from .model.target import TargetFactory
 from .model.base_gap import replay_judged
 from .spec.collector import PacedCollector
 from .spec.trace import Trace, load_trace
-from .targets import MODEL, RUNNER, TARGETS, VLLM
+from .targets import FASTDEPLOY, MODEL, RUNNER, TARGETS, VLLM
 from .verdict import Judge, Verdict
 
 HELP = "replay trace files and judge them"
@@ -40,11 +42,22 @@ RUNNER_ONLY = {"acceptance": ("--acceptance", "greedy"), "model": ("--model", "t
                "steps": ("--steps", 0), "memory_cap": ("--memory-cap", False), "plot": ("--plot", None)}
 
 
+def _fastdeploy_target() -> TargetFactory:
+    from .harness.fastdeploy.target import FastDeployTarget  # imported in the child that loads FastDeploy only
+    return FastDeployTarget
+
+
+# the real engines' targets, built on demand
+ENGINE_TARGETS: dict[str, Callable[[], TargetFactory]] = {VLLM: lambda: VllmTarget, FASTDEPLOY: _fastdeploy_target}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("traces", nargs="+", metavar="TRACE", help="trace file (format tokenbudget.trace/1)")
     parser.add_argument("--target", choices=TARGETS, default=MODEL,
                         help="what executes the trace: model, or runner (the model with a torch runner executing "
-                             "its steps), or vllm (the importable vLLM's scheduler, or --engine-path's)")
+                             "its steps), or vllm (the importable vLLM's scheduler, or --engine-path's), or "
+                             "fastdeploy (FastDeploy's ResourceManagerV1 in --engine-path DIR or "
+                             "$TOKENBUDGET_FASTDEPLOY_PATH, in a child process)")
     parser.add_argument("--device", choices=("cpu", "cuda"), help="device of the runner target")
     parser.add_argument("--mode", choices=("forced", "live"),
                         help="mode of the runner and vllm targets: forced takes the accepted drafts from the trace "
@@ -90,8 +103,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
             def progress(where: str, n: int = n, trace: Trace = trace) -> None:
                 console.progress(f"replaying {n}/{len(traces)}: {trace.source}: {where}")
 
-            results.append(replay_on_model(trace, args.policy, VllmTarget, progress=progress) if args.target == VLLM
-                           else replay_judged(trace, args.policy, args.max_work_gap, progress=progress))
+            if args.target in ENGINE_TARGETS:
+                results.append(replay_on_model(trace, args.policy, ENGINE_TARGETS[args.target](), progress=progress))
+            else:
+                results.append(replay_judged(trace, args.policy, args.max_work_gap, progress=progress))
         judged = [_judged(trace, result, args) for trace, result in zip(traces, results)]
         ok = all(_passed(r) for r in results)
         if args.json:
@@ -119,6 +134,9 @@ def _passed(result: ReplayResult) -> bool:
 
 def _usage_problem(args: argparse.Namespace) -> str | None:
     """One line saying what is wrong with the target's options, or None."""
+    if args.target == FASTDEPLOY and (args.device or args.mode or args.max_work_gap):
+        return "the fastdeploy target runs FastDeploy's scheduler on the CPU with the trace's accepted drafts; " \
+               "--device, --mode and --max-work-gap apply to other targets"
     if args.target == VLLM and (args.device or args.mode == "live"):
         return "the vllm target runs vLLM's scheduler on the CPU with the trace's accepted drafts; " \
                "--device and --mode live apply to --target runner"

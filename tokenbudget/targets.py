@@ -1,5 +1,6 @@
 """The names of what executes a trace's ops: the reference model, the model with the torch
-runner executing its steps, and vLLM's real scheduler; the real engines conformance drives."""
-MODEL, RUNNER, VLLM, SGLANG = "model", "runner", "vllm", "sglang"
-TARGETS = (MODEL, RUNNER, VLLM)
-ENGINES = (VLLM, SGLANG)
+runner executing its steps, and vLLM's and FastDeploy's real schedulers; the real engines
+conformance drives."""
+MODEL, RUNNER, VLLM, SGLANG, FASTDEPLOY = "model", "runner", "vllm", "sglang", "fastdeploy"
+TARGETS = (MODEL, RUNNER, VLLM, FASTDEPLOY)
+ENGINES = (VLLM, SGLANG, FASTDEPLOY)

@@ -9,6 +9,7 @@ have equal fingerprints exactly when they started from equal states.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 import sys
 from pathlib import Path
 
@@ -42,8 +43,9 @@ def whole_state(loop: SchedulerLoop) -> tuple[object, ...]:
                          for name, value in vars(loop).items()
                          if isinstance(value, (int, float, bool, str, Request, type(None)))
                          and name not in ("num_steps", "state_changes")))
+    paused = tuple(sorted(getattr(loop, "worker_paused", ())))  # FastDeploy at a commit: the worker's pauses
     return (tuple(r.request_id for r in loop.running), tuple(r.request_id for r in loop.waiting), requests, blocks,
-            plain)
+            plain, paused)
 
 
 def random_ops(trace: Trace, rng: random.Random, count: int) -> list:
@@ -73,6 +75,9 @@ def runs_with_states():
     traces.append((Trace(policy="sglang-0.5.23", config={**sglang.config, "num_kv_blocks": 20}, ops=sglang.ops,
                          source="sglang-0.5.23 on sglang-v1-retract's config"), True))
     traces.append((SGLANG_ABORTS_LAST, False))
+    traces += [(replace(t, config={**t.config, "engine_version": commit}, source=f"{t.source} at {commit}"), True)
+               for t, _ in list(traces) for commit in getattr(get_policy(t.policy), "versions", ())
+               if get_policy(t.policy).engine == "fastdeploy"]  # FastDeploy's block rules, by commit
     for index, (trace, validate) in enumerate(traces):
         try:
             target = ModelTarget(BudgetConfig.from_dict(trace.config), get_policy(trace.policy), validate=validate)
@@ -88,9 +93,11 @@ def runs_with_states():
                 execution.apply(op)
             except ValueError:
                 continue  # an add the scheduler refuses
+        SOURCES.append(str(trace.source))
         yield trace.policy, [rec.fingerprint for rec in execution.run.steps], states, execution.run.events
 
 
+SOURCES: list[str] = []  # the traces run, in order
 RUNS = list(runs_with_states())
 
 
@@ -107,6 +114,7 @@ def test_equal_fingerprints_mean_equal_states_on_every_loop():
     assert pairs[True] > 0 and pairs[False] > 0, pairs  # both kinds of pair were seen
     assert {get_policy(p).loop.__name__ for p, *_ in RUNS} == {"VllmLoop", "FastDeployLoop", "TrtllmLoop", "SglangLoop"}
     assert "sglang-0.5.23" in {p for p, *_ in RUNS}
+    assert sum(" at " in source for source in SOURCES) >= 3  # FastDeploy's commits ran too
 
 
 def test_the_fingerprint_costs_no_request():

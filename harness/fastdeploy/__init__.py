@@ -1,0 +1,1 @@
+"""FastDeploy's real scheduler (``ResourceManagerV1``) as a target."""
