@@ -25,7 +25,8 @@ Decode (``update_running_batch``): ``check_decode_mem`` (schedule_batch.py:3432)
 policy's KV need of the batch; when short, ``retract_decode`` (:3451) retracts requests, the
 policy's order, popped from the end, releasing their KV, back of the waiting queue, until
 the rest pass the policy's retraction check or one is left (then the policy aborts it or
-lets the allocation fail). ``new_token_ratio`` decays each decode step without a retraction
+lets the allocation fail); the batch left keeps the retraction order (``filter_batch``, :3532),
+which breaks the next retraction's ties. ``new_token_ratio`` decays each decode step without a retraction
 and is re-estimated after one (new_token_ratio_tracker.py:34-49). Each decode then runs
 ``num_draft_tokens = 1 + k`` verify rows (topk 1): its grant counts its drafts, and its KV is
 reserved up to the policy's target; a reservation the pool cannot give is taken as far as it
@@ -33,10 +34,12 @@ goes, so ``kv-capacity`` sees the request hold less than its verify writes.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Optional
 
 from ..spec.intlike import cdiv
 from ..spec.records import StepOutcome, StepRecord
+from .config import BudgetConfig
 from .kv_pool import KVBlockPool
 from .loop import SchedulerLoop
 from .request import Request, Status
@@ -47,6 +50,18 @@ INIT_NEW_TOKEN_RATIO = 0.7  # environ SGLANG_INIT_NEW_TOKEN_RATIO
 MIN_NEW_TOKEN_RATIO = INIT_NEW_TOKEN_RATIO * 0.14  # SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR
 NEW_TOKEN_RATIO_DECAY = (INIT_NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600  # SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS
 RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS
+
+
+def context_headroom(cfg: BudgetConfig) -> int:
+    """The positions past the context length a request's req_to_token row holds
+    (``get_req_to_token_extra_context_len``, mem_cache/allocation_sizing.py:96-116 at v0.5.23):
+    4 + num_draft_tokens (1 + k), with pages at least the decode reservation 2A + page - 1. A
+    verify runs its 1 + k rows there however near the context length the request is."""
+    k = cfg.num_speculative_tokens
+    if not k:
+        return 4
+    extra = 4 + 1 + k
+    return max(extra, 2 * (1 + k) + cfg.block_size - 1) if cfg.block_size > 1 else extra
 
 
 class PrefillBudget:
@@ -86,6 +101,7 @@ class SglangLoop(SchedulerLoop):
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.limits = replace(self.limits, context_headroom=context_headroom(self.cfg))
         self.pool = KVBlockPool(self.cfg.num_kv_blocks, self.cfg.block_size, False)  # no radix cache: nothing shared
         self.new_token_ratio = INIT_NEW_TOKEN_RATIO
         self.batch_is_full = False
@@ -279,13 +295,12 @@ class SglangLoop(SchedulerLoop):
                                        / (sum(r.max_tokens for r in order) + 1))
             self.batch_is_full = False
             batch = order
+            kept = set(map(id, order))  # filter_batch(keep_indices=sorted_indices): the batch takes the retraction
+            self.running = order + [r for r in self.running if id(r) not in kept]  # order (schedule_batch.py:3532)
         else:
             self.new_token_ratio = max(self.new_token_ratio - NEW_TOKEN_RATIO_DECAY, MIN_NEW_TOKEN_RATIO)
+        grant = self.alloc_per_decode  # num_draft_tokens verify rows, near max_model_len too (context_headroom)
         for req in batch:
-            computed = req.num_computed_tokens
-            grant = min(self.alloc_per_decode, self.cfg.max_model_len - computed - 1)
-            if grant <= 0:
-                continue
             target = policy.decode_target(self, req)
             if not self._allocate(req, target):
                 self._allocate(req, self.allocated(req) + self.available())  # the pool runs out mid-reservation

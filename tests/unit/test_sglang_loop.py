@@ -185,3 +185,22 @@ def test_an_aborted_decode_clears_the_latch_one_decode_later() -> None:
     t.abort("a")
     assert _grants(t) == {"b": 3}
     assert _grants(t) == {"c": 4}
+
+
+def test_the_batch_left_after_a_retraction_keeps_the_retraction_order() -> None:
+    """retract_decode ends with filter_batch(keep_indices=sorted_indices): the running batch
+    takes the retraction order (fewest outputs, then the longest prompt, last), which breaks
+    the ties of the next retraction."""
+    t = _target("sglang-0.5.23", num_kv_blocks=116)
+    for i in range(5):
+        t.add(AddOp(f"r{i}", 8 - i, 16))
+    loop = t.scheduler
+    for _ in range(40):
+        rec, _ = t.step({})
+        if rec.preempted:
+            break
+    assert rec.preempted
+    kept = [r.request_id for r in loop.running]
+    key = {r.request_id: (r.num_output_tokens, -r.num_prompt_tokens) for r in loop.running}
+    assert len(kept) > 1 and kept == sorted(kept, key=key.__getitem__, reverse=True)
+    assert kept != sorted(kept)  # not the arrival order: the shorter prompts run first now
