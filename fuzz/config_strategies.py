@@ -17,7 +17,9 @@ FastDeploy's does not), ``max_model_len`` from the smallest the validation accep
 prefill off comes with B >= ``max_model_len``, as vLLM demands, for the policies whose
 validation accepts it. For a policy that asks a larger pool than one sequence (SGLang's), one
 draw in two is then repaired toward the boundary of the validation (``at_the_boundary``):
-the most sequences and the least KV pool it accepts.
+the most sequences and the least KV pool it accepts; half of those first take a page of a
+real deployment (1, 16, 32, 64 or 128), k up to 8 and a max_model_len of a few pages
+(``_deployed_pages``), where decodes cross page boundaries together.
 """
 from __future__ import annotations
 
@@ -136,8 +138,34 @@ def _draw_config(draw: Draw, policy: BudgetPolicy, space: ConfigSpace, scales: t
         enable_prefix_caching=draw(st.sampled_from((True, False))),
     )
     if asks_more_pool(policy, cfg) and draw(st.booleans()):
+        if draw(st.booleans()):
+            cfg = _deployed_pages(draw, policy, cfg, space)
         return at_the_boundary(policy, cfg, space)
     return cfg
+
+
+DEPLOYED_PAGES = (1, 16, 32, 64, 128)  # the page sizes real deployments run (SGLang's default is 1)
+MAX_PAGE_K = 8
+
+
+def _deployed_pages(draw: Draw, policy: BudgetPolicy, cfg: BudgetConfig, space: ConfigSpace) -> BudgetConfig:
+    """cfg (accepted) with a deployment's page, max_model_len of 2 to 4 pages (a small pool
+    of whole pages, so a few requests cross page boundaries together), speculation on with k
+    up to ``MAX_PAGE_K`` and B from one page up; cfg itself when the policy refuses that."""
+    page = draw(st.sampled_from(DEPLOYED_PAGES))
+    speculative = [m for m in space.methods if m is not None]
+    if not speculative:
+        return cfg
+    method = cfg.method or draw(st.sampled_from(speculative))
+    k = draw(st.integers(1, min(space.max_k, MAX_PAGE_K)))
+    model_len = max(space.min_model_len, page * draw(st.integers(2, 4)) if page > 1 else cfg.max_model_len)
+    seqs = max(1, min(cfg.max_num_seqs, 8))
+    budget = max(page, seqs * (1 + k), draw(st.sampled_from((page, page, 2 * page, model_len))))
+    repaired = cfg.replace(block_size=page, method=method, num_speculative_tokens=k, max_model_len=model_len,
+                           max_num_seqs=seqs, parallel_drafting=False,
+                           max_num_batched_tokens=budget, max_num_scheduled_tokens=None,
+                           num_kv_blocks=MAX_POOL, enable_chunked_prefill=True)  # at_the_boundary takes it down
+    return repaired if validates(policy, repaired) else cfg
 
 
 def asks_more_pool(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
@@ -148,6 +176,14 @@ def asks_more_pool(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
     one_sequence = cdiv(cfg.max_model_len, cfg.block_size)
     return (validates(policy, cfg) and cfg.num_kv_blocks > one_sequence
             and not validates(policy, cfg.replace(num_kv_blocks=one_sequence)))
+
+
+def asks_more_pool_of(policy: BudgetPolicy) -> bool:
+    """``asks_more_pool`` on a roomy config the policy accepts (speculation on where it can):
+    whether the policy's validation asks a pool past one sequence at all."""
+    base = BudgetConfig(max_num_batched_tokens=4096, max_num_seqs=1, max_model_len=64, num_kv_blocks=MAX_POOL)
+    probes = [base.replace(num_speculative_tokens=1, method=m) for m in sorted(methods.TABLES[policy.table])] + [base]
+    return next((asks_more_pool(policy, cfg) for cfg in probes if validates(policy, cfg)), False)
 
 
 def at_the_boundary(policy: BudgetPolicy, cfg: BudgetConfig, space: ConfigSpace) -> BudgetConfig:

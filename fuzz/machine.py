@@ -50,13 +50,13 @@ from ..spec.invariants import (RequestAccounting, Violation, check_step, drain_s
 from ..spec.records import RequestState, StepRecord
 from ..spec.target import describe
 from ..spec.trace import AbortOp, Op, StepOp, Trace, ViolationExpectation
-from .config_strategies import configs
+from .config_strategies import asks_more_pool_of, configs
 from .coverage import paths_taken
 from ..spec.collector import PacedCollector
 from ..spec.execution import Execution
 from .failures import MODEL_ERROR, FuzzFailure, error_kind, failure
 from ..model.target import ModelTarget, TargetFactory
-from .request_shapes import PATTERNS, RequestShape, accepted_drafts, request_shapes, resolve
+from .request_shapes import PATTERNS, RequestShape, accepted_drafts, bursts, request_shapes, resolve
 
 DEFAULTS = BudgetConfig().to_dict()
 REQUESTS = st.lists(request_shapes(), min_size=1, max_size=3)
@@ -435,8 +435,12 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
     if config_name is None:
         config_name = "configs" if config_strategy is None else repr(config_strategy)
 
+    # A policy whose pool must hold more than one sequence (SGLang's) retracts decodes: its runs
+    # may start with a burst of similar requests, which retract together at page boundaries.
+    first = st.one_of(REQUESTS, bursts()) if asks_more_pool_of(policy) else REQUESTS
+
     class Machine(FuzzMachine):
-        @initialize(cfg=strategy, requests=REQUESTS)
+        @initialize(cfg=strategy, requests=first)
         def start(self, cfg: BudgetConfig, requests: list[RequestShape]) -> None:
             self.deploy(cfg)
             self.add(requests)

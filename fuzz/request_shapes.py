@@ -46,6 +46,22 @@ def request_shapes() -> st.SearchStrategy[RequestShape]:
     )
 
 
+BURST_KINDS = ("pages", "pages", "blocks", "one", "k+1", "share")
+MAX_BURST = 8
+BURST_MAX_TOKENS = 16
+
+
+def bursts() -> st.SearchStrategy[list[RequestShape]]:
+    """2 to ``MAX_BURST`` copies of one short request arriving together: prompts of whole pages
+    or a token short (pages), at a page edge (blocks), of 1 or k + 1 tokens, or a share of
+    max_model_len, and at most
+    ``BURST_MAX_TOKENS`` out (the cost cap: a burst drains in a few dozen decodes), so that
+    their decodes cross page boundaries in the same steps on a tight pool and retract."""
+    shape = st.builds(RequestShape, prompt=st.sampled_from(BURST_KINDS), n=st.integers(0, 300),
+                      max_tokens=st.integers(1, BURST_MAX_TOKENS))
+    return st.tuples(shape, st.integers(2, MAX_BURST)).map(lambda pair: [pair[0]] * pair[1])
+
+
 def prompt_len(shape: RequestShape, cfg: BudgetConfig, chunk: int, draft_slots: int) -> int:
     """The prompt length of a shape under cfg, within 1 .. max_model_len - 1.
 
@@ -56,7 +72,9 @@ def prompt_len(shape: RequestShape, cfg: BudgetConfig, chunk: int, draft_slots: 
     chunk less d (whose grant leaves the input budget at exactly d, the loops' exit
     edge), or one either side · long: 1-2 chunks and more than a chunk, so it chunks ·
     share: max_model_len / 2, 3 or 4, so that a few requests fill a small KV pool as they
-    decode · tail: within n % 16 tokens of max_model_len - 1. n picks among the choices.
+    decode · tail: within n % 16 tokens of max_model_len - 1 · pages (bursts only): 1 to 4
+    whole pages, or a token less, so that the KV ends on a page boundary after the prefill or
+    the first decode. n picks among the choices.
     """
     bs, top = cfg.block_size, cfg.max_model_len - 1
     kind, n = shape.prompt, shape.n
@@ -74,6 +92,8 @@ def prompt_len(shape: RequestShape, cfg: BudgetConfig, chunk: int, draft_slots: 
         length = cfg.max_model_len // (n % 3 + 2)
     elif kind == "tail":
         length = top - n % 16
+    elif kind == "pages":
+        length = (n // 2 % 4 + 1) * bs - n % 2
     else:
         length = 1 + n % (4 * chunk)
     return max(1, min(length, top, 8 * chunk))

@@ -150,19 +150,25 @@ def _reach(cfg: BudgetConfig) -> int:
 
 
 def _decode_from_a_full_page_short(cfg: BudgetConfig, run: RunRecord) -> bool:
-    """A decode (a grant with drafts) whose KV ended exactly on a page boundary before the
-    step holds less KV than its verify writes: the check counted no page for it."""
+    """A step with a decode (a grant with drafts) whose KV ended exactly on a page boundary
+    before it, for which the check counted no page, and a decode that holds less KV than its
+    verify writes: the uncounted one, or another whose page it took (which one runs short
+    is the allocation's order)."""
     page = cfg.block_size
     if page <= _reach(cfg) + 1:
         return False
     for rec in run.steps:
         lim = rec.limits
+        uncounted, short = False, False
         for rid, drafts in rec.scheduled_draft_tokens.items():
+            if not drafts:
+                continue
             computed = rec.computed_before[rid]
-            if drafts and computed and computed % page == 0:
-                need = kv_slots_needed(computed, rec.num_scheduled_tokens[rid], lim.lookahead, lim.max_model_len)
-                if len(rec.block_tables.get(rid, ())) * page < need:
-                    return True
+            uncounted |= bool(computed) and computed % page == 0
+            need = kv_slots_needed(computed, rec.num_scheduled_tokens[rid], lim.lookahead, lim.max_model_len)
+            short |= len(rec.block_tables.get(rid, ())) * page < need
+        if uncounted and short:
+            return True
     return False
 
 

@@ -6,8 +6,8 @@ prefill-or-decode step, ``model.sglang_loop``) is judged instead by running the 
 over a bounded family of traces, smallest first: 1 to N requests (N = ``--max-requests``,
 at most ``MAX_REQUESTS``) of one shape each, added together, then steps until they drain
 (at most the drain bound of ``progress``), every draft rejected or every one accepted; over a
-grid of small configs the policy accepts (k, max_model_len, page size up to one past a
-verify's reach, the pool from the least it accepts up), smaller pages first.
+grid of configs the policy accepts (``TIERS``: k, max_model_len, page sizes from 1 to those of
+real deployments, 128, the pool from the least it accepts up), smaller pages first.
 The first trace that breaks an invariant is cut after its violating step and returned as
 REFUTED; an invariant no trace of the family breaks is PROVED_UP_TO N with method
 ``MODEL_SEARCH``, labelled "searched up to N": a bounded search, not a proof for every state.
@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import itertools
 import time
-from typing import Any, Iterator, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Optional
 
 from ..model import BudgetConfig, BudgetPolicy, builtin_policies
 from ..model.config_edges import least_pool, validates
@@ -39,15 +40,36 @@ def skeleton_models(policy: BudgetPolicy) -> bool:
     return policy.loop.one_pass_skeleton
 
 
-# (page size, max_model_len) in tiers searched one after the other, each for 1 to N requests:
-# tokens and pages of two, then a page larger than a verify's reach (2 + 2k for k <= 2), where
-# page-rounding rules that look only at a sequence's last page differ.
-TIERS = (((1, 4), (1, 8), (2, 4), (2, 8)), ((8, 16),))
+@dataclass(frozen=True)
+class Tier:
+    """Configs and request shapes searched together: (page size, max_model_len) pairs, the
+    draft counts, the pool above the least the policy accepts (pages),
+    and the prompts and max_tokens of a shape, as functions of the page."""
+
+    pages: tuple[tuple[int, int], ...]
+    ks: tuple[int, ...]
+    extra_pages: tuple[int, ...]
+    prompts: Callable[[int], tuple[int, ...]]
+    max_tokens: Callable[[int], tuple[int, ...]]
 
 
-def _configs(policy: BudgetPolicy, n: int, tier: tuple[tuple[int, int], ...]) -> Iterator[BudgetConfig]:
+# Searched one after the other, each for 1 to N requests: tokens and pages of two; then a page
+# larger than a verify's reach (2 + 2k for k <= 2), where page-rounding rules that look only at a
+# sequence's last page differ; then the pages of real deployments (16 to 128), with prompts that
+# end a token short of a page, where a decode's reservation crosses into a new page and a rule
+# counting tokens instead of pages (more than 21 + 2k of them) undercounts it.
+TIERS = (
+    Tier(((1, 4), (1, 8), (2, 4), (2, 8)), (1, 2, 3, 4), (0, 1, 2, 3), lambda page: (1, 2, 3),
+         lambda page: (1, 2, 4, 8)),
+    Tier(((8, 16),), (1, 2, 3), (0, 1, 3), lambda page: (1, 2, 3), lambda page: (1, 2, 4, 8)),
+    Tier(((16, 64), (32, 128), (64, 256), (128, 512)), (1, 2, 4), (0, 1), lambda page: (1, page - 1),
+         lambda page: (2, 8, page)),
+)
+
+
+def _configs(policy: BudgetPolicy, n: int, tier: Tier) -> Iterator[BudgetConfig]:
     """Small configs of the tier the policy accepts, with n seats and B = max(n * (1 + k), page)."""
-    for (page, max_len), k, extra in itertools.product(tier, (1, 2, 3), (0, 1, 3)):
+    for (page, max_len), k, extra in itertools.product(tier.pages, tier.ks, tier.extra_pages):
         probe = BudgetConfig(max_num_batched_tokens=max(n * (1 + k), page), max_num_seqs=n, num_speculative_tokens=k,
                              method="eagle3", block_size=page, num_kv_blocks=1, max_model_len=max_len,
                              enable_prefix_caching=False)
@@ -93,7 +115,8 @@ def search(policy: BudgetPolicy, max_requests: int) -> dict[str, Trace]:
     found: dict[str, Trace] = {}
     for tier, n in itertools.product(TIERS, range(1, max_requests + 1)):
         for cfg in _configs(policy, n, tier):
-            for accept, prompt, max_tokens in itertools.product((False, True), (1, 2, 3), (1, 2, 4, 8)):
+            shapes = itertools.product((False, True), tier.prompts(cfg.block_size), tier.max_tokens(cfg.block_size))
+            for accept, prompt, max_tokens in shapes:
                 if prompt >= cfg.max_model_len:
                     continue
                 result = _run(policy, cfg, n, prompt, max_tokens, accept)

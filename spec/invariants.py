@@ -270,11 +270,12 @@ def _held_twice_only_as_shared_prefix(rec: StepRecord) -> bool:
 @invariant("model-len", STEP, "computed + granted + sampled <= max_model_len", per_grant=True)
 def model_len(rec: StepRecord) -> list[Breach]:
     out = []
-    max_len = rec.limits.max_model_len
+    max_len, headroom = rec.limits.max_model_len, rec.limits.context_headroom
     for rid, grant in rec.num_scheduled_tokens.items():
-        if not grant_rules.fits_model_len(rec.computed_before[rid], grant, max_len):
+        if not grant_rules.fits_model_len(rec.computed_before[rid], grant, max_len + headroom):
+            past = f" + the engine's headroom {headroom}" if headroom else ""
             out.append((rec.step, f"{rid}: computed {rec.computed_before[rid]} + granted {grant} + 1 sampled "
-                                  f"> max_model_len {max_len}"))
+                                  f"> max_model_len {max_len}{past}"))
     return out
 
 

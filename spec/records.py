@@ -26,6 +26,7 @@ class StepLimits:
     max_model_len: int
     block_size: int
     num_kv_blocks: int
+    context_headroom: int = 0  # positions past max_model_len the engine's KV tables hold (SGLang's req_to_token rows)
     # What the deployment's limits do not include, so two targets' limits compare without them:
     method: Optional[str] = field(default=None, compare=False)  # the speculative method, named in messages
     reserved_lookahead: Optional[int] = field(default=None, compare=False)  # L the scheduler reserves; None: L

@@ -45,8 +45,8 @@ def good_record(**changes: Any) -> StepRecord:
 
 # SGLang 0.5.23 on a pool its validation refuses (replay it with validate=False): r1 decodes
 # until its reservation outgrows the pool and retract_decode aborts it, the last decode; r2 never fits.
-SGLANG_TIGHT = {"max_num_batched_tokens": 16, "max_num_seqs": 2, "num_speculative_tokens": 1, "method": "eagle3",
-                "parallel_drafting": False, "block_size": 1, "num_kv_blocks": 12, "max_model_len": 16,
+SGLANG_TIGHT = {"max_num_batched_tokens": 16, "max_num_seqs": 2, "num_speculative_tokens": 2, "method": "eagle3",
+                "parallel_drafting": False, "block_size": 1, "num_kv_blocks": 13, "max_model_len": 16,
                 "enable_prefix_caching": False}
 SGLANG_ABORTS_LAST = Trace(
     policy="sglang-0.5.23", config=SGLANG_TIGHT,

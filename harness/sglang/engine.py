@@ -11,7 +11,9 @@ budgets, ``add_chunked_req``, ``add_one_req``, ``budget_state``), ``ScheduleBatc
 sizing (``get_alloc_reserve_per_decode``, ``page_aligned_decode_alloc_lens``,
 mem_cache/allocation_sizing.py:64-100). SGLang's config bags come from a ``ServerArgs`` with
 speculative_algorithm EAGLE, topk 1, ``speculative_num_steps = k`` and
-``speculative_num_draft_tokens = k + 1`` (spec v1, the model's ``sglang-0.5.23``).
+``speculative_num_draft_tokens = k + 1`` (spec v1, the model's ``sglang-0.5.23``), and
+``chunked_prefill_size`` = B, or -1 with chunked prefill off (the scheduler's None,
+scheduler.py:1352-1373, passed to ``PrefillAdder`` as ``rem_chunk_tokens``).
 
 Re-implemented glue (scheduler.py at v0.5.23), kept to what one step does:
 
@@ -33,9 +35,9 @@ Re-implemented glue (scheduler.py at v0.5.23), kept to what one step does:
 
 Aborts: as the model, an aborted request leaves at once, its KV released
 (``release_kv_cache``); SGLang sets ``to_finish`` on a running one (``abort_request``,
-scheduler.py:5797-5811) and drops it from the batch after one more decode, which clears
-``batch_is_full`` (scheduler.py:3964-3968): the driver clears the latch when a running request
-is aborted.
+scheduler.py:5797-5812) and drops it from the batch after one more decode, which clears
+``batch_is_full`` (scheduler.py:3964-3968): the driver clears the latch after the next decode
+(``abort_pending``), or when the running batch is empty.
 
 Faked: the model runner. A prefill that completes a prompt samples one token; a decode
 verifies ``num_draft_tokens = 1 + k`` rows and commits 1 + the workload's accepted drafts
@@ -94,9 +96,10 @@ class SglangEngine:
         self.k = cfg.num_speculative_tokens
         self.page = cfg.block_size
         self.max_running = cfg.max_num_seqs
+        self.chunk = cfg.max_num_batched_tokens if cfg.enable_chunked_prefill else None  # None: chunking off
         args = sg["ServerArgs"](
             model_path="tokenbudget-fake", device="cpu", disable_radix_cache=True, page_size=self.page,
-            max_running_requests=self.max_running, chunked_prefill_size=cfg.max_num_batched_tokens,
+            max_running_requests=self.max_running, chunked_prefill_size=self.chunk if self.chunk else -1,
             max_prefill_tokens=cfg.max_num_batched_tokens, context_length=cfg.max_model_len,
             speculative_algorithm="EAGLE" if self.k else None, speculative_num_steps=self.k or None,
             speculative_eagle_topk=1 if self.k else None, speculative_num_draft_tokens=self.k + 1 if self.k else None,
@@ -121,6 +124,7 @@ class SglangEngine:
         self.running: list[Any] = []
         self.chunked: Any = None
         self.batch_is_full = False
+        self.abort_pending = False  # an aborted running request SGLang decodes once more
         self.aborted: set[str] = set()
         self.dead: Optional[str] = None
 
@@ -141,7 +145,7 @@ class SglangEngine:
             self.waiting.remove(req)
         if req in self.running:
             self.running.remove(req)
-            self.batch_is_full = False
+            self.abort_pending = True
         if req is self.chunked:
             self.chunked = None
         self._release(req)
@@ -172,13 +176,14 @@ class SglangEngine:
         return out
 
     def fingerprint(self) -> Hashable:
-        """The scheduler state as a value: the latch, the chunked request, ``new_token_ratio``,
+        """The scheduler state as a value: the latch, a pending abort, the chunked request, ``new_token_ratio``,
         the free KV, and each queued request in queue order (committed and allocated KV,
         outputs). Costs the live requests."""
         def state(r: Any) -> tuple[object, ...]:
             return r.rid, r.kv.kv_committed_len, r.kv.kv_allocated_len, len(r.output_ids)
 
-        return (self.batch_is_full, None if self.chunked is None else state(self.chunked), self.ratio.current,
+        chunked = None if self.chunked is None else state(self.chunked)
+        return (self.batch_is_full, self.abort_pending, chunked, self.ratio.current,
                 self.allocator.available_size(), tuple(map(state, self.running)), tuple(map(state, self.waiting)))
 
     def state(self, rid: str) -> RequestState:
@@ -198,7 +203,7 @@ class SglangEngine:
         """The admission walk of ``_get_new_batch_prefill_raw`` (scheduler.py:4079-4310)."""
         policy = self.sg["schedule_policy"]
         if not self.running:
-            self.batch_is_full = False  # :4093-4096
+            self.batch_is_full = self.abort_pending = False  # :4093-4096
         if (self.batch_is_full or not self.waiting) and self.chunked is None:  # :4098-4101
             return []
         if self._seats(0) <= 0 and self.chunked is None:  # :4117-4123
@@ -206,7 +211,7 @@ class SglangEngine:
             return []
         running_batch = self._batch(self.running)
         adder = policy.PrefillAdder(self.page, self.tree_cache, self.allocator, running_batch, self.ratio.current,
-                                    self.cfg.max_num_batched_tokens, self.cfg.max_num_batched_tokens,
+                                    self.cfg.max_num_batched_tokens, self.chunk,
                                     max_running_requests=self.max_running)
         if self.chunked is not None:  # :4185-4193
             self.chunked.init_next_round_input()
@@ -291,6 +296,8 @@ class SglangEngine:
             out.num_scheduled_tokens[rid] = rows
             out.scheduled_draft_tokens[rid] = rows - 1
             self._grow(req, target)
+        if self.abort_pending:  # the aborted request ran this decode and leaves at the next filter_batch
+            self.batch_is_full = self.abort_pending = False
         out.block_tables = {r.rid: self._pages(r) for r in self.running}
         for req in list(self.running):
             self._commit(req, 1 + min(max(0, accepted.get(req.rid, 0)), self.k))

@@ -9,13 +9,14 @@ allocation that failed (after it the target is dead). The ledger, initial budget
 ``progress_possible`` and ``unserved_demand`` are left None (SGLang's budgets are locals of
 ``PrefillAdder``), so the spec does not judge them here. Limits: B = max_prefill_tokens =
 chunked_prefill_size, S = max_running_requests, no draft slots or lookahead (the verify rows
-are the grant).
+are the grant), the req_to_token rows' headroom past the context length (``context_headroom``).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from ...model import BudgetConfig, BudgetPolicy
+from ...model.sglang_loop import context_headroom
 from ...spec.records import StepLimits, StepRecord
 from ...spec.trace import AddOp
 from ..engine_target import EngineTarget
@@ -32,6 +33,7 @@ class SglangTarget(EngineTarget):
             max_num_batched_tokens=cfg.max_num_batched_tokens, max_num_scheduled_tokens=cfg.max_num_batched_tokens,
             max_num_seqs=cfg.max_num_seqs, num_speculative_tokens=cfg.num_speculative_tokens, draft_slots=0,
             lookahead=0, max_model_len=cfg.max_model_len, block_size=cfg.block_size, num_kv_blocks=cfg.num_kv_blocks,
+            context_headroom=context_headroom(cfg),
         )
         self.num_steps = 0
 

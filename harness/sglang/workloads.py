@@ -10,15 +10,12 @@ the leading accepted drafts, arrivals and aborts between steps), or, one workloa
 (``RETRACT_SHARE``), as many short-prompt long-output requests as seats, arriving a step
 or two apart, on a pool that the admission estimate (0.7 of what a running request may
 still write) lets them all into but their whole lengths outgrow: ``retract_decode`` runs.
-In most workloads (``SHORT_SHARE``, and every retraction-shaped one) every request's
-max_tokens is cut so that it finishes before its last verify would pass max_model_len
-(``max_model_len - prompt - k``): the run is not cut short at the model's grant clip
-(SPEC.md §10 simplification 3).
+Requests run up to max_model_len: a verify near it runs its 1 + k rows in the rows'
+headroom past the context, in SGLang as in the model (``sglang_loop.context_headroom``).
 """
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 from typing import Any
 
 from ...model import ConfigError, get_policy
@@ -28,7 +25,6 @@ from ..conform_workloads import draw_ops
 
 POLICY = "sglang-0.5.23"
 METHODS = ("eagle3", "ngram")
-SHORT_SHARE = 0.7
 RETRACT_SHARE = 0.25  # workloads shaped for a decode retraction
 PAGE_SIZES = (1, 1, 2, 4)
 
@@ -40,8 +36,6 @@ def workload(seed: int, index: int, policy: str = POLICY) -> Trace:
     config = draw_config(rng, retract)
     cfg = BudgetConfig.from_dict(config)
     ops = _retract_ops(rng, cfg) if retract else draw_ops(rng, cfg)
-    if retract or rng.random() < SHORT_SHARE:
-        ops = [_short(op, cfg) for op in ops]
     return Trace(policy=policy, config=config, ops=tuple(ops),
                  description=f"SGLang conformance workload {index} of seed {seed}",
                  found_by=f"tokenbudget conform --engine sglang --seed {seed} (workload {index})")
@@ -101,11 +95,3 @@ def _accepted(rng: random.Random, k: int) -> int:
     while n < k and rng.random() < 0.6:
         n += 1
     return n
-
-
-def _short(op: Op, cfg: BudgetConfig) -> Op:
-    """An add whose request finishes before a verify of 1 + k rows would pass max_model_len."""
-    if not isinstance(op, AddOp):
-        return op
-    room = cfg.max_model_len - op.prompt_len - cfg.num_speculative_tokens
-    return replace(op, max_tokens=max(1, min(op.max_tokens, room)))

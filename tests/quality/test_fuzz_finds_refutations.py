@@ -17,11 +17,13 @@ from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec import INVARIANTS
 from tokenbudget.spec.trace import load_trace
 
-EXAMPLES = 400  # seed 0 finds every pair within this (bench/bench_fuzz.py: medians under 5 s), but:
-# sglang-v1-retract-fixed's kv-capacity is finding F6, a decode batch whose every KV ends on a
-# full page with pages past 2 + 2k: seed 0 reaches it at example 1031, seeds 1, 2 and 3 at
-# examples 51, 99 and 13. A pair listed here is fuzzed with that seed instead.
-SEED = {"sglang-v1-retract-fixed": 3}
+EXAMPLES = 400  # seed 0 finds every pair within this (bench/bench_fuzz.py: medians under 5 s), but
+# SGLang's spec-v1 kv-capacity (finding F6 and #14942: a decode batch that retracts too little, or
+# whose every KV ends on a full page), which a burst of similar requests at a page edge reaches:
+# in one run of 400 generated examples, sglang-v1-retract finds it at example 359 of seed 3 (none
+# of seeds 0-2), sglang-v1-retract-fixed at 173 of seed 2 (none of seeds 0-1); `fuzz --seconds`,
+# whose batches reseed, at examples 12-49 of seeds 0-4. A pair listed here is fuzzed with that seed.
+SEED = {"sglang-v1-retract": 3, "sglang-v1-retract-fixed": 2}
 
 
 def refuted_by_the_proofs() -> dict[str, frozenset[str]]:

@@ -64,6 +64,8 @@ BUGS = (
             r"needs \d+ rows|input-rows-cap: refuted \(B=\d+, S=\d+, k=\d+, ngram", "corpus"),
     RealBug("sglang_14942_retract_multiplier", ("kv-capacity",), KV_SHORT, "corpus"),
     RealBug("sglang_14180_page_boundary", ("kv-capacity",), KV_SHORT, "corpus"),
+    RealBug("sglang_9989_retract_tokens", ("kv-capacity",), r"kv-capacity: refuted.*pool \d+ x (3[2-9]|[4-9]\d|\d{3});",
+            "proofs"),
     RealBug("trtllm_16101_one_model_unreserved", ("input-rows-cap",), ROWS, "corpus"),
     RealBug("vllm_16370_eagle_no_lookahead", ("kv-capacity",), DRAFTER_KV_SHORT.format("eagle3"), "corpus"),
     RealBug("vllm_42971_dflash_lookahead_k", ("kv-capacity",), DRAFTER_KV_SHORT.format("dflash"), "fuzz"),

@@ -1,5 +1,5 @@
 """SGLang 0.5.23's PrefillAdder, check_decode_mem and retract_decode, on CPU allocators, in
-lockstep with the model: the released policy agrees or every divergence is explained; the
+lockstep with the model: the released policy agrees on every workload; the
 bug-era retraction (``sglang-v1-retract``) against the released code is a divergence nothing
 explains; the command's exit codes and its one error line."""
 from __future__ import annotations
@@ -16,7 +16,6 @@ import pytest
 from tokenbudget.harness.sglang.runtime import CHILD_ENV, PATH_ENV
 from tokenbudget.harness.sglang.workloads import POLICY, workload
 from tokenbudget.model import BudgetConfig, get_policy
-from tokenbudget.spec.trace import load_trace
 
 BOTH = """
 import contextlib, io, json, sys
@@ -57,18 +56,13 @@ def runs(sglang_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[
 
 
 @pytest.mark.sglang
-def test_released_policy_agrees_or_every_divergence_is_explained(runs: dict[str, Any]) -> None:
+def test_released_policy_agrees_on_every_workload(runs: dict[str, Any]) -> None:
     code, out, err = runs["command"]
     assert code == 0, err[-2000:]
     doc = json.loads(out)
     assert doc["engine"] == "sglang" and doc["policy"] == POLICY and doc["release"] == "0.5.23"
     assert doc["workloads"] == 10 and doc["ok"] and doc["unexplained"] == 0
-    assert doc["agreeing"] >= 1 and doc["steps_agreeing"] > 0
-    assert doc["agreeing"] + len(doc["divergences"]) == 10
-    for d in doc["divergences"]:
-        assert d["explanation"]["id"].startswith("sglang-")
-        trace = load_trace(Path(d["trace"]))
-        assert "Explained by SPEC.md §10" in trace.description and trace.policy == POLICY
+    assert doc["agreeing"] == 10 and not doc["divergences"] and doc["steps_agreeing"] > 0
 
 
 @pytest.mark.sglang

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from tokenbudget.fuzz.config_strategies import asks_more_pool, candidate_configs, configs
-from tokenbudget.fuzz.request_shapes import request_shapes, resolve
+from tokenbudget.fuzz.config_strategies import asks_more_pool, asks_more_pool_of, candidate_configs, configs
+from tokenbudget.fuzz.request_shapes import BURST_MAX_TOKENS, MAX_BURST, RequestShape, bursts, request_shapes, resolve
 from tokenbudget.model import BudgetConfig, BudgetPolicy, ConfigError, builtin_policies, get_policy, scheduler_for
 from tokenbudget.model.config_edges import least_pool, validates
 from tokenbudget.model.vllm_policies import VllmAdaptive
@@ -98,3 +98,33 @@ def test_asking_more_pool_is_the_least_pool_past_one_sequence(pol: BudgetPolicy)
         assert asks_more_pool(pol, cfg) == bisected
 
     agrees()
+
+
+def test_sglangs_draws_take_the_pages_of_real_deployments() -> None:
+    """A policy that asks more pool than one sequence (SGLang's) draws pages of 16 to 128 with
+    k up to 8 and a few pages of max_model_len; the policies that do not draw as before."""
+    assert asks_more_pool_of(get_policy("sglang-0.5.23")) and not asks_more_pool_of(get_policy("vllm-adaptive"))
+    pol = get_policy("sglang-v1-retract-fixed")
+    pages: list[int] = []
+
+    @settings(settings.get_profile("default"), derandomize=True, database=None, max_examples=200,
+              phases=[Phase.generate], suppress_health_check=[HealthCheck.too_slow])
+    @given(configs(pol))
+    def draw(cfg: BudgetConfig) -> None:
+        page, model_len = cfg.block_size, cfg.max_model_len
+        if 16 <= page and cfg.max_num_batched_tokens < 512 and model_len <= 4 * page and model_len % page == 0:
+            pages.append(page)
+            assert cfg.num_kv_blocks == least_pool(pol, cfg)
+
+    draw()
+    assert set(pages) == {16, 32, 64, 128} and len(pages) >= 10, pages
+
+
+def test_a_burst_is_copies_of_one_short_request() -> None:
+    @settings(suppress_health_check=[HealthCheck.too_slow], max_examples=50)
+    @given(bursts())
+    def burst(shapes: list[RequestShape]) -> None:
+        assert 2 <= len(shapes) <= MAX_BURST and len(set(shapes)) == 1
+        assert shapes[0].max_tokens <= BURST_MAX_TOKENS
+
+    burst()

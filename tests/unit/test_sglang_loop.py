@@ -143,3 +143,64 @@ def test_without_chunked_prefill_a_prompt_is_admitted_whole_or_waits() -> None:
     with pytest.raises(ConfigError, match="ceiled to block_size"):
         _target("sglang-0.5.23", enable_chunked_prefill=False, max_num_batched_tokens=40, max_model_len=42,
                 block_size=4)
+
+
+def _grants(t: ModelTarget) -> dict[str, int]:
+    return dict(t.step({})[0].num_scheduled_tokens)
+
+
+def test_an_admission_asks_and_reserves_a_page_more_and_its_max_new() -> None:
+    """add_one_req asks extend + max_new + page < rem_total_tokens and reserves the ceiled
+    extend, a page and max_new: on 22 tokens, request 0 (4 + 4) leaves 22 - 9 = 13, so a
+    second request of 6 + 6 (+ 1) is refused and one of 5 + 5 (+ 1) admitted."""
+    for prompt, admitted in ((6, False), (5, True)):
+        t = _target("sglang-0.5.23", max_num_seqs=4, max_model_len=16, num_speculative_tokens=1, num_kv_blocks=22)
+        t.add(AddOp("0", 4, 4))
+        t.add(AddOp("1", prompt, prompt))
+        assert _grants(t) == ({"0": 4, "1": prompt} if admitted else {"0": 4})
+        assert t.scheduler.batch_is_full is not admitted  # NO_TOKEN with a request admitted sets the latch
+
+
+def test_the_continuing_chunk_is_not_floored_to_a_page() -> None:
+    """The first admission's cut is floored to a page (8 of B = 10 at page 4); the chunk that
+    continues takes min(extend, rem_chunk_tokens, rem_total_tokens), here 10."""
+    t = _target("sglang-0.5.23", max_num_batched_tokens=10, max_num_seqs=2, block_size=4, max_model_len=64,
+                num_kv_blocks=100)
+    t.add(AddOp("long", 30, 4))
+    assert _grants(t) == {"long": 8}
+    assert _grants(t) == {"long": 10}
+    assert _grants(t) == {"long": 10}
+    assert _grants(t) == {"long": 2}
+
+
+def test_an_aborted_decode_clears_the_latch_one_decode_later() -> None:
+    """SGLang marks an aborted running request to_finish: it decodes once more and leaves at
+    the next filter_batch, which clears batch_is_full. Two seats latch the batch; after an
+    abort the next step still decodes, the one after admits the waiting request."""
+    t = _target("sglang-0.5.23", max_num_seqs=2)
+    for rid in ("a", "b", "c"):
+        t.add(AddOp(rid, 4, 8))
+    assert _grants(t) == {"a": 4, "b": 4} and t.scheduler.batch_is_full
+    assert _grants(t) == {"a": 3, "b": 3}
+    t.abort("a")
+    assert _grants(t) == {"b": 3}
+    assert _grants(t) == {"c": 4}
+
+
+def test_the_batch_left_after_a_retraction_keeps_the_retraction_order() -> None:
+    """retract_decode ends with filter_batch(keep_indices=sorted_indices): the running batch
+    takes the retraction order (fewest outputs, then the longest prompt, last), which breaks
+    the ties of the next retraction."""
+    t = _target("sglang-0.5.23", num_kv_blocks=116)
+    for i in range(5):
+        t.add(AddOp(f"r{i}", 8 - i, 16))
+    loop = t.scheduler
+    for _ in range(40):
+        rec, _ = t.step({})
+        if rec.preempted:
+            break
+    assert rec.preempted
+    kept = [r.request_id for r in loop.running]
+    key = {r.request_id: (r.num_output_tokens, -r.num_prompt_tokens) for r in loop.running}
+    assert len(kept) > 1 and kept == sorted(kept, key=key.__getitem__, reverse=True)
+    assert kept != sorted(kept)  # not the arrival order: the shorter prompts run first now
