@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Hashable, Iterable, Mapping, Optional
 
+from ...spec.grant_rules import kv_slots_needed
 from ...spec.records import RequestState, StepLimits, StepOutcome, StepRecord
 from ...spec.target import describe
 
@@ -154,6 +155,63 @@ def fingerprint(sched: Any) -> Hashable:
             manager.block_pool.get_num_free_blocks())
 
 
+PLAIN_STATUSES = ("RUNNING", "WAITING", "PREEMPTED")  # a request nothing outside the scheduler holds back
+
+
+def progress_judged(sched: Any) -> Optional[str]:
+    """Why the step half of ``progress`` is not judged on ``sched``, or None when it is: it
+    is judged on the synchronous scheduler of a text-generation model with no KV connector,
+    where nothing but the scheduler's own state decides whether a request gets a token."""
+    if scheduler_kind(sched) != "Scheduler" or getattr(sched.scheduler_config, "async_scheduling", False):
+        return f"{scheduler_kind(sched)}: in-flight tokens decide what is schedulable"
+    if getattr(sched, "connector", None) is not None or getattr(sched, "ec_connector", None) is not None:
+        return "a KV or encoder-cache connector: a transfer may hold a request back"
+    if getattr(sched, "num_sampled_tokens_per_step", 1) != 1 or getattr(sched, "is_encoder_decoder", False):
+        return "pooling, diffusion or encoder-decoder: not the modelled generation loop"
+    return None
+
+
+def progress_possible(sched: Any, lim: StepLimits) -> Optional[bool]:
+    """The model's admission rule on the live state, read before ``schedule()``: could
+    some request get a token this pass? A running request whose KV for one more token (and
+    the lookahead L) fits the free blocks, or, with a seat left, the head of the waiting
+    queue, whose first token and whole sequence so far (``scheduler_reserve_full_isl``) fit
+    them (``model/loop.py``'s ``_room_for_a_token``, ``_whole_sequence_fits``; prefix hits
+    are not counted, so the answer is never yes where the model's would be no). None when
+    it is not judged here (``progress_judged``) or a request in question is held back by
+    something outside the scheduler (a grammar, a transfer, multimodal input, streaming)."""
+    if progress_judged(sched) is not None:
+        return None
+    group = kv_group(sched)
+    if group is None:
+        return None
+    manager = sched.kv_cache_manager
+    free, size, max_len = manager.block_pool.get_num_free_blocks(), lim.block_size, lim.max_model_len
+
+    def plain(r: Any) -> bool:
+        return (r.status.name in PLAIN_STATUSES and not r.mm_features and not r.use_structured_output
+                and not getattr(r, "resumable", False))
+
+    for r in sched.running:
+        if not plain(r):
+            return None
+        if r.num_computed_tokens + 1 >= max_len or r.num_computed_tokens >= r.num_tokens_with_spec:
+            continue
+        held = len(manager.get_block_ids(r.request_id)[group])
+        if -(-kv_slots_needed(r.num_computed_tokens, 1, lim.lookahead, max_len) // size) - held <= free:
+            return True
+    queue = sched.kv_holding_waiting or sched.waiting
+    if not queue or len(sched.running) >= sched.max_num_running_reqs:
+        return False
+    head = queue.peek_request()
+    if not plain(head):
+        return None
+    held = len(manager.get_block_ids(head.request_id)[group]) if queue is sched.kv_holding_waiting else 0
+    first = -(-kv_slots_needed(head.num_computed_tokens, 1, lim.lookahead, max_len) // size) - held
+    whole = -(-min(head.num_tokens, max_len) // size) - held if getattr(sched, "scheduler_reserve_full_isl", True) else 0
+    return max(first, whole) <= free
+
+
 def scheduled_requests(sched: Any, out: Any, preempted: Iterable[str]) -> dict[str, Any]:
     """The Request objects of a step (scheduled, then preempted), taken before the output is
     applied: a request that finishes in ``update_from_output`` leaves ``sched.requests``."""
@@ -162,9 +220,10 @@ def scheduled_requests(sched: Any, out: Any, preempted: Iterable[str]) -> dict[s
 
 
 def step_record(step: int, lim: StepLimits, sched: Any, out: Any, preempted: tuple[str, ...],
-                fingerprint: Hashable = None) -> StepRecord:
+                fingerprint: Hashable = None, possible: Optional[bool] = None) -> StepRecord:
     """The record of one ``schedule()`` that returned ``out``, read at once. ``preempted``:
-    the requests it preempted, in order (``SchedulerOutput.preempted_req_ids`` is a set)."""
+    the requests it preempted, in order (``SchedulerOutput.preempted_req_ids`` is a set);
+    ``possible``: ``progress_possible`` read before the pass."""
     grants: dict[str, int] = dict(out.num_scheduled_tokens)
     requests = sched.requests
     computed = {rid: requests[rid].num_computed_tokens - n for rid, n in grants.items()}
@@ -194,6 +253,7 @@ def step_record(step: int, lim: StepLimits, sched: Any, out: Any, preempted: tup
         kv_blocks_in_use=in_use,
         block_tables=tables,
         block_keys=shared,
+        progress_possible=possible,
         fingerprint=fingerprint,
     )
 
