@@ -52,7 +52,7 @@ class TokenbudgetSession:
         self.tests = 0
         self.tests_with_schedulers = 0
         self.failed_by_plugin: list[str] = []
-        self.out = open(out, "w") if out else None
+        self.out = open(out, "w", buffering=1) if out else None  # a line per test, as it ends
 
     def _monitor(self) -> Any:
         if self.monitor is None and self.unavailable is None:

@@ -388,13 +388,14 @@ class VllmEngine:
         self.num_steps += 1
         self._preempted = []
         state = observe.fingerprint(sched)
+        possible = observe.progress_possible(sched, self.limits)
         try:
             out = sched.schedule()
         except Exception as exc:
             preempted = tuple(self._preempted)
             return VllmStep(observe.error_record(index, self.limits, sched, preempted, exc, state), preempted)
         preempted = tuple(self._preempted)
-        record = observe.step_record(index, self.limits, sched, out, preempted, state)
+        record = observe.step_record(index, self.limits, sched, out, preempted, state, possible)
         requests = observe.scheduled_requests(sched, out, preempted)
         runner_output, proposals = self._run_model(out, accepted)
         try:

@@ -162,12 +162,14 @@ def progress_judged(sched: Any) -> Optional[str]:
     """Why the step half of ``progress`` is not judged on ``sched``, or None when it is: it
     is judged on the synchronous scheduler of a text-generation model with no KV connector,
     where nothing but the scheduler's own state decides whether a request gets a token."""
+    if getattr(sched, "num_sampled_tokens_per_step", 1) != 1 or getattr(sched, "is_encoder_decoder", False):
+        return "pooling, diffusion or encoder-decoder: not the modelled generation loop"
     if scheduler_kind(sched) != "Scheduler" or getattr(sched.scheduler_config, "async_scheduling", False):
         return f"{scheduler_kind(sched)}: in-flight tokens decide what is schedulable"
     if getattr(sched, "connector", None) is not None or getattr(sched, "ec_connector", None) is not None:
         return "a KV or encoder-cache connector: a transfer may hold a request back"
-    if getattr(sched, "num_sampled_tokens_per_step", 1) != 1 or getattr(sched, "is_encoder_decoder", False):
-        return "pooling, diffusion or encoder-decoder: not the modelled generation loop"
+    if getattr(sched.scheduler_config, "prefill_schedule_interval", 1) > 1:  # 0.33: config/scheduler.py:203
+        return "prefill_schedule_interval > 1: admissions wait for their cadence"
     return None
 
 
@@ -175,12 +177,15 @@ def progress_possible(sched: Any, lim: StepLimits) -> Optional[bool]:
     """The model's admission rule on the live state, read before ``schedule()``: could
     some request get a token this pass? A running request whose KV for one more token (and
     the lookahead L) fits the free blocks, or, with a seat left, the head of the waiting
-    queue, whose first token and whole sequence so far (``scheduler_reserve_full_isl``) fit
-    them (``model/loop.py``'s ``_room_for_a_token``, ``_whole_sequence_fits``; prefix hits
-    are not counted, so the answer is never yes where the model's would be no). None when
-    it is not judged here (``progress_judged``) or a request in question is held back by
-    something outside the scheduler (a grammar, a transfer, multimodal input, streaming)."""
-    if progress_judged(sched) is not None:
+    queue, whose first token and whole sequence so far fit them (``model/loop.py``'s
+    ``_room_for_a_token``, ``_whole_sequence_fits``: the model's gate, whatever
+    ``scheduler_reserve_full_isl`` says, since without it a request alone in the system, which
+    the long-prefill threshold does not cut, must fit whole; prefix hits are not counted, so
+    the answer is never yes where the model's would be no). None when it is not judged here
+    (``progress_judged``, ``held_back``) or a request in question is held back by something
+    outside the scheduler (a grammar, a transfer, multimodal input, streaming, a LoRA whose
+    ``max_loras`` seats may be taken)."""
+    if progress_judged(sched) is not None or held_back(sched) is not None:
         return None
     group = kv_group(sched)
     if group is None:
@@ -190,7 +195,7 @@ def progress_possible(sched: Any, lim: StepLimits) -> Optional[bool]:
 
     def plain(r: Any) -> bool:
         return (r.status.name in PLAIN_STATUSES and not r.mm_features and not r.use_structured_output
-                and not getattr(r, "resumable", False))
+                and not getattr(r, "resumable", False) and r.lora_request is None)
 
     for r in sched.running:
         if not plain(r):
@@ -208,8 +213,23 @@ def progress_possible(sched: Any, lim: StepLimits) -> Optional[bool]:
         return None
     held = len(manager.get_block_ids(head.request_id)[group]) if queue is sched.kv_holding_waiting else 0
     first = -(-kv_slots_needed(head.num_computed_tokens, 1, lim.lookahead, max_len) // size) - held
-    whole = -(-min(head.num_tokens, max_len) // size) - held if getattr(sched, "scheduler_reserve_full_isl", True) else 0
+    whole = -(-min(head.num_tokens, max_len) // size) - held
     return max(first, whole) <= free
+
+
+def held_back(sched: Any) -> Optional[str]:
+    """Why nothing may be scheduled now whatever the state, or None: the scheduler is paused
+    (``pause_state``, vllm/v1/core/sched/interface.py:24-31 in 0.32.0), or a test double
+    stands in for a method of its KV cache manager or block pool (an instance attribute
+    over the class's method: a test forcing an allocation to fail)."""
+    state = getattr(sched, "_pause_state", None)
+    if state is not None and state.name != "UNPAUSED":
+        return f"paused ({state.name})"
+    for part in (sched.kv_cache_manager, sched.kv_cache_manager.block_pool):
+        doubled = sorted(name for name in vars(part) if callable(getattr(type(part), name, None)))
+        if doubled:
+            return f"{type(part).__name__}.{doubled[0]} replaced"
+    return None
 
 
 def scheduled_requests(sched: Any, out: Any, preempted: Iterable[str]) -> dict[str, Any]:

@@ -18,11 +18,13 @@ What a record holds, and where it comes from:
 * ``error``: an exception raised inside vLLM's ``schedule()`` or ``update_from_output``,
   as ``"Type: message (file:line)"``; after it the target is dead.
 
+``progress_possible`` is read from the live state before each pass with the model's
+admission rule (``observe.progress_possible``), so the step half of ``progress`` is judged.
 What vLLM cannot expose is left None, so the spec does not judge it: the ledger and the
-initial budgets (vLLM's budgets are locals of ``schedule()``), ``progress_possible``
-and ``unserved_demand``. Hence ``input-budget-nonnegative``, ``exact-refund``, the step
-half of ``progress`` and ``work-conserving`` are not judged on this target; vLLM's own
-``assert input_budget >= 0`` at the end of the pass still fires as an ``error``.
+initial budgets (vLLM's budgets are locals of ``schedule()``) and ``unserved_demand``.
+Hence ``input-budget-nonnegative``, ``exact-refund`` and ``work-conserving`` are not
+judged on this target; vLLM's own ``assert input_budget >= 0`` at the end of the pass
+still fires as an ``error``.
 
 The policy must be ``vllm-adaptive``: vLLM runs its own accounting, which is that
 policy; traces written for another policy cannot run on it. ``version`` is the vLLM release

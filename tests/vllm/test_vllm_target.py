@@ -70,6 +70,7 @@ def test_limits_read_from_vllm_match_the_method_table(method: str, parallel: boo
 
 
 def test_records_carry_what_vllm_exposes_and_leave_the_ledger_out() -> None:
+    """progress_possible is read from the live state (observe.progress_possible); the ledger and demand are not."""
     cfg = BudgetConfig(max_num_batched_tokens=32, max_num_seqs=4, num_speculative_tokens=2, method="ngram",
                        parallel_drafting=True, block_size=4, num_kv_blocks=12, max_model_len=32)
     run = Execution(VllmTarget(cfg, ADAPTIVE))
@@ -81,7 +82,7 @@ def test_records_carry_what_vllm_exposes_and_leave_the_ledger_out() -> None:
     assert first.padded == {"b"} and first.scheduled_draft_tokens == {"a": 0, "b": 2}
     assert first.runner_rows == {"a": 9 + 1, "b": 3 + 1} and first.computed_before == {"a": 0, "b": 8}
     assert first.block_tables["a"][0] == first.block_tables["b"][0] and first.block_keys  # one shared block
-    assert first.ledger is None and first.progress_possible is None and first.unserved_demand is None
+    assert first.ledger is None and first.progress_possible is True and first.unserved_demand is None
     assert check_run(run.run) == []
 
 
