@@ -48,6 +48,17 @@ def test_a_request_dropped_from_the_queues_is_lost(vllm_imported: None) -> None:
     assert lost and "in no queue" in lost[0].violation.message and lost[0].record is not None
 
 
+def test_a_preemption_outside_a_pass_lets_computed_tokens_go_back(vllm_imported: None) -> None:
+    engine = VllmEngine(CONFIG.replace(max_num_batched_tokens=12))  # a recompute takes several steps
+    watched = monitor.attach(engine.scheduler)
+    run_engine(engine, 4)
+    running = len(engine.scheduler.running)
+    assert running and engine.scheduler.reset_prefix_cache(reset_running_requests=True)  # preempts them all
+    for _ in range(6):
+        engine.step({})
+    assert watched.stats.preempted_outside_a_pass == running and watched.violations == []
+
+
 def test_watch_attaches_to_schedulers_built_in_the_block_only(vllm_imported: None) -> None:
     with monitor.watch() as watched:
         inside = VllmEngine(CONFIG)
