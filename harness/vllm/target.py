@@ -7,10 +7,12 @@ into the spec's StepRecord and StepOutcome, as it does for the runtime monitor.
 What a record holds, and where it comes from:
 
 * limits: read from vLLM after its config validation — B, T (the scheduler's
-  ``max_num_scheduled_tokens``), S, k, d (``max_num_new_slots_for_drafting``), L
-  (``num_lookahead_tokens``), ``max_model_len``, block size and usable pool size;
+  ``max_num_scheduled_tokens``), S, k, ``max_model_len``, block size and usable pool size;
+  the physical d and L from our method table (``model.physical_need``), never from the vLLM
+  under test (a slip in its draft-slot count would hide in its own numbers); vLLM's
+  ``num_lookahead_tokens`` is the lookahead it reserves (``reserved_lookahead``);
 * per scheduled request: the grant and scheduled drafts from the ``SchedulerOutput``;
-  ``runner_rows`` = grant + d, the rows vLLM's model runner occupies for it (its target
+  ``runner_rows`` = grant + d (the table's d), the rows vLLM's model runner occupies for it (its target
   tokens plus the drafter's slots); computed tokens before the grant and the token count
   from vLLM's ``Request``; the prefill set is the requests with more than one token left;
 * padded requests, preemptions (in order), queues, blocks in use, block tables and the
@@ -33,7 +35,10 @@ driven and the modelled version nearest to it (``engine.EngineVersion``).
 from __future__ import annotations
 
 
+from dataclasses import replace
+
 from ...model import BudgetConfig, BudgetPolicy, ConfigError
+from ...model.physical_need import physical_need
 from ...spec.records import StepRecord
 from ...spec.trace import AddOp
 from ..engine_target import EngineTarget
@@ -70,7 +75,11 @@ class VllmTarget(EngineTarget):
         except ValueError as exc:
             raise ConfigError(f"vLLM refuses the config: {' '.join(str(exc).split())}") from None
         self.version: EngineVersion = self.engine.version
-        self.limits = self.engine.limits
+        need = physical_need(policy, cfg)  # d and L from our method table, never from the vLLM under test
+        observed = self.engine.limits
+        self.limits = self.engine.limits = replace(observed, draft_slots=int(need.draft_slots),
+                                                   lookahead=int(need.lookahead),
+                                                   reserved_lookahead=observed.lookahead)
         self.num_steps = 0
 
     def add(self, op: AddOp) -> None:

@@ -116,3 +116,18 @@ def test_vllms_state_fingerprint_shows_f2s_hang_as_a_fixpoint_at_step_0() -> Non
     fingerprints = [rec.fingerprint for rec in working.run.steps]
     assert None not in fingerprints and len(set(map(repr, fingerprints))) > 1
     assert not [v for v in working.violations if "changed nothing" in v.message]
+
+
+@pytest.mark.parametrize("method", ["eagle3", "ngram", "dflash"])
+def test_the_physical_draft_slots_and_lookahead_are_the_method_tables_not_vllms(method: str) -> None:
+    """d and L judge vLLM, so they cannot come from it: a slip in vLLM's draft-slot count would
+    hide in its own numbers. vLLM's lookahead is what it reserves."""
+    from tokenbudget.model.physical_need import physical_need
+
+    cfg = BudgetConfig(max_num_batched_tokens=64, max_num_seqs=4, num_speculative_tokens=3, method=method,
+                       parallel_drafting=True, block_size=4, num_kv_blocks=32, max_model_len=64)
+    target = VllmTarget(cfg, ADAPTIVE)
+    need = physical_need(ADAPTIVE, cfg.replace(engine_version=target.version.model_version))
+    assert (target.limits.draft_slots, target.limits.lookahead) == (need.draft_slots, need.lookahead)
+    assert target.limits.reserved_lookahead == target.engine.scheduler.num_lookahead_tokens
+    assert target.engine.limits is target.limits  # the records the engine builds carry them
