@@ -18,7 +18,8 @@ from pathlib import Path
 version, dest = sys.argv[1], Path(sys.argv[2])
 if (dest / "tests" / "v1" / "core").is_dir():
     sys.exit(0)
-index = urllib.request.Request("https://pypi.org/simple/vllm/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+SIMPLE_JSON = {"Accept": "application/vnd.pypi.simple.v1+json"}  # PEP 691, what pip asks for
+index = urllib.request.Request("https://pypi.org/simple/vllm/", headers=SIMPLE_JSON)
 with urllib.request.urlopen(index, timeout=60) as page:
     sdist = next(f for f in json.load(page)["files"] if f["filename"] == f"vllm-{version}.tar.gz")
 with urllib.request.urlopen(sdist["url"], timeout=600) as response:

@@ -16,7 +16,7 @@ from tokenbudget.engine_path import child_env
 from tokenbudget.harness.vllm.engine import VllmEngine
 from tokenbudget.harness.vllm.export import VLLM_TESTS_DIR, exported_test_name
 from tokenbudget.model import BudgetConfig
-from tokenbudget.model.findings import FINDINGS
+from tokenbudget.model.findings import FINDINGS, Finding
 
 pytestmark = pytest.mark.vllm
 CONFIG = BudgetConfig(max_num_batched_tokens=32, max_num_seqs=4, num_speculative_tokens=2, method="ngram", block_size=4,
@@ -83,8 +83,11 @@ def run_findings_under_plugin(tmp_path: Path, env: dict[str, str]) -> dict[str, 
 
 def expected(version: str) -> dict[str, set[str]]:
     """Each vLLM finding's exported test, and the invariant the plugin must flag in it on ``version``."""
-    return {exported_test_name(f.trace_path).removesuffix(".py"): ({"model-error"} if f.engine_raises else {f.invariant})
-            if version in f.affects_versions else set() for f in FINDINGS.values() if f.engine == "vllm"}
+    def flagged(f: Finding) -> set[str]:
+        return ({"model-error"} if f.engine_raises else {f.invariant}) if version in f.affects_versions else set()
+
+    return {exported_test_name(f.trace_path).removesuffix(".py"): flagged(f)
+            for f in FINDINGS.values() if f.engine == "vllm"}
 
 
 def test_the_plugin_flags_the_findings_on_vllm_0_32(vllm_imported: None, tmp_path: Path) -> None:
