@@ -113,7 +113,7 @@ class TokenbudgetSession:
         stats = monitor.stats
         write(f"{self.tests} tests, {self.tests_with_schedulers} built a vLLM scheduler: {stats.schedulers} "
               f"schedulers, {stats.steps} steps judged, {stats.outputs_applied} outputs applied, "
-              f"{stats.preempted_outside_a_pass} preemptions outside a pass")
+              f"{stats.preempted_outside_a_pass} preemptions outside a pass; judging took {stats.seconds:.2f} s")
         write("scope (not judged, schedulers):")
         for line, count in sorted(stats.exclusions.items()):
             write(f"  {line}: {count}")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional
@@ -56,6 +57,7 @@ class MonitorStats:
     steps: int = 0
     outputs_applied: int = 0
     preempted_outside_a_pass: int = 0
+    seconds: float = 0.0  # spent observing and judging, the scheduler's own calls left out
     exclusions: Counter[str] = field(default_factory=Counter)  # "invariant: why" -> schedulers
 
 
@@ -182,23 +184,29 @@ class SchedulerWatch:
         return result
 
     def _schedule(self, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        sched, index = self.sched, self.num_steps
+        started = time.perf_counter()
+        sched, index, stats = self.sched, self.num_steps, self.monitor.stats
         self.num_steps += 1
-        self.monitor.stats.steps += 1
+        stats.steps += 1
         possible = observe.progress_possible(sched, self.limits) if self.judges_progress else None
         self.in_pass, self.preempted = True, []
+        called = time.perf_counter()
         try:
             out = original(*args, **kwargs)
         except Exception as exc:
             self.in_pass = False
+            returned = time.perf_counter()
             record = observe.error_record(index, self.limits, sched, tuple(self.preempted), exc)
             self._judge(record)
+            stats.seconds += called - started + time.perf_counter() - returned
             raise
         self.in_pass = False
+        returned = time.perf_counter()
         preempted = tuple(self.preempted)
         record = observe.step_record(index, self.limits, sched, out, preempted, possible=possible)
         self.pending[id(out)] = (out, index, observe.scheduled_requests(sched, out, preempted), preempted)
         self._judge(record)
+        stats.seconds += called - started + time.perf_counter() - returned
         return out
 
     def _judge(self, record: StepRecord) -> None:
@@ -222,6 +230,7 @@ class SchedulerWatch:
             requests = {rid: r for rid in out.num_scheduled_tokens if (r := self.sched.requests.get(rid))}
             step = (out, self.num_steps - 1, requests, ())
         result = original(out, *args, **kwargs)
+        returned = time.perf_counter()
         _, index, requests, preempted = step
         self.monitor.stats.outputs_applied += 1
         outcome = observe.outcome(index, requests, preempted)
@@ -229,4 +238,5 @@ class SchedulerWatch:
         breaches = self.accounting.applied(index, outcome)
         if breaches:
             self.monitor._found(self.label, [Violation("no-request-lost", s, m) for s, m in breaches], None)
+        self.monitor.stats.seconds += time.perf_counter() - returned
         return result
