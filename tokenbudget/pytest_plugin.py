@@ -10,7 +10,8 @@ nothing: it imports neither vLLM nor the rest of tokenbudget and adds no hook. W
 test runs inside a monitor's ``watching()`` block (setup, call and teardown), and the
 terminal summary gives the tests, schedulers, steps judged, the scope of what was not
 judged and why, and every violation with its step. ``--tokenbudget-out`` writes one JSON
-line per test that built a scheduler: its id, counts and violations with their records.
+line per test that built a scheduler: its id, counts and violations with their records
+(under pytest-xdist, each worker judges its tests and writes ``FILE.<worker>``).
 """
 from __future__ import annotations
 
@@ -38,8 +39,11 @@ def pytest_configure(config: pytest.Config) -> None:
         if config.getoption("--tokenbudget-out"):
             raise pytest.UsageError("--tokenbudget-out needs --tokenbudget=report or --tokenbudget=strict")
         return
-    config.pluginmanager.register(TokenbudgetSession(mode, config.getoption("--tokenbudget-out")),
-                                  "tokenbudget-session")
+    out = config.getoption("--tokenbudget-out")
+    worker = getattr(config, "workerinput", {}).get("workerid")  # a pytest-xdist worker: a file of its own
+    if out and worker:
+        out = f"{out}.{worker}"
+    config.pluginmanager.register(TokenbudgetSession(mode, out), "tokenbudget-session")
 
 
 class TokenbudgetSession:
@@ -108,7 +112,8 @@ class TokenbudgetSession:
             return
         monitor = self.monitor
         if monitor is None:
-            write("nothing judged: no test ran")
+            write("nothing judged here: no test ran in this process (under pytest-xdist the workers judge, strict "
+                  "fails their tests, and --tokenbudget-out FILE gets one FILE.<worker> each)")
             return
         stats = monitor.stats
         write(f"{self.tests} tests, {self.tests_with_schedulers} built a vLLM scheduler: {stats.schedulers} "
