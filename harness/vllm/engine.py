@@ -30,8 +30,9 @@ Faked, with nothing downloaded:
   ``EngineCore.step`` + ``post_step`` (vllm/v1/engine/core.py:657-696).
 
 Observed, not changed: the engine wraps the scheduler's ``_preempt_request`` to record
-the order of preemptions (``SchedulerOutput.preempted_req_ids`` is a set), and reads
-queues, block tables and block hashes from the scheduler and its KV cache manager.
+the order of preemptions (``SchedulerOutput.preempted_req_ids`` is a set); everything else
+it reads of the scheduler (limits, queues, block tables and hashes, request states,
+``progress_possible``) goes through ``observe``, the runtime monitor's way in too.
 
 Speculative methods. No draft model is ever loaded. The ``SpeculativeConfig`` is built
 as vLLM's own tests build it, with ``method="ngram"`` (which needs no draft model and
