@@ -52,20 +52,22 @@ def outcomes(junit: Path) -> dict[str, str]:
     return found
 
 
-def run_own_tests(folder: Path, env: dict[str, str], tmp: Path, *plugin: str) -> dict[str, str]:
-    junit = tmp / f"junit{len(plugin)}.xml"
+def start_own_tests(folder: Path, env: dict[str, str], junit: Path, *plugin: str) -> subprocess.Popen[str]:
     files = [f"tests/v1/core/{name}" for name in SCHEDULER_TESTS if (folder / "tests/v1/core" / name).is_file()]
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                    f"--junitxml={junit}", *plugin, *files], cwd=folder, env=env, capture_output=True, text=True,
-                   timeout=1800)
-    return outcomes(junit)
+    return subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                             f"--junitxml={junit}", *plugin, *files], cwd=folder, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
 
 
 def judged(folder: Path, env: dict[str, str], tmp: Path) -> None:
+    """Both runs at once (one core each), then their outcomes compared."""
     env = {**env, "HF_HUB_OFFLINE": "1", "HF_HOME": str(hub_cache(tmp / "hf"))}
-    plain = run_own_tests(folder, env, tmp)
     lines = tmp / "judged.jsonl"
-    strict = run_own_tests(folder, env, tmp, "--tokenbudget=strict", f"--tokenbudget-out={lines}")
+    runs = [start_own_tests(folder, env, tmp / "plain.xml"),
+            start_own_tests(folder, env, tmp / "strict.xml", "--tokenbudget=strict", f"--tokenbudget-out={lines}")]
+    for run in runs:
+        run.wait(timeout=1800)
+    plain, strict = outcomes(tmp / "plain.xml"), outcomes(tmp / "strict.xml")
     changed = {test: (was, strict.get(test)) for test, was in plain.items() if strict.get(test) != was}
     assert plain and not changed, changed
     docs = [json.loads(line) for line in lines.read_text().splitlines()]
