@@ -61,10 +61,10 @@ class TokenbudgetSession:
     def _monitor(self) -> Any:
         if self.monitor is None and self.unavailable is None:
             from .harness.vllm.engine import EngineUnavailable
+            from .harness.vllm.monitor import scheduler_class
             from .monitor import Monitor
             try:
-                from .harness.vllm.engine import _import_vllm
-                _import_vllm()
+                scheduler_class()
             except EngineUnavailable as exc:
                 self.unavailable = str(exc)
                 return None

@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterator, Optional
 from ...spec.invariants import STEP_CHECKS, RequestAccounting, Violation
 from ...spec.records import StepRecord
 from . import observe
-from .engine import _import_vllm
+from .engine import EngineUnavailable
 
 RUN_HALF = "progress (run half)"
 RUN_HALF_WHY = "a test drives the scheduler by hand: a repeated state or a long drain is no deadlock of vLLM's"
@@ -82,9 +82,9 @@ class Monitor:
     @contextlib.contextmanager
     def watching(self) -> Iterator[Monitor]:
         """Attach every vLLM ``Scheduler`` (subclasses included) built inside the block.
-        Raises EngineUnavailable when vLLM does not import."""
-        _import_vllm()
-        from vllm.v1.core.sched.scheduler import Scheduler
+        Raises EngineUnavailable when vLLM does not import. vLLM is imported as it is: its
+        logging and environment are left alone (a test may assert on vLLM's warnings)."""
+        Scheduler = scheduler_class()
 
         original = Scheduler.__init__
         monitor = self
@@ -101,6 +101,16 @@ class Monitor:
 
     def _found(self, label: str, violations: list[Violation], record: Optional[StepRecord]) -> None:
         self.violations += [MonitorViolation(label, v, record, self.context) for v in violations]
+
+
+def scheduler_class() -> Any:
+    """vLLM's ``Scheduler`` class, imported without touching vLLM's logging or environment
+    (unlike the harness's engine, which quiets vLLM); EngineUnavailable when it does not import."""
+    try:
+        from vllm.v1.core.sched.scheduler import Scheduler
+    except Exception as exc:  # ImportError, or a broken install failing at import
+        raise EngineUnavailable(f"vllm is not importable: {type(exc).__name__}: {exc}") from None
+    return Scheduler
 
 
 def attach(sched: Any, monitor: Optional[Monitor] = None) -> Monitor:
