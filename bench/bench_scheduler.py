@@ -145,9 +145,9 @@ def run_vllm(ops: list[Op]) -> SideRun:
         t0 = time.process_time()
         observed = engine.step(accepted)
         run.parts["harness"] += time.process_time() - t0
-        if observed.error:
-            raise RuntimeError(f"vLLM failed at step {len(run.grants)}: {observed.error}")
-        return observed.num_scheduled_tokens
+        if observed.record.error:
+            raise RuntimeError(f"vLLM failed at step {len(run.grants)}: {observed.record.error}")
+        return observed.record.num_scheduled_tokens
 
     _replay(ops, lambda op: engine.add(op["id"], op["prompt_len"], op["max_tokens"]), step, run)
     run.parts["harness"] -= sum(run.parts[p] for p in VLLM_PARTS if p != "harness")  # what is left of a step

@@ -16,9 +16,9 @@ def kv_slots_needed(computed: IntLike, tokens: IntLike, lookahead: IntLike, max_
     return min_(computed + tokens + lookahead, max_model_len)
 
 
-def fits_model_len(computed: IntLike, grant: IntLike, max_model_len: IntLike) -> BoolLike:
-    """``model-len``: computed + granted + the sampled token <= max_model_len."""
-    return computed + grant + 1 <= max_model_len
+def fits_model_len(computed: IntLike, grant: IntLike, max_model_len: IntLike, sampled: IntLike = 1) -> BoolLike:
+    """``model-len``: computed + granted + the sampled token (none for pooling) <= max_model_len."""
+    return computed + grant + sampled <= max_model_len
 
 
 def drafts_within_k(drafts: IntLike, k: IntLike) -> BoolLike:

@@ -267,14 +267,14 @@ def _held_twice_only_as_shared_prefix(rec: StepRecord) -> bool:
     return True
 
 
-@invariant("model-len", STEP, "computed + granted + sampled <= max_model_len", per_grant=True)
+@invariant("model-len", STEP, "computed + granted + sampled (1; 0 for pooling) <= max_model_len", per_grant=True)
 def model_len(rec: StepRecord) -> list[Breach]:
     out = []
-    max_len, headroom = rec.limits.max_model_len, rec.limits.context_headroom
+    max_len, headroom, sampled = rec.limits.max_model_len, rec.limits.context_headroom, rec.limits.sampled_tokens
     for rid, grant in rec.num_scheduled_tokens.items():
-        if not grant_rules.fits_model_len(rec.computed_before[rid], grant, max_len + headroom):
+        if not grant_rules.fits_model_len(rec.computed_before[rid], grant, max_len + headroom, sampled):
             past = f" + the engine's headroom {headroom}" if headroom else ""
-            out.append((rec.step, f"{rid}: computed {rec.computed_before[rid]} + granted {grant} + 1 sampled "
+            out.append((rec.step, f"{rid}: computed {rec.computed_before[rid]} + granted {grant} + {sampled} sampled "
                                   f"> max_model_len {max_len}{past}"))
     return out
 
@@ -311,6 +311,11 @@ class RequestAccounting:
     its outcome and what changed in its waiting queue (``WaitingTally``), not every request
     ever added; only a step that breaks it walks its queues to name each breach. Every id
     added or reported keeps its status and computed tokens (a few ints), no record.
+
+    A target whose steps do not come as a record with its outcome (vLLM's ``AsyncScheduler``
+    schedules step N + 1 before step N's output is applied; a request preempted or finished
+    between steps) feeds the events one by one instead: ``add``, ``queued`` (a pass's
+    record), ``applied`` (a step's outcome), ``ended`` and ``preempted`` outside a pass.
 
     A live request that the step's outcome reports aborted was aborted by the engine in
     that step (SGLang's ``retract_decode`` aborting the last decode): it leaves the queues
@@ -359,18 +364,37 @@ class RequestAccounting:
 
     def step(self, rec: StepRecord, outcome: Optional[StepOutcome]) -> list[Breach]:
         """One step's record and outcome (None when the target gave none)."""
+        if outcome is not None:
+            self.engine_aborted(outcome)
+        out = self.queued(rec)
+        return out if outcome is None else out + self.applied(rec.step, outcome)
+
+    def engine_aborted(self, outcome: StepOutcome) -> None:
+        """The live requests the outcome reports aborted: the engine aborted them in its step."""
+        for rid, state in outcome.requests.items():
+            if state.status == "aborted" and self.status.get(rid) == "live":
+                self._set(rid, "aborted")
+
+    def ended(self, rid: str, status: str) -> None:
+        """A live request finished or was aborted outside a step (``status``: finished | aborted)."""
+        if self.status.get(rid) == "live":
+            self._set(rid, status)
+
+    def preempted(self, rid: str) -> None:
+        """A request was preempted (inside a pass, or outside one, as vLLM's ``reset_prefix_cache``
+        does): its computed tokens may go back in the next outcome that reports it."""
+        self.computed.pop(rid, None)
+
+    def queued(self, rec: StepRecord) -> list[Breach]:
+        """The queues after a pass: every live request in exactly one, nothing else queued."""
         out: list[Breach] = []
         status, live, running, waiting = self.status, self.live, rec.running, self.waiting
-        if outcome is not None:
-            for rid, state in outcome.requests.items():
-                if state.status == "aborted" and status.get(rid) == "live":
-                    self._set(rid, "aborted")  # the engine aborted it in this step
         waiting.take(rec.waiting)
         queued_once = (waiting.surplus == 0 and waiting.stale == 0 and len(set(running)) == len(running)
                        and len(waiting.counts) + len(running) == len(live)
                        and all(rid in live and rid not in waiting.counts for rid in running))
         if not queued_once:  # some live request is in no queue, or some id queued twice or not live: name each
-            queued = running + rec.waiting
+            queued = running + tuple(rec.waiting)
             seen = set()
             for rid in queued:
                 if rid in seen:
@@ -381,20 +405,24 @@ class RequestAccounting:
             if len(seen) < len(self.live) or not seen.issuperset(self.live):
                 missing = sorted((rid for rid in self.live if rid not in seen), key=self.live.__getitem__)
                 out += [(rec.step, f"{rid} is in no queue") for rid in missing]
-        if outcome is None:
-            return out
-        computed = self.computed
+        return out
+
+    def applied(self, step: int, outcome: StepOutcome) -> list[Breach]:
+        """A step's output applied: outputs within max_tokens, no way back from finished or
+        aborted, computed tokens back only by a preemption (this step's or one noted before)."""
+        out: list[Breach] = []
+        status, computed = self.status, self.computed
         for rid, state in outcome.requests.items():
             if state.num_output_tokens > state.max_tokens:
-                out.append((rec.step, f"{rid} has {state.num_output_tokens} outputs, max_tokens {state.max_tokens}"))
+                out.append((step, f"{rid} has {state.num_output_tokens} outputs, max_tokens {state.max_tokens}"))
             expected = status.get(rid)
             if expected in ("finished", "aborted") and state.status != expected:
-                out.append((rec.step, f"{rid} was {expected}, now {state.status}"))
+                out.append((step, f"{rid} was {expected}, now {state.status}"))
             if state.status in ("finished", "aborted"):
                 self._set(rid, state.status)
             elif rid in computed and state.num_computed_tokens < computed[rid] and rid not in outcome.preempted:
-                out.append((rec.step, f"{rid}'s computed tokens went back from {computed[rid]} to "
-                                      f"{state.num_computed_tokens} without preemption"))
+                out.append((step, f"{rid}'s computed tokens went back from {computed[rid]} to "
+                                  f"{state.num_computed_tokens} without preemption"))
             computed[rid] = state.num_computed_tokens
         return out
 

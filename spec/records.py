@@ -30,6 +30,7 @@ class StepLimits:
     # What the deployment's limits do not include, so two targets' limits compare without them:
     method: Optional[str] = field(default=None, compare=False)  # the speculative method, named in messages
     reserved_lookahead: Optional[int] = field(default=None, compare=False)  # L the scheduler reserves; None: L
+    sampled_tokens: int = 1  # tokens a step samples past a finished prefill or a decode; 0 for pooling, diffusion
 
 
 class LedgerEntry(NamedTuple):

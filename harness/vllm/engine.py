@@ -30,8 +30,9 @@ Faked, with nothing downloaded:
   ``EngineCore.step`` + ``post_step`` (vllm/v1/engine/core.py:657-696).
 
 Observed, not changed: the engine wraps the scheduler's ``_preempt_request`` to record
-the order of preemptions (``SchedulerOutput.preempted_req_ids`` is a set), and reads
-queues, block tables and block hashes from the scheduler and its KV cache manager.
+the order of preemptions (``SchedulerOutput.preempted_req_ids`` is a set); everything else
+it reads of the scheduler (limits, queues, block tables and hashes, request states,
+``progress_possible``) goes through ``observe``, the runtime monitor's way in too.
 
 Speculative methods. No draft model is ever loaded. The ``SpeculativeConfig`` is built
 as vLLM's own tests build it, with ``method="ngram"`` (which needs no draft model and
@@ -68,8 +69,9 @@ from typing import TYPE_CHECKING, Any, Hashable, Mapping
 
 from ...model import methods
 from ...model.vllm_versions import VLLM_VERSIONS, modelled_version, nearest_version
-from ...spec.records import RequestState
-from ...spec.target import TargetUnavailable, describe
+from ...spec.records import RequestState, StepLimits, StepRecord
+from ...spec.target import TargetUnavailable
+from . import observe
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -276,42 +278,16 @@ def _check_knobs_kept(cfg: BudgetConfig, vllm_config: VllmConfig) -> None:
 
 @dataclass(frozen=True)
 class VllmStep:
-    """What one ``VllmEngine.step`` observed.
+    """What one ``VllmEngine.step`` observed, through ``observe``: the pass's ``record`` (read
+    right after ``schedule()``; its ``error`` is an exception raised inside vLLM's
+    ``schedule()`` or ``update_from_output``), ``preempted`` in preemption order (vLLM's
+    output keeps only a set, so the engine records its ``_preempt_request`` calls), and
+    ``requests``: the state of every request the step scheduled or preempted once the output
+    was applied (empty when applying it raised)."""
 
-    Read right after ``schedule()``: ``num_scheduled_tokens``; ``scheduled_draft_tokens``
-    (count per request that got drafts); ``padded`` (requests whose drafts are all -1
-    placeholders); ``preempted`` (in preemption order: vLLM's output keeps only a set, so
-    the engine records the order of its ``_preempt_request`` calls); per scheduled
-    request ``computed_before`` (computed tokens the grant starts from, prefix hits
-    included) and ``num_tokens`` (prompt + output tokens); the queues ``running`` and
-    ``waiting`` (ids); ``kv_blocks_in_use`` (usable blocks held by live requests; cached
-    free blocks count as free); ``block_tables`` (each running request's KV block ids)
-    and ``block_keys`` (the block hash of each block more than one of them holds).
-    ``fingerprint``: the scheduler's state before ``schedule()`` (``VllmEngine.fingerprint``).
-
-    Read after the output was applied: ``requests``, the state of every request the step
-    scheduled or preempted (a request that finished then has status "finished").
-
-    ``error`` is ``"Type: message (file:line)"`` of an exception raised inside vLLM,
-    else None. When ``schedule()`` raised, the per-request maps are empty and the queues
-    and blocks are as the exception left them; when applying the output raised,
-    ``requests`` is empty.
-    """
-
-    num_scheduled_tokens: dict[str, int]
-    scheduled_draft_tokens: dict[str, int]
-    padded: frozenset[str]
+    record: StepRecord
     preempted: tuple[str, ...]
-    computed_before: dict[str, int]
-    num_tokens: dict[str, int]
-    running: tuple[str, ...]
-    waiting: tuple[str, ...]
-    kv_blocks_in_use: int
-    block_tables: dict[str, tuple[int, ...]]
-    block_keys: dict[int, object]
     requests: dict[str, RequestState] = field(default_factory=dict)
-    error: str | None = None
-    fingerprint: Hashable = None
 
 
 class VllmEngine:
@@ -328,8 +304,10 @@ class VllmEngine:
         self.cfg = cfg
         self.scheduler = build_vllm_scheduler(cfg)
         self.version = engine_version()
+        self.num_steps = 0
         try:
             self._attach()
+            self.limits: StepLimits = observe.limits(self.scheduler)
         except (AttributeError, ImportError) as exc:
             raise incompatible(exc) from None
 
@@ -407,81 +385,31 @@ class VllmEngine:
         -1 placeholders are never accepted); every such request still running then gets
         ``num_speculative_tokens`` fresh drafts.
         """
-        sched = self.scheduler
+        sched, index = self.scheduler, self.num_steps
+        self.num_steps += 1
         self._preempted = []
-        fingerprint = self.fingerprint()
+        state = observe.fingerprint(sched)
+        possible = observe.progress_possible(sched, self.limits)
         try:
             out = sched.schedule()
         except Exception as exc:
-            return VllmStep({}, {}, frozenset(), tuple(self._preempted), {}, {}, *self._queues_and_blocks(),
-                            error=describe(exc), fingerprint=fingerprint)
-        drafts = out.scheduled_spec_decode_tokens
-        requests = {rid: sched.requests[rid] for rid in (*out.num_scheduled_tokens, *self._preempted)}
-        scheduled = VllmStep(
-            dict(out.num_scheduled_tokens),
-            {rid: len(t) for rid, t in drafts.items()},
-            frozenset(rid for rid, t in drafts.items() if t and all(x == -1 for x in t)),
-            tuple(self._preempted),
-            {rid: requests[rid].num_computed_tokens - n for rid, n in out.num_scheduled_tokens.items()},
-            {rid: requests[rid].num_tokens for rid in out.num_scheduled_tokens},
-            *self._queues_and_blocks(),
-            fingerprint=fingerprint,
-        )
+            preempted = tuple(self._preempted)
+            return VllmStep(observe.error_record(index, self.limits, sched, preempted, exc, state), preempted)
+        preempted = tuple(self._preempted)
+        record = observe.step_record(index, self.limits, sched, out, preempted, state, possible)
+        requests = observe.scheduled_requests(sched, out, preempted)
         runner_output, proposals = self._run_model(out, accepted)
         try:
             sched.update_from_output(out, runner_output)
             if proposals.req_ids:
                 sched.update_draft_token_ids(proposals)
         except Exception as exc:
-            return replace(scheduled, error=describe(exc))
-        return replace(scheduled, requests={rid: self._state(request) for rid, request in requests.items()})
+            return VllmStep(replace(record, error=observe.engine_error(exc)), preempted)
+        return VllmStep(record, preempted, observe.outcome(index, requests, preempted).requests)
 
     def fingerprint(self) -> Hashable:
-        """The scheduler's state as a value: every queued request in queue order (its status,
-        computed and output tokens, drafts, preemptions and KV blocks) and the free blocks.
-        Costs the live requests, as reading the queues does; requests that finished are not read."""
-        sched = self.scheduler
-        manager = sched.kv_cache_manager
-
-        def state(r: Any, holds_blocks: bool) -> tuple[object, ...]:
-            blocks = tuple(manager.get_block_ids(r.request_id)[0]) if holds_blocks else ()
-            return (r.request_id, r.status, r.num_computed_tokens, r.num_output_tokens, len(r.spec_token_ids),
-                    r.num_preemptions, blocks)
-
-        return (tuple(state(r, True) for r in sched.running),
-                tuple(state(r, True) for r in sched.kv_holding_waiting),
-                tuple(state(r, False) for r in sched.waiting),
-                manager.block_pool.get_num_free_blocks())
-
-    def _queues_and_blocks(self) -> tuple[tuple[str, ...], tuple[str, ...], int, dict[str, tuple[int, ...]],
-                                          dict[int, object]]:
-        """Running and waiting ids, blocks in use, block tables and shared blocks' hashes, as they are now."""
-        sched = self.scheduler
-        manager = sched.kv_cache_manager
-        running = tuple(r.request_id for r in sched.running)
-        waiting = tuple(r.request_id for queue in (sched.kv_holding_waiting, sched.waiting) for r in queue)
-        tables = {rid: tuple(manager.get_block_ids(rid)[0]) for rid in running}
-        blocks = manager.block_pool.blocks
-        shared: dict[int, object] = {
-            b: blocks[b].block_hash for table in tables.values() for b in table if blocks[b].ref_cnt > 1}
-        return running, waiting, self._blocks_in_use(), tables, shared
-
-    def _state(self, request: Any) -> RequestState:
-        """A vLLM request's observable state: its queue by status, token counts and max_tokens."""
-        status = request.status
-        if status == self._status.RUNNING:
-            queue = "running"
-        elif status == self._status.FINISHED_ABORTED:
-            queue = "aborted"
-        elif self._status.is_finished(status):
-            queue = "finished"
-        else:
-            queue = "waiting"
-        return RequestState(queue, request.num_computed_tokens, request.num_output_tokens, request.max_tokens,
-                            request.num_prompt_tokens)
-
-    def _blocks_in_use(self) -> int:
-        return self.cfg.num_kv_blocks - self.scheduler.kv_cache_manager.block_pool.get_num_free_blocks()
+        """The scheduler's state as a value (``observe.fingerprint``)."""
+        return observe.fingerprint(self.scheduler)
 
     def _run_model(
         self, out: SchedulerOutput, accepted: Mapping[str, int]

@@ -1,16 +1,18 @@
 """VllmTarget: the real vLLM scheduler (whichever is importable) as a fuzz and replay target.
 
 It wraps ``VllmEngine`` (vLLM's own ``Scheduler``, KV cache manager and block pool on a
-fake model; see ``harness/vllm/engine.py``) and turns each engine step into the spec's
-StepRecord and StepOutcome.
+fake model; see ``harness/vllm/engine.py``), whose steps ``harness/vllm/observe.py`` turns
+into the spec's StepRecord and StepOutcome, as it does for the runtime monitor.
 
 What a record holds, and where it comes from:
 
 * limits: read from vLLM after its config validation — B, T (the scheduler's
-  ``max_num_scheduled_tokens``), S, k, d (``max_num_new_slots_for_drafting``), L
-  (``num_lookahead_tokens``), ``max_model_len``, block size and usable pool size;
+  ``max_num_scheduled_tokens``), S, k, ``max_model_len``, block size and usable pool size;
+  the physical d and L from our method table (``model.physical_need``), never from the vLLM
+  under test (a slip in its draft-slot count would hide in its own numbers); vLLM's
+  ``num_lookahead_tokens`` is the lookahead it reserves (``reserved_lookahead``);
 * per scheduled request: the grant and scheduled drafts from the ``SchedulerOutput``;
-  ``runner_rows`` = grant + d, the rows vLLM's model runner occupies for it (its target
+  ``runner_rows`` = grant + d (the table's d), the rows vLLM's model runner occupies for it (its target
   tokens plus the drafter's slots); computed tokens before the grant and the token count
   from vLLM's ``Request``; the prefill set is the requests with more than one token left;
 * padded requests, preemptions (in order), queues, blocks in use, block tables and the
@@ -18,11 +20,13 @@ What a record holds, and where it comes from:
 * ``error``: an exception raised inside vLLM's ``schedule()`` or ``update_from_output``,
   as ``"Type: message (file:line)"``; after it the target is dead.
 
+``progress_possible`` is read from the live state before each pass with the model's
+admission rule (``observe.progress_possible``), so the step half of ``progress`` is judged.
 What vLLM cannot expose is left None, so the spec does not judge it: the ledger and the
-initial budgets (vLLM's budgets are locals of ``schedule()``), ``progress_possible``
-and ``unserved_demand``. Hence ``input-budget-nonnegative``, ``exact-refund``, the step
-half of ``progress`` and ``work-conserving`` are not judged on this target; vLLM's own
-``assert input_budget >= 0`` at the end of the pass still fires as an ``error``.
+initial budgets (vLLM's budgets are locals of ``schedule()``) and ``unserved_demand``.
+Hence ``input-budget-nonnegative``, ``exact-refund`` and ``work-conserving`` are not
+judged on this target; vLLM's own ``assert input_budget >= 0`` at the end of the pass
+still fires as an ``error``.
 
 The policy must be ``vllm-adaptive``: vLLM runs its own accounting, which is that
 policy; traces written for another policy cannot run on it. ``version`` is the vLLM release
@@ -31,11 +35,14 @@ driven and the modelled version nearest to it (``engine.EngineVersion``).
 from __future__ import annotations
 
 
+from dataclasses import replace
+
 from ...model import BudgetConfig, BudgetPolicy, ConfigError
-from ...spec.records import StepLimits, StepRecord
+from ...model.physical_need import physical_need
+from ...spec.records import StepRecord
 from ...spec.trace import AddOp
 from ..engine_target import EngineTarget
-from .engine import EngineVersion, VllmEngine, VllmStep, engine_version, incompatible
+from .engine import EngineVersion, VllmEngine, VllmStep, engine_version
 
 VLLM_POLICY = "vllm-adaptive"
 # vLLM's BlockPool (vllm/v1/core/block_pool.py, 0.32) makes a KVCacheBlock object per block
@@ -68,53 +75,16 @@ class VllmTarget(EngineTarget):
         except ValueError as exc:
             raise ConfigError(f"vLLM refuses the config: {' '.join(str(exc).split())}") from None
         self.version: EngineVersion = self.engine.version
-        try:
-            self.limits = _limits(self.engine)
-        except AttributeError as exc:
-            raise incompatible(exc) from None
+        need = physical_need(policy, cfg)  # d and L from our method table, never from the vLLM under test
+        observed = self.engine.limits
+        self.limits = self.engine.limits = replace(observed, draft_slots=int(need.draft_slots),
+                                                   lookahead=int(need.lookahead),
+                                                   reserved_lookahead=observed.lookahead)
         self.num_steps = 0
 
     def add(self, op: AddOp) -> None:
         self.engine.add(op.id, op.prompt_len, op.max_tokens, op.priority, op.prefix_group, op.prefix_len)
 
     def record(self, step: int, observed: VllmStep) -> StepRecord:
-        return _record(step, self.limits, observed)
-
-
-def _limits(engine: VllmEngine) -> StepLimits:
-    sched = engine.scheduler
-    spec = sched.vllm_config.speculative_config
-    return StepLimits(
-        max_num_batched_tokens=sched.scheduler_config.max_num_batched_tokens,
-        max_num_scheduled_tokens=sched.max_num_scheduled_tokens,
-        max_num_seqs=sched.max_num_running_reqs,
-        num_speculative_tokens=sched.num_spec_tokens,
-        draft_slots=spec.max_num_new_slots_for_drafting if spec is not None else 0,
-        lookahead=sched.num_lookahead_tokens,
-        max_model_len=sched.max_model_len,
-        block_size=sched.block_size,
-        num_kv_blocks=sched.kv_cache_manager.block_pool.num_gpu_blocks - 1,  # less vLLM's null block
-    )
-
-
-def _record(step: int, limits: StepLimits, s: VllmStep) -> StepRecord:
-    grants = s.num_scheduled_tokens
-    return StepRecord(
-        step=step,
-        limits=limits,
-        num_scheduled_tokens=dict(grants),
-        scheduled_draft_tokens={rid: s.scheduled_draft_tokens.get(rid, 0) for rid in grants},
-        runner_rows={rid: n + limits.draft_slots for rid, n in grants.items()},
-        computed_before=dict(s.computed_before),
-        num_tokens=dict(s.num_tokens),
-        padded=s.padded,
-        prefill=frozenset(rid for rid in grants if s.computed_before[rid] < s.num_tokens[rid] - 1),
-        preempted=s.preempted,
-        running=s.running,
-        waiting=s.waiting,
-        kv_blocks_in_use=s.kv_blocks_in_use,
-        block_tables=dict(s.block_tables),
-        block_keys=dict(s.block_keys),
-        error=s.error,
-        fingerprint=s.fingerprint,
-    )
+        assert observed.record.step == step, (observed.record.step, step)
+        return observed.record

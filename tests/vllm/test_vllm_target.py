@@ -70,6 +70,7 @@ def test_limits_read_from_vllm_match_the_method_table(method: str, parallel: boo
 
 
 def test_records_carry_what_vllm_exposes_and_leave_the_ledger_out() -> None:
+    """progress_possible is read from the live state (observe.progress_possible); the ledger and demand are not."""
     cfg = BudgetConfig(max_num_batched_tokens=32, max_num_seqs=4, num_speculative_tokens=2, method="ngram",
                        parallel_drafting=True, block_size=4, num_kv_blocks=12, max_model_len=32)
     run = Execution(VllmTarget(cfg, ADAPTIVE))
@@ -81,7 +82,7 @@ def test_records_carry_what_vllm_exposes_and_leave_the_ledger_out() -> None:
     assert first.padded == {"b"} and first.scheduled_draft_tokens == {"a": 0, "b": 2}
     assert first.runner_rows == {"a": 9 + 1, "b": 3 + 1} and first.computed_before == {"a": 0, "b": 8}
     assert first.block_tables["a"][0] == first.block_tables["b"][0] and first.block_keys  # one shared block
-    assert first.ledger is None and first.progress_possible is None and first.unserved_demand is None
+    assert first.ledger is None and first.progress_possible is True and first.unserved_demand is None
     assert check_run(run.run) == []
 
 
@@ -115,3 +116,18 @@ def test_vllms_state_fingerprint_shows_f2s_hang_as_a_fixpoint_at_step_0() -> Non
     fingerprints = [rec.fingerprint for rec in working.run.steps]
     assert None not in fingerprints and len(set(map(repr, fingerprints))) > 1
     assert not [v for v in working.violations if "changed nothing" in v.message]
+
+
+@pytest.mark.parametrize("method", ["eagle3", "ngram", "dflash"])
+def test_the_physical_draft_slots_and_lookahead_are_the_method_tables_not_vllms(method: str) -> None:
+    """d and L judge vLLM, so they cannot come from it: a slip in vLLM's draft-slot count would
+    hide in its own numbers. vLLM's lookahead is what it reserves."""
+    from tokenbudget.model.physical_need import physical_need
+
+    cfg = BudgetConfig(max_num_batched_tokens=64, max_num_seqs=4, num_speculative_tokens=3, method=method,
+                       parallel_drafting=True, block_size=4, num_kv_blocks=32, max_model_len=64)
+    target = VllmTarget(cfg, ADAPTIVE)
+    need = physical_need(ADAPTIVE, cfg.replace(engine_version=target.version.model_version))
+    assert (target.limits.draft_slots, target.limits.lookahead) == (need.draft_slots, need.lookahead)
+    assert target.limits.reserved_lookahead == target.engine.scheduler.num_lookahead_tokens
+    assert target.engine.limits is target.limits  # the records the engine builds carry them

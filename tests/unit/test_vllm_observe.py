@@ -1,0 +1,80 @@
+"""observe's scope rules on stand-ins for vLLM's objects (no vLLM here): which KV group is
+read, what is not judged on which scheduler, and when the step half of progress is not asked."""
+from __future__ import annotations
+
+import enum
+from types import SimpleNamespace
+
+from tokenbudget.harness.vllm import observe
+
+
+class FullAttentionSpec:
+    block_size = 16
+
+
+class SlidingWindowSpec:
+    block_size = 16
+
+
+class MambaSpec:
+    block_size = 16
+
+
+class Scheduler:  # named as vLLM's, the way observe tells the kinds apart
+    def __init__(self, *specs: type, diffusion: bool = False, encoder_decoder: bool = False) -> None:
+        groups = [SimpleNamespace(kv_cache_spec=spec()) for spec in specs]
+        self.kv_cache_config = SimpleNamespace(kv_cache_groups=groups)
+        self.vllm_config = SimpleNamespace(model_config=SimpleNamespace(is_diffusion=diffusion))
+        self.scheduler_config = SimpleNamespace(async_scheduling=False, prefill_schedule_interval=1)
+        self.is_encoder_decoder = encoder_decoder
+        self.num_sampled_tokens_per_step = 0 if diffusion else 1
+        self.connector = None
+        self.kv_cache_manager = KVCacheManager()
+
+
+class AsyncScheduler(Scheduler):
+    pass
+
+
+class KVCacheManager:
+    def __init__(self) -> None:
+        self.block_pool = SimpleNamespace()
+
+    def allocate_slots(self) -> None:
+        """A method a test may replace on the instance."""
+
+
+class PauseState(enum.IntEnum):
+    UNPAUSED = 0
+    PAUSED_ALL = 2
+
+
+def test_the_first_full_attention_group_is_read_and_a_scheduler_without_one_has_kv_capacity_out_of_scope() -> None:
+    assert observe.kv_group(Scheduler(SlidingWindowSpec, FullAttentionSpec)) == 1
+    assert observe.scope(Scheduler(SlidingWindowSpec, FullAttentionSpec)).excluded == {}
+    excluded = observe.scope(Scheduler(SlidingWindowSpec, MambaSpec)).excluded
+    assert set(excluded) == {"kv-capacity"} and "MambaSpec, SlidingWindowSpec" in excluded["kv-capacity"]
+
+
+def test_diffusion_and_encoder_decoder_schedulers_say_what_is_not_judged() -> None:
+    assert set(observe.scope(Scheduler(FullAttentionSpec, diffusion=True)).excluded) == {"spec-shape"}
+    assert set(observe.scope(Scheduler(FullAttentionSpec, encoder_decoder=True)).excluded) == {"model-len",
+                                                                                             "kv-capacity"}
+
+
+def test_the_step_half_of_progress_is_asked_only_of_the_plain_synchronous_loop() -> None:
+    plain = Scheduler(FullAttentionSpec)
+    assert observe.progress_judged(plain) is None and observe.held_back(plain) is None
+    assert "AsyncScheduler" in observe.progress_judged(AsyncScheduler(FullAttentionSpec))
+    assert "pooling, diffusion" in observe.progress_judged(Scheduler(FullAttentionSpec, diffusion=True))
+    plain.connector = object()
+    assert "connector" in observe.progress_judged(plain)
+
+
+def test_a_paused_scheduler_or_a_test_double_in_its_kv_manager_holds_requests_back() -> None:
+    paused = Scheduler(FullAttentionSpec)
+    paused._pause_state = PauseState.PAUSED_ALL
+    assert observe.held_back(paused) == "paused (PAUSED_ALL)"
+    doubled = Scheduler(FullAttentionSpec)
+    doubled.kv_cache_manager.allocate_slots = lambda: None
+    assert observe.held_back(doubled) == "KVCacheManager.allocate_slots replaced"

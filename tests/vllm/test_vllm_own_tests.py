@@ -1,0 +1,93 @@
+"""vLLM's own scheduler tests (``tests/`` of the release's sdist), run under the plugin in
+strict mode against the matching vLLM: every test keeps the outcome it has without the
+plugin, no violation is reported, and steps are judged.
+
+The sdists' tests are fetched by ``.ci/vllm_own_tests.py`` into the folder named by
+``TOKENBUDGET_VLLM_OWN_TESTS`` (``vllm-0.32.0/tests``, ``vllm-0.33.0/tests``; .ci/run does
+it). They name Hugging Face models: nothing is downloaded, the ``config.json`` files they
+need are ours (``hf_configs/``), served from a local hub cache with ``HF_HUB_OFFLINE=1``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tokenbudget.engine_path import child_env
+
+pytestmark = pytest.mark.vllm
+OWN_TESTS_ENV = "TOKENBUDGET_VLLM_OWN_TESTS"
+HF_CONFIGS = Path(__file__).parent / "hf_configs"
+# The files of tests/v1/core that build a Scheduler (the others test the KV cache manager alone).
+SCHEDULER_TESTS = ("test_scheduler.py", "test_async_scheduler.py", "test_priority_preemption_bug.py",
+                   "test_priority_scheduler_random.py", "test_deferred_block_free.py", "test_prefix_replay.py",
+                   "test_swa_inflight_window_free.py", "test_worker_slot_overflow.py")
+
+
+def hub_cache(home: Path) -> Path:
+    """A Hugging Face hub cache under ``home`` holding each of our config.json files as its model's main revision."""
+    revision = "0" * 40
+    for config in HF_CONFIGS.glob("*/*/config.json"):
+        repo = home / "hub" / f"models--{config.parent.parent.name}--{config.parent.name}"
+        (repo / "snapshots" / revision).mkdir(parents=True)
+        shutil.copy(config, repo / "snapshots" / revision / "config.json")
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text(revision)
+    return home
+
+
+def outcomes(junit: Path) -> dict[str, str]:
+    """Each test's outcome in a junit file: passed, failed, error or skipped."""
+    found = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        kinds = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
+        found[f"{case.get('classname')}::{case.get('name')}"] = {"failure": "failed"}.get(kinds[0], kinds[0]) \
+            if kinds else "passed"
+    return found
+
+
+def start_own_tests(folder: Path, env: dict[str, str], junit: Path, *plugin: str) -> subprocess.Popen[str]:
+    files = [f"tests/v1/core/{name}" for name in SCHEDULER_TESTS if (folder / "tests/v1/core" / name).is_file()]
+    return subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                             f"--junitxml={junit}", *plugin, *files], cwd=folder, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+
+
+def judged(folder: Path, env: dict[str, str], tmp: Path) -> None:
+    """Both runs at once (one core each), then their outcomes compared."""
+    env = {**env, "HF_HUB_OFFLINE": "1", "HF_HOME": str(hub_cache(tmp / "hf"))}
+    lines = tmp / "judged.jsonl"
+    runs = [start_own_tests(folder, env, tmp / "plain.xml"),
+            start_own_tests(folder, env, tmp / "strict.xml", "--tokenbudget=strict", f"--tokenbudget-out={lines}")]
+    for run in runs:
+        run.wait(timeout=1800)
+    plain, strict = outcomes(tmp / "plain.xml"), outcomes(tmp / "strict.xml")
+    changed = {test: (was, strict.get(test)) for test, was in plain.items() if strict.get(test) != was}
+    assert plain and not changed, changed
+    docs = [json.loads(line) for line in lines.read_text().splitlines()]
+    violations = [(d["test"], v["invariant"], v["message"]) for d in docs for v in d["violations"]]
+    assert violations == []
+    assert sum(d["steps"] for d in docs) > 0
+
+
+def own_tests(version: str) -> Path:
+    value = os.environ.get(OWN_TESTS_ENV)
+    folder = Path(value or ".") / f"vllm-{version}"
+    if not value or not (folder / "tests" / "v1" / "core").is_dir():
+        pytest.skip(f"needs vLLM {version}'s own tests in ${OWN_TESTS_ENV}/vllm-{version}/tests "
+                    f"(python3 .ci/vllm_own_tests.py {version} DIR/vllm-{version})")
+    return folder
+
+
+def test_vllm_0_32_own_scheduler_tests_keep_their_outcomes_under_strict(vllm_imported: None, tmp_path: Path) -> None:
+    judged(own_tests("0.32.0"), dict(os.environ), tmp_path)
+
+
+def test_vllm_0_33_own_scheduler_tests_keep_their_outcomes_under_strict(vllm033_path: Path, tmp_path: Path) -> None:
+    judged(own_tests("0.33.0"), child_env(vllm033_path), tmp_path)
