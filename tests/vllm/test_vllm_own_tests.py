@@ -53,10 +53,15 @@ def outcomes(junit: Path) -> dict[str, str]:
 
 
 def start_own_tests(folder: Path, env: dict[str, str], junit: Path, *plugin: str) -> subprocess.Popen[str]:
+    """vLLM's tests in a child pytest, its output in JUNIT.log. Their own empty ini and rootdir:
+    a folder inside this checkout (.engines/) would otherwise take our pyproject's options."""
     files = [f"tests/v1/core/{name}" for name in SCHEDULER_TESTS if (folder / "tests/v1/core" / name).is_file()]
-    return subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                             f"--junitxml={junit}", *plugin, *files], cwd=folder, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+    ini = junit.with_suffix(".ini")
+    ini.write_text("[pytest]\n")
+    with junit.with_suffix(".log").open("w") as log:  # the child keeps its own copy open
+        return subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                                 "-c", str(ini), f"--rootdir={folder}", f"--junitxml={junit}", *plugin, *files],
+                                cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
 
 
 def judged(folder: Path, env: dict[str, str], tmp: Path) -> None:
@@ -67,6 +72,8 @@ def judged(folder: Path, env: dict[str, str], tmp: Path) -> None:
             start_own_tests(folder, env, tmp / "strict.xml", "--tokenbudget=strict", f"--tokenbudget-out={lines}")]
     for run in runs:
         run.wait(timeout=1800)
+    for name in ("plain", "strict"):
+        assert (tmp / f"{name}.xml").is_file(), (tmp / f"{name}.log").read_text()[-3000:]
     plain, strict = outcomes(tmp / "plain.xml"), outcomes(tmp / "strict.xml")
     changed = {test: (was, strict.get(test)) for test, was in plain.items() if strict.get(test) != was}
     assert plain and not changed, changed
