@@ -198,10 +198,10 @@ def _error(cls: type, name: str, method: Callable[..., Any], e: BaseException, s
                            f"read-only to a policy (state of its own belongs on self)", symbolic)
     head = f"{POLICY_ERROR}: {cls.__name__}.{name} ({_where(cls, method, e)})"
     if isinstance(e, user_code.CallTimedOut):
-        return PolicyError(f"{head} {e}; make it return, or give --policy-timeout more seconds", symbolic)
+        return PolicyError(f"{head} {user_code.describe(e)}; make it return, or give --policy-timeout more seconds",
+                           symbolic)
     if isinstance(e, (user_code.ExitCalled, SystemExit)):
-        status = e if isinstance(e, user_code.ExitCalled) else f"sys.exit({e.code!r})"
-        return PolicyError(f"{head} called {status}, which would end the run as if it had passed; a policy "
+        return PolicyError(f"{head} {user_code.describe(e)}, which would end the run as if it had passed; a policy "
                            f"returns or raises", symbolic)
     text = " ".join(str(e).split())
     text = text if len(text) <= 200 else text[:200] + "..."

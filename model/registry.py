@@ -62,7 +62,7 @@ def get_policy(spec: str) -> BudgetPolicy:
     except BaseException as e:  # it exited, hung or raised KeyboardInterrupt itself
         if not user_code.escaped(e):
             raise
-        raise ConfigError(f"importing policy module {module_name!r} {_escape(e)}; fix that module") from None
+        raise ConfigError(f"importing policy module {module_name!r} {user_code.describe(e)}; fix that module") from None
     cls = getattr(module, attr, None)
     if not (isinstance(cls, type) and issubclass(cls, BudgetPolicy)):
         raise ConfigError(f"{spec!r} is not a BudgetPolicy subclass; point --policy at one")
@@ -78,23 +78,12 @@ def get_policy(spec: str) -> BudgetPolicy:
     except BaseException as e:
         if not user_code.escaped(e):
             raise
-        raise ConfigError(f"creating policy {spec!r} {_escape(e)}; fix its __init__") from None
+        raise ConfigError(f"creating policy {spec!r} {user_code.describe(e)}; fix its __init__") from None
     for attr in ("name", "description", "engine", "version"):  # a base class with nothing set still reports
         if not isinstance(getattr(policy, attr, None), str):
             setattr(policy, attr, spec if attr == "name" else "")
     policy.loaded_from = spec
     return guard(policy)
-
-
-def _escape(e: BaseException) -> str:
-    """What user code did when it left by a BaseException (``user_code.escaped``), for one line."""
-    if isinstance(e, user_code.CallTimedOut):
-        return str(e)
-    if isinstance(e, SystemExit):
-        return f"called sys.exit({e.code!r})"
-    if isinstance(e, user_code.ExitCalled):
-        return f"called {e}"
-    return f"raised {type(e).__name__}"
 
 
 def policy_spec(policy: BudgetPolicy) -> str:

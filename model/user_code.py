@@ -90,6 +90,17 @@ def escaped(e: BaseException) -> bool:
     return isinstance(e, (SystemExit, GeneratorExit, ExitCalled, CallTimedOut))
 
 
+def describe(e: BaseException) -> str:
+    """What user code did when it left by a BaseException ``escaped`` accepts, for one line."""
+    if isinstance(e, CallTimedOut):
+        return str(e)
+    if isinstance(e, SystemExit):
+        return f"called sys.exit({e.code!r})"
+    if isinstance(e, ExitCalled):
+        return f"called {e}"
+    return f"raised {type(e).__name__}"
+
+
 class _Watch:
     """The process's one watchdog over the call in flight: ``depth`` of nested user calls,
     ``calls`` counts outermost ones, so the watchdog tells a new call from the same."""
