@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from . import render
-from .args import add_json, at_most, folder, seed, whole
+from .args import add_json, at_most, folder, positive_int, seed
 from .console import Console
 from .engine_path import in_child, run_child, run_in_child
 from .exits import FAILED, OK
@@ -36,7 +36,8 @@ DESCRIPTION = ("Run seeded workloads on the reference model and on a real engine
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=ENGINES, default=VLLM, help="the real engine (default vllm)")
-    parser.add_argument("--workloads", type=at_most(whole, 10**6), default=100, metavar="N", help="workloads to run (default 100)")
+    parser.add_argument("--workloads", type=at_most(positive_int, 10**6), default=100, metavar="N",
+                        help="workloads to run, at least 1 (default 100)")
     parser.add_argument("--seed", type=seed, default=0, help="workload stream (default 0)")
     parser.add_argument("--corpus", type=folder, metavar="DIR",
                         help="where divergence traces go (default: a new temp dir)")

@@ -42,3 +42,9 @@ def test_a_vllm_whose_internals_moved_fails_naming_what_is_missing(tmp_path: Pat
     (tmp_path / "vllm" / "v1" / "kv_cache_interface.py").write_text("class KVCacheConfig:\n    pass\n")
     line = one_error_line(tokenbudget("conform", "--engine-path", str(tmp_path), "--workloads", "1"))
     assert "vLLM 0.99.0" in line and "FullAttentionSpec" in line and "0.32 and 0.33" in line, line
+
+
+def test_conform_on_no_workloads_is_refused_not_judged() -> None:
+    """Zero workloads would print an agreement of 0/0 and the verdict ok: a verdict on no evidence."""
+    line = one_error_line(tokenbudget("conform", "--engine", "sglang", "--workloads", "0"))
+    assert "--workloads" in line and "expected a number > 0" in line
