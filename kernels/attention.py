@@ -23,11 +23,13 @@ QUERY_CHUNK = 1024  # query rows per score matrix: bounds memory for long prefil
 @dataclass(frozen=True)
 class Segment:
     """The consecutive rows ``start..end-1`` of one request in a batch; ``context_slots``
-    are the cache slots of its positions ``0..len-1``, covering every query position."""
+    are the cache slots of its positions ``0..len-1``, covering every query position, or all
+    but the last row's when ``last_unstored`` (its K and V are used, never stored)."""
 
     start: int
     end: int
     context_slots: Tensor
+    last_unstored: bool = False
 
 
 def causal_attention(q: Tensor, k: Tensor, v: Tensor, q_positions: Tensor) -> Tensor:
@@ -56,13 +58,21 @@ def dense_attend(positions: Tensor) -> Attend:
 
 def paged_attend(cache: PagedKVCache, slots: Tensor, positions: Tensor, segments: list[Segment]) -> Attend:
     """Attention of a batch over the paged cache: each layer first writes the rows' K and V
-    at ``slots`` (one per row), then each segment attends over its context slots."""
+    at ``slots`` (one per row; a row at slot -1 is not stored), then each segment attends over
+    its context slots, and over its last row's own K and V where that row is not stored."""
+    every_row_stored = not any(seg.last_unstored for seg in segments)  # known on the host: no device sync
+    stored = slots >= 0
 
     def attend(layer: int, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-        cache.write(layer, slots, k, v)
+        if every_row_stored:
+            cache.write(layer, slots, k, v)
+        else:
+            cache.write(layer, slots[stored], k[stored], v[stored])
         out = torch.empty_like(q)
         for seg in segments:
             keys, values = cache.read(layer, seg.context_slots)
+            if seg.last_unstored:
+                keys, values = torch.cat([keys, k[seg.end - 1:seg.end]]), torch.cat([values, v[seg.end - 1:seg.end]])
             out[seg.start:seg.end] = causal_attention(q[seg.start:seg.end], keys, values,
                                                       positions[seg.start:seg.end])
         return out

@@ -20,9 +20,12 @@ One step, from its StepRecord:
    request's segment, the new last token and min(d, k - 1) mask rows
    (``methods.first_pass_drafts``; parallel drafting: the d rows of the same batch); serial
    passes propose the remaining drafts one row per request, and go on past the k-th draft
-   while the method's lookahead L asks for more (DFlash: k + 1). It writes the KV of its
-   layers at the L positions from the new last token on (``StepLimits.lookahead``: the
-   physical need of the method table, ``model.physical_need``).
+   while the method's L asks for more (DFlash: k + 1). It writes the KV of its layers at
+   the L positions from the new last token on (``StepLimits.lookahead``: what the method's
+   drafter writes past the target rows, ``model.physical_need``); a pass at a position past
+   those (EAGLE3's and MTP's k-th draft, L = k - 1) attends over its own K and V without
+   storing them, as the real proposer, whose first pass reruns the target's positions, never
+   reaches that position.
 
 ``StepExecution.kv_written`` lists, per request, the positions whose KV the step wrote.
 
@@ -81,12 +84,14 @@ class StepExecution:
 
 @dataclass(frozen=True)
 class _DraftRows:
-    """Rows of one drafter pass for one request: tokens at positions, written from ``row`` on."""
+    """Rows of one drafter pass for one request: tokens at positions, written from ``row`` on;
+    KV is stored for positions below ``stored_until``."""
 
     request_id: str
     row: int
     positions: list[int]
     tokens: list[int]
+    stored_until: int
 
 
 class ModelRunner:
@@ -99,8 +104,9 @@ class ModelRunner:
         self.limits = limits
         self.k, self.d = limits.num_speculative_tokens, limits.draft_slots
         self.drafter = drafter
-        # positions a model drafter writes from the new last token: L, and k at least to propose k drafts
+        # positions a model drafter runs from the new last token: L, and k at least to propose k drafts
         self.draft_span = max(self.k, limits.lookahead)
+        self.stored_span = limits.lookahead  # of those, the first L store their KV
         self.device = torch.device(device)
         self.model = TinyLM(spec, self.device)
         self.cache = PagedKVCache(spec.num_layers, limits.num_kv_blocks, limits.block_size, spec.num_heads,
@@ -232,7 +238,7 @@ class ModelRunner:
     def _draft_with_model(self, record: StepRecord, rows: StepInputs, placements: list[Placement],
                           written: dict[str, set[int]]) -> None:
         """Parallel first pass (new last token + mask rows), then serial passes to k drafts and
-        the L positions of the method's lookahead; the drafts past the k-th are dropped."""
+        the L positions the method's drafter writes; the drafts past the k-th are dropped."""
         max_len = record.limits.max_model_len
         parallel = first_pass_drafts(self.d, self.k) - 1  # mask rows after the new last token
         last = {p.request_id: len(self.tokens[p.request_id]) - 1 for p in placements}
@@ -240,7 +246,8 @@ class ModelRunner:
         for p in placements:
             positions = [q for q in range(last[p.request_id], last[p.request_id] + 1 + parallel) if q < max_len]
             tokens = [self.tokens[p.request_id][-1]] + [MASK_TOKEN] * (len(positions) - 1)
-            first.append(_DraftRows(p.request_id, p.end - len(positions), positions, tokens))
+            first.append(_DraftRows(p.request_id, p.end - len(positions), positions, tokens,
+                                    last[p.request_id] + self.stored_span))
         drafts: dict[str, list[int]] = {p.request_id: [] for p in placements}
         probs: dict[str, list[Tensor]] = {p.request_id: [] for p in placements}
         start = {p.request_id: p.start for p in placements}
@@ -250,12 +257,12 @@ class ModelRunner:
             at = 0
             for entry in batch:
                 n = len(entry.positions)
-                written[entry.request_id].update(entry.positions)
+                written[entry.request_id].update(q for q in entry.positions if q < entry.stored_until)
                 drafts[entry.request_id] += choice.tokens[at:at + n]
                 if choice.probs is not None:
                     probs[entry.request_id] += list(choice.probs[at:at + n])
                 at += n
-            batch = [_DraftRows(rid, start[rid], [last[rid] + len(ts)], [ts[-1]])
+            batch = [_DraftRows(rid, start[rid], [last[rid] + len(ts)], [ts[-1]], last[rid] + self.stored_span)
                      for rid, ts in drafts.items() if len(ts) < self.draft_span and last[rid] + len(ts) < max_len]
         for p in placements:
             rid = p.request_id
@@ -265,16 +272,19 @@ class ModelRunner:
 
     def _drafter_pass(self, record: StepRecord, rows: StepInputs, batch: list[_DraftRows]) -> Choice:
         """Write the batch's rows into the step's buffers, run the drafter's layers over them
-        (writing their KV) and choose one token per row."""
+        (storing their KV below each entry's ``stored_until``) and choose one token per row."""
         index: list[int] = []
         segments: list[Segment] = []
         for entry in batch:
-            context = self._slots(record, entry.request_id, range(entry.positions[-1] + 1))
+            unstored = entry.positions[-1] >= entry.stored_until
+            assert all(q < entry.stored_until for q in entry.positions[:-1]), entry  # L >= k - 1: at most the last
+            context = self._slots(record, entry.request_id, range(entry.positions[-1] + 1 - unstored))
             span = slice(entry.row, entry.row + len(entry.positions))
             rows.token_ids[span] = torch.tensor(entry.tokens, dtype=torch.long, device=self.device)
             rows.positions[span] = torch.tensor(entry.positions, dtype=torch.long, device=self.device)
-            rows.slots[span] = context[entry.positions].to(self.device)
-            segments.append(Segment(len(index), len(index) + len(entry.positions), context.to(self.device)))
+            own = context[entry.positions[:len(entry.positions) - unstored]]
+            rows.slots[span] = torch.cat([own, torch.full((int(unstored),), -1, dtype=torch.long)]).to(self.device)
+            segments.append(Segment(len(index), len(index) + len(entry.positions), context.to(self.device), unstored))
             index.extend(range(span.start, span.stop))
         rows_index = torch.tensor(index, dtype=torch.long, device=self.device)
         positions = rows.positions[rows_index]

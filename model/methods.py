@@ -1,7 +1,8 @@
 """The method table: draft slots, KV lookahead and drafting per speculative method, by engine version.
 
 One source of truth for how many extra runner rows (draft slots, ``d``) a scheduled
-request occupies, how many lookahead KV slots (``L``) it reserves, which drafter proposes
+request occupies, how many lookahead KV slots it reserves, how many its drafter writes past
+its target rows (``writes``: the physical L, which may be less), which drafter proposes
 its drafts, whether the method drafts only in parallel and whether it drafts inside the
 target's forward (one model). Every count is affine in ``k``
 (``num_speculative_tokens``): ``(a, b)`` means ``a * k + b``, so the same table serves
@@ -39,6 +40,7 @@ class MethodRow:
     parallel_only: bool = False  # the engine turns parallel drafting on whatever the config says
     hash_lookahead: int = 0  # tokens past a block that its prefix-cache key covers (vLLM 0.33)
     one_model: bool = False  # the target's forward drafts; no drafter object exists when the scheduler runs
+    writes: Affine | None = None  # KV positions a model drafter writes past the target rows; None: the lookahead
 
     def __post_init__(self) -> None:
         assert self.drafter in (NGRAM_DRAFTER, MODEL_DRAFTER), self.drafter
@@ -56,11 +58,18 @@ def _eval(coef: Affine, k: IntLike) -> IntLike:
 # vllm/v1/core/single_type_kv_cache_manager.py), so that block is recomputed. "parallel
 # only": ``SpeculativeConfig.__post_init__`` sets ``parallel_drafting`` for dflash and
 # dspark (vllm/config/speculative.py:1469).
+# "writes": the EAGLE-family proposer (EAGLE3, MTP) runs its first pass on the target's own
+# positions, its input ids shifted by one (``set_inputs_first_pass``), then k - 1 serial passes
+# one position further each (``for token_index in range(self.num_speculative_tokens - 1)``,
+# vllm/v1/spec_decode/llm_base_proposer.py:689 (0.32.0), :688 (0.33.0)): k - 1 positions past
+# the target rows, one less than the k that ``num_lookahead_tokens`` reserves. A draft model
+# (unshifted: one extra slot for the next token, then the same k - 1) writes k, DFlash's bonus
+# query and k draft queries k + 1 (vllm/v1/spec_decode/dflash.py:126): both their reservation.
 _N, _M = NGRAM_DRAFTER, MODEL_DRAFTER
 VLLM_0_32: Mapping[str, MethodRow] = {
     # method:      serial d  parallel d   lookahead L   rows of a decode   drafter  drop hit block  parallel only
-    "eagle3": MethodRow((0, 0), (1, -1), (1, 0), (1, 1), _M, True),
-    "mtp": MethodRow((0, 0), (1, -1), (1, 0), (1, 1), _M, True),
+    "eagle3": MethodRow((0, 0), (1, -1), (1, 0), (1, 1), _M, True, writes=(1, -1)),
+    "mtp": MethodRow((0, 0), (1, -1), (1, 0), (1, 1), _M, True, writes=(1, -1)),
     "dflash": MethodRow((1, 0), (1, 0), (1, 1), (1, 1), _M, True, True),
     "dspark": MethodRow((1, -1), (1, -1), (1, 0), (1, 1), _M, True, True),
     "ngram": MethodRow((0, 0), (1, -1), (0, 0), (1, 1), _N, False),
@@ -76,8 +85,8 @@ VLLM_0_32: Mapping[str, MethodRow] = {
 # (vLLM 0.33.0)). "hash": tokens past a block that its key covers.
 VLLM_0_33: Mapping[str, MethodRow] = {
     # method:      serial d  parallel d   lookahead L   rows of a decode   drafter  drop hit block  parallel only  hash
-    "eagle3": MethodRow((0, 0), (1, -1), (1, 0), (1, 1), _M, False, False, 1),
-    "mtp": MethodRow((0, 0), (1, -1), (1, 0), (1, 1), _M, False, False, 1),
+    "eagle3": MethodRow((0, 0), (1, -1), (1, 0), (1, 1), _M, False, False, 1, writes=(1, -1)),
+    "mtp": MethodRow((0, 0), (1, -1), (1, 0), (1, 1), _M, False, False, 1, writes=(1, -1)),
     "dflash": MethodRow((0, 0), (0, 0), (1, 1), (1, 1), _M, False, True),
     "dspark": MethodRow((0, 0), (0, 0), (1, 0), (1, 1), _M, False, True),
     "ngram": MethodRow((0, 0), (1, -1), (0, 0), (1, 1), _N, False),
@@ -85,9 +94,13 @@ VLLM_0_33: Mapping[str, MethodRow] = {
 }
 
 # FastDeploy's runner has no separate draft slots in the target batch: a decode
-# simply runs 1 + k rows. Its scheduler reserves KV for the drafts of a decode.
+# simply runs 1 + k rows. Its scheduler reserves KV for the drafts of a decode. Its MTP
+# proposer runs ``num_model_steps`` substeps (fastdeploy/spec_decode/mtp.py:892 at 2a606e361),
+# the first on the target's positions, each later one a position further: num_model_steps - 1
+# positions past the target rows, at most k - 1 (``num_speculative_tokens >= num_model_steps``,
+# fastdeploy/config.py:932-936; the default is 1 step, :764), so the table takes k - 1.
 FASTDEPLOY: Mapping[str, MethodRow] = {
-    "mtp": MethodRow((0, 0), (0, 0), (1, 0), (1, 1), _M),
+    "mtp": MethodRow((0, 0), (0, 0), (1, 0), (1, 1), _M, writes=(1, -1)),
     "ngram": MethodRow((0, 0), (0, 0), (1, 0), (1, 1), _N),
 }
 
@@ -148,6 +161,13 @@ def draft_slots(table: str, method: str, k: IntLike, parallel: bool) -> IntLike:
 def lookahead(table: str, method: str, k: IntLike) -> IntLike:
     """L: KV slots reserved past the scheduled tokens of every scheduled request."""
     return _eval(method_row(table, method).lookahead, k)
+
+
+def drafter_writes(table: str, method: str, k: IntLike) -> IntLike:
+    """KV positions past a request's target rows that its model drafter writes (the physical
+    L; the reservation where the table records no count of its own)."""
+    row = method_row(table, method)
+    return _eval(row.lookahead if row.writes is None else row.writes, k)
 
 
 def decode_rows(table: str, method: str, k: IntLike) -> IntLike:

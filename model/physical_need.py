@@ -14,10 +14,12 @@ Per scheduled request, from the table's row (``methods``):
 
 - target rows: ``decode_rows`` for a decode where the engine runs them, else the grant;
 - runner rows: target rows + ``d`` (the draft slots);
-- KV slots written: computed + target rows + ``L`` (the drafter's lookahead), at most max_model_len.
+- KV slots written: computed + target rows + ``L`` (the drafter's writes), at most max_model_len.
 
-``L`` is the table's lookahead for a model drafter; an n-gram drafter writes no KV, so its ``L``
-is 0 (FastDeploy's table reserves k for n-gram decodes too, which is its reservation, not a write).
+``L`` is what the table says a model drafter writes past the target rows (``methods.drafter_writes``:
+for EAGLE3 and MTP k - 1, one less than vLLM's ``num_lookahead_tokens`` reserves); an n-gram
+drafter writes no KV, so its ``L`` is 0 (FastDeploy's table reserves k for n-gram decodes too,
+which is its reservation, not a write).
 """
 from __future__ import annotations
 
@@ -45,7 +47,7 @@ class PhysicalNeed:
 
     table: str  # the key of ``methods.TABLES`` the engine and version run
     version: Optional[str]  # the engine version (None: an engine modelled at one version)
-    lookahead: IntLike  # L: KV slots the drafter writes past a request's target rows
+    lookahead: IntLike  # L: KV slots the drafter writes past a request's target rows (not its reservation)
     draft_slots: IntLike  # d: drafter rows past the target rows of every scheduled request
     decode_rows: IntLike  # target rows of a decode where the engine runs them whatever it was granted
     decodes_run_decode_rows: bool
@@ -80,7 +82,7 @@ def physical_need(policy: BudgetPolicy, cfg: Any) -> PhysicalNeed:
     return PhysicalNeed(
         table=table,
         version=version,
-        lookahead=methods.lookahead(table, method, k) if writes_kv else 0,
+        lookahead=methods.drafter_writes(table, method, k) if writes_kv else 0,
         draft_slots=methods.draft_slots(table, method, k, cfg.parallel_drafting),
         decode_rows=methods.decode_rows(table, method, k),
         decodes_run_decode_rows=loop.decodes_run_decode_rows,

@@ -188,16 +188,17 @@ def _writer(lim: StepLimits) -> str:
 
 
 def _need_terms(computed: int, grant: int, target_rows: int, lookahead: int, need: int, max_model_len: int) -> str:
-    """The terms of a KV need, for a message: computed + granted (+ rows run past the grant) + lookahead."""
+    """The terms of a KV need, for a message: computed + granted (+ rows run past the grant) + the
+    drafter's writes past them."""
     terms = f"computed {computed} + granted {grant}"
     if target_rows != grant:
         terms += f" + {target_rows - grant} rows the runner runs past the grant"
-    terms += f" + lookahead {lookahead}"
+    terms += f" + drafter {lookahead}"
     return terms + (f", capped at max_model_len {max_model_len}" if need == max_model_len else "")
 
 
 @invariant("kv-capacity", STEP, "blocks in use <= pool; a scheduled request holds the KV slots it physically writes "
-           "(computed + target rows + the drafter's lookahead L, from the method table); no block owned twice "
+           "(computed + target rows + the L the drafter writes past them, from the method table); no block owned twice "
            "outside a shared prefix")
 def kv_capacity(rec: StepRecord) -> list[Breach]:
     lim = rec.limits

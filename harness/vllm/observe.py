@@ -176,7 +176,7 @@ def progress_judged(sched: Any) -> Optional[str]:
 def progress_possible(sched: Any, lim: StepLimits) -> Optional[bool]:
     """The model's admission rule on the live state, read before ``schedule()``: could
     some request get a token this pass? A running request whose KV for one more token (and
-    the lookahead L) fits the free blocks, or, with a seat left, the head of the waiting
+    the lookahead the scheduler reserves with it) fits the free blocks, or, with a seat left, the head of the waiting
     queue, whose first token and whole sequence so far fit them (``model/loop.py``'s
     ``_room_for_a_token``, ``_whole_sequence_fits``: the model's gate, whatever
     ``scheduler_reserve_full_isl`` says, since without it a request alone in the system, which
@@ -192,6 +192,7 @@ def progress_possible(sched: Any, lim: StepLimits) -> Optional[bool]:
         return None
     manager = sched.kv_cache_manager
     free, size, max_len = manager.block_pool.get_num_free_blocks(), lim.block_size, lim.max_model_len
+    reserved = lim.lookahead if lim.reserved_lookahead is None else lim.reserved_lookahead
 
     def plain(r: Any) -> bool:
         return (r.status.name in PLAIN_STATUSES and not r.mm_features and not r.use_structured_output
@@ -203,7 +204,7 @@ def progress_possible(sched: Any, lim: StepLimits) -> Optional[bool]:
         if r.num_computed_tokens + 1 >= max_len or r.num_computed_tokens >= r.num_tokens_with_spec:
             continue
         held = len(manager.get_block_ids(r.request_id)[group])
-        if -(-kv_slots_needed(r.num_computed_tokens, 1, lim.lookahead, max_len) // size) - held <= free:
+        if -(-kv_slots_needed(r.num_computed_tokens, 1, reserved, max_len) // size) - held <= free:
             return True
     queue = sched.kv_holding_waiting or sched.waiting
     if not queue or len(sched.running) >= sched.max_num_running_reqs:
@@ -212,7 +213,7 @@ def progress_possible(sched: Any, lim: StepLimits) -> Optional[bool]:
     if not plain(head):
         return None
     held = len(manager.get_block_ids(head.request_id)[group]) if queue is sched.kv_holding_waiting else 0
-    first = -(-kv_slots_needed(head.num_computed_tokens, 1, lim.lookahead, max_len) // size) - held
+    first = -(-kv_slots_needed(head.num_computed_tokens, 1, reserved, max_len) // size) - held
     whole = -(-min(head.num_tokens, max_len) // size) - held
     return max(first, whole) <= free
 

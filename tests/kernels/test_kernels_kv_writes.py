@@ -69,8 +69,7 @@ def model_writes(record: StepRecord, rid: str, accepted: Mapping[str, int], mode
         taken = decisions.accepted_drafts(rid in record.padded, accepted.get(rid, 0),
                                           record.scheduled_draft_tokens.get(rid, 0))
         last = known + taken
-        span = max(lim.num_speculative_tokens, lim.lookahead)  # L, and k at least for k drafts
-        out |= set(range(last, min(last + span, lim.max_model_len)))
+        out |= set(range(last, min(last + lim.lookahead, lim.max_model_len)))  # L from the new last token
     return out
 
 
@@ -93,8 +92,7 @@ def assert_writes_match(trace: Trace, steps: list[Step]) -> int:
             assert written[-1] < need, (record.step, rid, written[-1], need)
             drafts = record.scheduled_draft_tokens.get(rid, 0)
             sampled = record.computed_before[rid] + record.num_scheduled_tokens[rid] >= record.num_tokens[rid]
-            if (model_drafter and sampled and rid not in record.padded and accepted.get(rid, 0) >= drafts
-                    and lim.lookahead >= lim.num_speculative_tokens):
+            if model_drafter and sampled and rid not in record.padded and accepted.get(rid, 0) >= drafts:
                 assert written[-1] + 1 == need, (record.step, rid, written[-1], need)
                 exact += 1
     return exact
@@ -190,6 +188,6 @@ def test_a_policy_reserving_too_little_overflows_the_runner_where_kv_capacity_sa
         if runner.crashed is None:
             runner.apply(op)
     short = [v for rec in model.run.steps for v in check_step(rec) if v.invariant == "kv-capacity"]
-    assert short and "eagle3 drafter writes to" in short[0].message and "lookahead" in short[0].message
+    assert short and "eagle3 drafter writes to" in short[0].message and "+ drafter " in short[0].message
     assert runner.crashed is not None and runner.crashed.error is not None
     assert runner.crashed.step == short[0].step and "KVOverflow" in runner.crashed.error

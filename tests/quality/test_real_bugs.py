@@ -40,7 +40,7 @@ class RealBug:
 ROWS = r"needs \d+ rows|input-rows-cap: refuted"  # the runner's rows past B, in a replay, a fuzz run or a proof
 KV_SHORT = r"holds \d+ KV slots but .* writes to \d+"  # a verify writes past the KV its decode reserved
 # a decode reserved too little for what its drafter writes past the verified tokens (the method table's L)
-DRAFTER_KV_SHORT = r"holds \d+ KV slots but the {} drafter writes to \d+ \(computed \d+ \+ granted \d+ \+ lookahead \d+"
+DRAFTER_KV_SHORT = r"holds \d+ KV slots but the {} drafter writes to \d+ \(computed \d+ \+ granted \d+ \+ drafter \d+"
 
 BUGS = (
     RealBug("vllm_49097_cursor", ("work-conserving",), r"leaves \d+ tokens of work undone, its base", "corpus"),
