@@ -1,0 +1,117 @@
+"""``check_step`` over numpy columns of a record: the same violations, at the cost of a few numpy calls.
+
+``check_step_columnar(rec)`` gives what ``check_step(rec)`` gives, for every record
+(``tests/integration/test_columnar_step.py`` holds it to that on the records of many runs,
+clean and broken). The invariants that cost a walk of the step's grants or ledger are
+first screened over columns read from the record (its dicts' values, in C): a screen
+flags every record the invariant could find broken, and a flagged invariant is judged
+by its own predicate, so the messages are its own. The screens:
+
+- ``input-budget-nonnegative``: the least input budget after a ledger entry;
+- ``exact-refund``: no refund, and each entry's budgets before are the last one's after;
+- ``kv-capacity``: the pool's size, each grant's KV need against the blocks it holds, and
+  no block held twice (one set of every block held);
+- ``model-len``: computed + granted + sampled against max_model_len;
+- ``spec-shape``: drafts against k, the prefill chunks' and padded grants' drafts.
+
+The other invariants cost O(1) or a sum in C: they are judged as ``check_step`` judges them.
+"""
+from __future__ import annotations
+
+from itertools import chain
+from typing import Any, Callable
+
+import numpy as np
+
+from .invariants import STEP_CHECKS, Violation
+from .records import StepRecord
+
+_I64 = np.int64
+
+
+def _column(values: Any, n: int) -> Any:
+    return np.fromiter(values, dtype=_I64, count=n)
+
+
+def _input_may_go_negative(rec: StepRecord) -> bool:
+    if rec.initial_input_budget is not None and rec.initial_input_budget < 0:
+        return True
+    ledger = rec.ledger or ()
+    if not ledger:
+        return False
+    after = [e.input_after for e in ledger]
+    if None in after:
+        return any(a is not None and a < 0 for a in after)
+    return bool(min(after) < 0)
+
+
+def _ledger_may_break(rec: StepRecord) -> bool:
+    ledger = rec.ledger
+    if not ledger:
+        return False
+    kind, _, _, token_before, token_after, input_before, input_after = zip(*ledger)
+    if "grant" != kind[0] or kind.count("grant") != len(kind):
+        return True  # a refund: judged in full
+    if token_before[0] != rec.initial_token_budget or input_before[0] != rec.initial_input_budget:
+        return True
+    if token_before[1:] != token_after[:-1]:
+        return True
+    return input_before[1:] != input_after[:-1]
+
+
+def _kv_may_break(rec: StepRecord) -> bool:
+    lim = rec.limits
+    if rec.kv_blocks_in_use > lim.num_kv_blocks:
+        return True
+    grants, tables, rows = rec.num_scheduled_tokens, rec.block_tables, rec.runner_rows
+    n = len(grants)
+    if n:
+        if rows.keys() != grants.keys() or not tables.keys() >= grants.keys():
+            return True  # a grant without rows or without a table: judged in full
+        target = _column(map(rows.__getitem__, grants), n) - lim.draft_slots
+        computed = _column(map(rec.computed_before.__getitem__, grants), n)
+        need = np.minimum(computed + target + lim.lookahead, lim.max_model_len)
+        held = _column(map(len, map(tables.__getitem__, grants)), n) * lim.block_size
+        if (held < need).any():
+            return True
+    values = tables.values()
+    return len(set(chain.from_iterable(values))) != sum(map(len, values))
+
+
+def _model_len_may_break(rec: StepRecord) -> bool:
+    grants, lim = rec.num_scheduled_tokens, rec.limits
+    n = len(grants)
+    if not n:
+        return False
+    computed = _column(map(rec.computed_before.__getitem__, grants), n)
+    total = computed + _column(grants.values(), n) + lim.sampled_tokens
+    return bool((total > lim.max_model_len + lim.context_headroom).any())
+
+
+def _shape_may_break(rec: StepRecord) -> bool:
+    drafts, k = rec.scheduled_draft_tokens, rec.limits.num_speculative_tokens
+    if drafts and max(drafts.values()) > k:
+        return True
+    if any(drafts.get(rid, 0) != 0 for rid in rec.prefill):
+        return True
+    return bool(rec.padded)  # a padded grant is judged in full (a few per step at most)
+
+
+SCREENS: dict[str, Callable[[StepRecord], bool]] = {
+    "input-budget-nonnegative": _input_may_go_negative,
+    "exact-refund": _ledger_may_break,
+    "kv-capacity": _kv_may_break,
+    "model-len": _model_len_may_break,
+    "spec-shape": _shape_may_break,
+}
+assert SCREENS.keys() <= {check.id for check in STEP_CHECKS}
+
+
+def check_step_columnar(rec: StepRecord) -> list[Violation]:
+    """``check_step(rec)``: each invariant with a screen judged only when its screen flags the record."""
+    out: list[Violation] = []
+    for check in STEP_CHECKS:
+        screen = SCREENS.get(check.id)
+        if screen is None or screen(rec):
+            out.extend(check(rec))
+    return out
