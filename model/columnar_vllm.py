@@ -26,7 +26,7 @@ so a step can go either way, and the scalar path is the reference.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -38,7 +38,7 @@ from .policy import Budgets
 from .request import Request, Status
 from .step_pass import StepPass
 
-MIN_RUNNING = 128  # the least running requests a step takes the columnar path with (below: the scalar step)
+MIN_RUNNING = 48  # the least running requests a step goes columnar with: below, the scalar step costs less
 _I64 = np.int64
 # The shared functions the columnar step reproduces; a step where one was replaced (a planted bug) runs scalar.
 _DECISIONS = {name: getattr(decisions, name) for name in (
@@ -147,25 +147,27 @@ def schedule(loop: Any) -> Optional[StepRecord]:
     policy, params, cfg, pool = loop.policy, loop.params, loop.cfg, loop.pool
     rules = RULES[policy.name]
     running = loop.running
-    num_decoding = sum(1 for r in running if not r.is_prefill_chunk)
-    initial = policy.initial_budgets(params, num_decoding)
+    cols = np.fromiter(chain.from_iterable([(r.num_computed_tokens, r.num_prompt_tokens, r.num_output_tokens,
+                                             r.num_draft_tokens, r.is_prefill_chunk, len(r.block_ids),
+                                             r.num_cached_blocks, r.max_tokens) for r in running]),
+                       dtype=_I64, count=8 * len(running)).reshape(-1, 8)
+    computed, prompt, output, drafts, prefill_chunk, held, cached, max_tokens = cols.T
+    num_tokens = prompt + output
+    initial = policy.initial_budgets(params, len(running) - int(prefill_chunk.sum()))
     step = StepPass(policy, params, initial, loop.need)
     num_eligible = len(running) + len(loop.waiting)
     threshold = cfg.long_prefill_token_threshold if num_eligible > 1 and loop.applies_long_prefill_threshold else 0
     d, lookahead, max_model_len, block_size = params.draft_slots, loop.lookahead, cfg.max_model_len, cfg.block_size
 
-    cols = _column([(r.num_computed_tokens, r.num_prompt_tokens, r.num_output_tokens, r.num_draft_tokens,
-                     r.is_prefill_chunk, len(r.block_ids), r.num_cached_blocks, r.max_tokens) for r in running])
-    computed, prompt, output, drafts, prefill_chunk, held, cached, max_tokens = cols.T
-    num_tokens = prompt + output
     demand = num_tokens + drafts - computed
     if threshold > 0:
         demand = np.where(demand > threshold, threshold, demand)
     wanted = np.minimum(demand, max_model_len - computed - 1)
     grant = _resolve(rules, wanted, initial, d)
     on = grant > 0
-    g = grant[on]
-    c_before, n_on = computed[on], num_tokens[on]
+    every = bool(on.all())
+    g = grant if every else grant[on]
+    c_before, n_on = (computed, num_tokens) if every else (computed[on], num_tokens[on])
     slots = np.minimum(c_before + g + lookahead, max_model_len)
     new_blocks = np.maximum(-(-slots // block_size) - held[on], 0)
     if int(new_blocks.sum()) > pool.num_free:
@@ -176,19 +178,27 @@ def schedule(loop: Any) -> Optional[StepRecord]:
     tables_before = loop.columnar_memo.tables
     known = tables_before is not None and tables_before[1] == loop.state_changes
     loop.aborted_in_step = []
-    index = np.flatnonzero(on)
-    reqs = [running[i] for i in index.tolist()]
+    if every:
+        reqs = list(running)
+        drafts_on, prefill_on, prompt_on, output_on, max_on, cached_on = (drafts, prefill_chunk, prompt, output,
+                                                                         max_tokens, cached)
+    else:
+        reqs = [running[i] for i in np.flatnonzero(on).tolist()]
+        drafts_on, prefill_on, prompt_on, output_on, max_on, cached_on = (drafts[on], prefill_chunk[on], prompt[on],
+                                                                         output[on], max_tokens[on], cached[on])
     ids = [r.request_id for r in reqs]
     c_list, g_list, slot_list = c_before.tolist(), g.tolist(), slots.tolist()
     for j in np.flatnonzero(new_blocks).tolist():  # in queue order: the pool hands out blocks in call order
-        assert pool.allocate(reqs[j], slot_list[j], []), "the free blocks were counted before"
+        allocated = pool.allocate(reqs[j], slot_list[j], [])
+        assert allocated, "the free blocks were counted before"
+    after = c_before + g
     if pool.enable_prefix_caching:
-        upto = np.minimum(c_before + g, n_on)
-        for j in np.flatnonzero(upto // block_size > cached[on]).tolist():
+        upto = np.minimum(after, n_on)
+        for j in np.flatnonzero(upto // block_size > cached_on).tolist():
             pool.cache_full_blocks(reqs[j], int(upto[j]))
 
-    sched_drafts = np.maximum(0, np.minimum(drafts[on], c_before + g - n_on))
-    is_decode = prefill_chunk[on] == 0
+    sched_drafts = np.maximum(0, np.minimum(drafts_on, after - n_on))
+    is_decode = prefill_on == 0
     _ledger(step, rules, ids, g, initial, d)
     step.grants = dict(zip(ids, g_list))
     step.drafts = dict(zip(ids, sched_drafts.tolist()))
@@ -196,15 +206,14 @@ def schedule(loop: Any) -> Optional[StepRecord]:
     step.computed_before = dict(zip(ids, c_list))
     step.num_tokens = dict(zip(ids, n_on.tolist()))
     step.charged_as_decode = dict(zip(ids, is_decode.tolist()))
-    step.prefill = set(compress(ids, (~is_decode & (c_before < n_on - 1)).tolist()))
+    step.prefill = set(compress(ids, (~is_decode & (c_before < n_on - 1)).tolist())) if not is_decode.all() else set()
     step.scheduled_running = reqs
-    step.prefill_scheduled = bool(prefill_chunk[on].any())
-    granted = _Granted(reqs, ids, g, c_before + g, n_on, sched_drafts, prompt[on], output[on], max_tokens[on])
+    step.prefill_scheduled = not is_decode.all()
+    granted = _Granted(reqs, ids, g, after, n_on, sched_drafts, prompt_on, output_on, max_on)
     admitted_from = len(running)
     loop._schedule_waiting(step, threshold)
     admitted = running[admitted_from:]
 
-    after = granted.computed_after
     still_prefill = after < n_on
     for req, c, pf in zip(reqs, after.tolist(), still_prefill.tolist()):
         req.num_computed_tokens = c
@@ -392,7 +401,7 @@ def update(loop: Any, record: StepRecord, accepted: dict[str, int]) -> Optional[
         for req in gone:
             del tables[req.request_id]
     memo.tables = (tables, loop.state_changes)
-    status = np.where(finished, "finished", "running").tolist()
+    status = ["finished" if f else "running" for f in finished.tolist()]
     states = map(tuple.__new__, repeat(RequestState),
                  zip(status, c_list, o_list, last.max_tokens.tolist(), last.prompt.tolist()))
     return StepOutcome(step=record.step, requests=dict(zip(last.ids, states)), preempted=frozenset())

@@ -11,6 +11,7 @@ import pytest
 from tokenbudget.model import BudgetConfig, decisions, get_policy, scheduler_for
 from tokenbudget.model import columnar_vllm
 from tokenbudget.spec import LedgerEntry, check_step
+from tokenbudget.spec import columnar_checks
 from tokenbudget.spec.columnar_checks import check_step_columnar
 
 CONFIGS = [
@@ -163,7 +164,9 @@ def broken(record):
     return out
 
 
-def test_the_columnar_checks_judge_every_record_as_check_step() -> None:
+def test_the_columnar_checks_judge_every_record_as_check_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every record of the workloads and its broken copies, screened whatever its size."""
+    monkeypatch.setattr(columnar_checks, "MIN_GRANTS", 0)
     judged = breaches = 0
     for policy, cfg, seed in cases()[::3]:
         records, _, _ = run(policy, cfg, workload(random.Random(seed), cfg), 1)
