@@ -18,6 +18,7 @@ The other invariants cost O(1) or a sum in C: they are judged as ``check_step`` 
 """
 from __future__ import annotations
 
+from functools import cached_property
 from itertools import chain
 from typing import Any, Callable
 
@@ -30,66 +31,81 @@ _I64 = np.int64
 MIN_GRANTS = 32  # below this many grants in a record, check_step itself costs less than the screens
 
 
-def _column(values: Any, n: int) -> Any:
-    return np.fromiter(values, dtype=_I64, count=n)
+class _Columns:
+    """The columns of one record the screens share, each read (in C) when first asked for."""
+
+    def __init__(self, rec: StepRecord) -> None:
+        self.rec = rec
+        self.n = len(rec.num_scheduled_tokens)
+
+    def of(self, table: Any) -> Any:
+        """``table``'s values in the order of the grants (KeyError: a grant missing from it)."""
+        return np.fromiter(map(table.__getitem__, self.rec.num_scheduled_tokens), dtype=_I64, count=self.n)
+
+    @cached_property
+    def grants(self) -> Any:
+        return np.fromiter(self.rec.num_scheduled_tokens.values(), dtype=_I64, count=self.n)
+
+    @cached_property
+    def computed(self) -> Any:
+        return self.of(self.rec.computed_before)
+
+    @cached_property
+    def ledger(self) -> tuple[tuple[Any, ...], ...]:
+        """kind, request, tokens, token before, token after, input before, input after: a tuple each."""
+        return tuple(zip(*self.rec.ledger)) if self.rec.ledger else ()
 
 
-def _input_may_go_negative(rec: StepRecord) -> bool:
+def _input_may_go_negative(cols: _Columns) -> bool:
+    rec = cols.rec
     if rec.initial_input_budget is not None and rec.initial_input_budget < 0:
         return True
-    ledger = rec.ledger or ()
-    if not ledger:
+    if not cols.ledger:
         return False
-    after = [e.input_after for e in ledger]
+    after = cols.ledger[6]
     if None in after:
         return any(a is not None and a < 0 for a in after)
     return bool(min(after) < 0)
 
 
-def _ledger_may_break(rec: StepRecord) -> bool:
-    ledger = rec.ledger
-    if not ledger:
+def _ledger_may_break(cols: _Columns) -> bool:
+    if not cols.ledger:
         return False
-    kind, _, _, token_before, token_after, input_before, input_after = zip(*ledger)
-    if "grant" != kind[0] or kind.count("grant") != len(kind):
+    rec = cols.rec
+    kind, _, _, token_before, token_after, input_before, input_after = cols.ledger
+    if kind.count("grant") != len(kind):
         return True  # a refund: judged in full
     if token_before[0] != rec.initial_token_budget or input_before[0] != rec.initial_input_budget:
         return True
-    if token_before[1:] != token_after[:-1]:
-        return True
-    return input_before[1:] != input_after[:-1]
+    return token_before[1:] != token_after[:-1] or input_before[1:] != input_after[:-1]
 
 
-def _kv_may_break(rec: StepRecord) -> bool:
+def _kv_may_break(cols: _Columns) -> bool:
+    rec = cols.rec
     lim = rec.limits
     if rec.kv_blocks_in_use > lim.num_kv_blocks:
         return True
     grants, tables, rows = rec.num_scheduled_tokens, rec.block_tables, rec.runner_rows
-    n = len(grants)
-    if n:
+    if cols.n:
         if rows.keys() != grants.keys() or not tables.keys() >= grants.keys():
             return True  # a grant without rows or without a table: judged in full
-        target = _column(map(rows.__getitem__, grants), n) - lim.draft_slots
-        computed = _column(map(rec.computed_before.__getitem__, grants), n)
-        need = np.minimum(computed + target + lim.lookahead, lim.max_model_len)
-        held = _column(map(len, map(tables.__getitem__, grants)), n) * lim.block_size
-        if (held < need).any():
+        need = np.minimum(cols.computed + cols.of(rows) + (lim.lookahead - lim.draft_slots), lim.max_model_len)
+        held = np.fromiter(map(len, map(tables.__getitem__, grants)), dtype=_I64, count=cols.n)
+        if (held * lim.block_size < need).any():
             return True
     values = tables.values()
     return len(set(chain.from_iterable(values))) != sum(map(len, values))
 
 
-def _model_len_may_break(rec: StepRecord) -> bool:
-    grants, lim = rec.num_scheduled_tokens, rec.limits
-    n = len(grants)
-    if not n:
+def _model_len_may_break(cols: _Columns) -> bool:
+    if not cols.n:
         return False
-    computed = _column(map(rec.computed_before.__getitem__, grants), n)
-    total = computed + _column(grants.values(), n) + lim.sampled_tokens
-    return bool((total > lim.max_model_len + lim.context_headroom).any())
+    lim = cols.rec.limits
+    return bool((cols.computed + cols.grants > lim.max_model_len + lim.context_headroom - lim.sampled_tokens).any())
 
 
-def _shape_may_break(rec: StepRecord) -> bool:
+def _shape_may_break(cols: _Columns) -> bool:
+    rec = cols.rec
     drafts, k = rec.scheduled_draft_tokens, rec.limits.num_speculative_tokens
     if drafts and max(drafts.values()) > k:
         return True
@@ -98,7 +114,7 @@ def _shape_may_break(rec: StepRecord) -> bool:
     return bool(rec.padded)  # a padded grant is judged in full (a few per step at most)
 
 
-SCREENS: dict[str, Callable[[StepRecord], bool]] = {
+SCREENS: dict[str, Callable[[_Columns], bool]] = {
     "input-budget-nonnegative": _input_may_go_negative,
     "exact-refund": _ledger_may_break,
     "kv-capacity": _kv_may_break,
@@ -113,8 +129,9 @@ def check_step_columnar(rec: StepRecord) -> list[Violation]:
     if len(rec.num_scheduled_tokens) < MIN_GRANTS:
         return check_step(rec)
     out: list[Violation] = []
+    cols = _Columns(rec)
     for check in STEP_CHECKS:
         screen = SCREENS.get(check.id)
-        if screen is None or screen(rec):
+        if screen is None or screen(cols):
             out.extend(check(rec))
     return out
