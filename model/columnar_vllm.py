@@ -246,7 +246,7 @@ def schedule(loop: Any) -> Optional[StepRecord]:
         prefill=frozenset(step.prefill),
         preempted=(),
         paused=frozenset(),
-        running=tuple([r.request_id for r in running]),
+        running=tuple(ids) if every and not admitted else tuple([r.request_id for r in running]),
         waiting=waiting,
         kv_blocks_in_use=pool.num_in_use,
         block_tables=_tables(tables_before[0] if known else None, running, reqs, new_blocks, admitted),

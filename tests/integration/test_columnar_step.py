@@ -25,6 +25,9 @@ CONFIGS = [
      "block_size": 4, "max_model_len": 256},  # a small pool: preemptions, which the columnar step leaves to the scalar one
     {"num_speculative_tokens": 2, "method": "ngram", "enable_prefix_caching": False, "enable_chunked_prefill": False,
      "max_model_len": 512},
+    {"num_speculative_tokens": 1, "method": "dspark", "max_num_seqs": 24, "max_num_batched_tokens": 400},
+    {"num_speculative_tokens": 3, "method": "eagle3", "engine_version": "0.32", "max_num_seqs": 40,
+     "max_num_batched_tokens": 600, "long_prefill_token_threshold": 16},  # full batches, budgets cut each step
 ]
 POLICIES = ("vllm-adaptive", "vllm-static")
 
