@@ -15,6 +15,7 @@ by its own predicate, so the messages are its own. The screens:
 - ``spec-shape``: drafts against k, the prefill chunks' and padded grants' drafts.
 
 The other invariants cost O(1) or a sum in C: they are judged as ``check_step`` judges them.
+``check_run_columnar`` is ``check_run`` with its steps judged so (what a replay judges a run by).
 """
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .invariants import STEP_CHECKS, Violation, check_step
-from .records import StepRecord
+from .invariants import RUN_CHECKS, STEP_CHECKS, Violation, check_step
+from .records import RunRecord, StepRecord
 
 _I64 = np.int64
 MIN_GRANTS = 32  # below this many grants in a record, check_step itself costs less than the screens
@@ -134,4 +135,14 @@ def check_step_columnar(rec: StepRecord) -> list[Violation]:
         screen = SCREENS.get(check.id)
         if screen is None or screen(cols):
             out.extend(check(rec))
+    return out
+
+
+def check_run_columnar(run: RunRecord) -> list[Violation]:
+    """``check_run(run)``, each step judged by ``check_step_columnar``."""
+    out: list[Violation] = []
+    for rec in run.steps:
+        out.extend(check_step_columnar(rec))
+    for check in RUN_CHECKS:
+        out.extend(check(run))
     return out

@@ -180,3 +180,33 @@ def test_the_columnar_checks_judge_every_record_as_check_step(monkeypatch: pytes
                 judged += 1
                 breaches += bool(expected)
     assert breaches > judged // 3
+
+
+def test_a_run_is_judged_as_check_run_judges_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``check_run_columnar`` (what a replay judges by) gives ``check_run``'s violations, on runs
+    that break invariants (the small pool of a validation bypassed) and on clean ones."""
+    from tokenbudget.model.target import ModelTarget
+    from tokenbudget.spec import check_run
+    from tokenbudget.spec.columnar_checks import check_run_columnar
+    from tokenbudget.spec.execution import Execution
+    from tokenbudget.spec.trace import AbortOp, AddOp, StepOp
+
+    monkeypatch.setattr(columnar_checks, "MIN_GRANTS", 0)
+    found = 0
+    for policy, cfg, seed in cases()[::5]:
+        bad = {**cfg, "max_num_batched_tokens": 3} if seed % 2 else cfg  # B below d: refused, run unvalidated
+        target = ModelTarget(BudgetConfig.from_dict(bad), get_policy(policy), validate=False)
+        execution = Execution(target)
+        for op in workload(random.Random(seed), cfg):
+            trace_op = (AddOp(op[1], op[2], op[3], priority=op[4], prefix_group=op[5], prefix_len=op[6])
+                        if op[0] == "add" else AbortOp(op[1]) if op[0] == "abort" else StepOp(op[1]))
+            if execution.crashed is not None:
+                break
+            try:
+                execution.apply(trace_op)
+            except ValueError:
+                continue
+        expected = check_run(execution.run)
+        assert check_run_columnar(execution.run) == expected
+        found += bool(expected)
+    assert found
