@@ -34,6 +34,7 @@ import numpy as np
 from ..spec import grant_rules
 from ..spec.records import LedgerEntry, RequestState, StepOutcome, StepRecord
 from . import decisions
+from .loop import HOOKS
 from .policy import Budgets
 from .request import Request, Status
 from .step_pass import StepPass
@@ -74,18 +75,29 @@ def _own(fn: Any) -> bool:
     return getattr(fn, "__module__", "").startswith(__package__ + ".")
 
 
+def _model_method(cls: type, name: str) -> bool:
+    """Whether ``cls.name`` is the model's own method of the class it is found in (not a
+    function from elsewhere, nor another class's method, set in its place)."""
+    definer = next(c for c in cls.__mro__ if name in vars(c))
+    fn = vars(definer)[name]
+    return _own(fn) and getattr(fn, "__qualname__", "") == f"{definer.__name__}.{name}"
+
+
 def applies(loop: Any) -> bool:
     """Whether a step of ``loop`` (a ``VllmLoop``, no variant: its caller checks the class)
     may go columnar: a built-in policy of ``RULES`` whose budget methods are the model's
-    own, the loop's hooks and flags as the model defines them, and the shared decision
-    functions in place."""
+    own, the loop's hooks (the shared ones) and flags as the model defines them, and the
+    shared decision functions in place."""
     policy = loop.policy
     cls = type(policy)
     if not cls.__module__.startswith(__package__ + ".") or getattr(cls, "name", None) not in RULES or vars(policy):
         return False
-    if not all(_own(getattr(cls, name)) for name in _POLICY_METHODS):
+    if not all(_model_method(cls, name) for name in _POLICY_METHODS):
         return False
-    if not all(getattr(loop, flag) for flag in _HOOK_FLAGS) or not _own(type(loop).running_grant.__func__):
+    if not all(getattr(loop, flag) for flag in _HOOK_FLAGS):
+        return False
+    if not all(_own(fn) and fn.__qualname__ == f"SchedulerLoop.{hook}"
+               for hook in HOOKS for fn in [getattr(type(loop), hook).__func__]):
         return False
     return all(getattr(decisions, name) is fn for name, fn in _DECISIONS.items()) \
         and grant_rules.kv_slots_needed is _KV_SLOTS

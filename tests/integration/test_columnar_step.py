@@ -18,11 +18,13 @@ CONFIGS = [
     {},  # no speculation
     {"num_speculative_tokens": 4, "method": "ngram", "parallel_drafting": True},
     {"num_speculative_tokens": 3, "method": "eagle3", "block_size": 4},
-    {"num_speculative_tokens": 2, "method": "mtp", "engine_version": "0.32", "long_prefill_token_threshold": 24},
+    {"num_speculative_tokens": 2, "method": "mtp", "engine_version": "0.32",
+     "long_prefill_token_threshold": 24},
     {"num_speculative_tokens": 2, "method": "draft_model", "max_num_scheduled_tokens": 300},
     {"num_speculative_tokens": 4, "method": "dflash", "max_model_len": 160, "block_size": 8},
+    # a small pool: preemptions, which the columnar step leaves to the scalar one
     {"num_speculative_tokens": 3, "method": "eagle3", "scheduling_policy": "priority", "num_kv_blocks": 90,
-     "block_size": 4, "max_model_len": 256},  # a small pool: preemptions, which the columnar step leaves to the scalar one
+     "block_size": 4, "max_model_len": 256},
     {"num_speculative_tokens": 2, "method": "ngram", "enable_prefix_caching": False, "enable_chunked_prefill": False,
      "max_model_len": 512},
     {"num_speculative_tokens": 1, "method": "dspark", "max_num_seqs": 24, "max_num_batched_tokens": 400},
@@ -82,7 +84,8 @@ def run(policy: str, cfg: dict, ops: list[tuple], floor: int | None) -> tuple[li
 
 def cases() -> list[tuple[str, dict, int]]:
     """Three seeds of each config under each policy."""
-    return [(policy, cfg, seed) for policy in POLICIES for i, cfg in enumerate(CONFIGS) for seed in range(3 * i, 3 * i + 3)]
+    return [(policy, cfg, seed) for policy in POLICIES for i, cfg in enumerate(CONFIGS)
+            for seed in range(3 * i, 3 * i + 3)]
 
 
 @pytest.mark.parametrize("policy,cfg,seed", cases())
@@ -210,3 +213,15 @@ def test_a_run_is_judged_as_check_run_judges_it(monkeypatch: pytest.MonkeyPatch)
         assert check_run_columnar(execution.run) == expected
         found += bool(expected)
     assert found
+
+
+def test_a_replaced_policy_method_sends_the_step_scalar(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A built-in policy whose method was replaced, even by another model class's, runs scalar."""
+    from tokenbudget.model.fastdeploy_policies import FastDeployV0
+    from tokenbudget.model.vllm_policies import VllmAdaptive
+
+    cfg = {"num_speculative_tokens": 4, "method": "ngram", "parallel_drafting": True}
+    ops = workload(random.Random(4), cfg)
+    assert run("vllm-adaptive", cfg, ops, 1)[2] > 0
+    monkeypatch.setattr(VllmAdaptive, "charge", FastDeployV0.charge)
+    assert run("vllm-adaptive", cfg, ops, 1)[2] == 0
