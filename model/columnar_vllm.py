@@ -83,6 +83,19 @@ def _model_method(cls: type, name: str) -> bool:
     return _own(fn) and getattr(fn, "__qualname__", "") == f"{definer.__name__}.{name}"
 
 
+_METHODS_SEEN: dict[type, tuple[tuple[Any, ...], bool]] = {}  # a class -> its methods when last judged, the verdict
+
+
+def _builtin_methods(cls: type) -> bool:
+    """``_model_method`` of every method in ``_POLICY_METHODS``, judged again only when one
+    of them is another function than when ``cls`` was last judged."""
+    methods = tuple(getattr(cls, name) for name in _POLICY_METHODS)
+    seen = _METHODS_SEEN.get(cls)
+    if seen is None or seen[0] != methods:
+        seen = _METHODS_SEEN[cls] = (methods, all(_model_method(cls, name) for name in _POLICY_METHODS))
+    return seen[1]
+
+
 def applies(loop: Any) -> bool:
     """Whether a step of ``loop`` (a ``VllmLoop``, no variant: its caller checks the class)
     may go columnar: a built-in policy of ``RULES`` whose budget methods are the model's
@@ -92,7 +105,7 @@ def applies(loop: Any) -> bool:
     cls = type(policy)
     if not cls.__module__.startswith(__package__ + ".") or getattr(cls, "name", None) not in RULES or vars(policy):
         return False
-    if not all(_model_method(cls, name) for name in _POLICY_METHODS):
+    if not _builtin_methods(cls):
         return False
     if not all(getattr(loop, flag) for flag in _HOOK_FLAGS):
         return False
