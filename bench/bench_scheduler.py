@@ -2,8 +2,8 @@
 
 Run after ``pip install -e .``::
 
-    python bench/bench_scheduler.py [--requests 8 64 512 4096] [--rounds 3] [--steps 100] [--seed N]
-                                    [--side both|model|vllm] [--json]
+    python bench/bench_scheduler.py [--requests 8 64 256 512 4096] [--rounds 3] [--steps 100] [--seed N]
+                                    [--side all|both|model|columnar|vllm] [--json]
 
 The standard workload (deterministic from ``--seed``): B=8192, S=256, ngram with k=4 and
 parallel drafting (d=3), N requests added at the start with prompt lengths uniform in
@@ -17,13 +17,18 @@ A side stops at the first step that schedules nothing. Each round runs both side
 fresh scheduler, in alternating order (model first in even rounds), so a machine whose
 load changes meets both alike; times are CPU seconds of this process (``process_time``),
 per step, and the minimum and median over rounds are reported. The model's step is its
-``schedule`` + ``check_step`` + ``update_from_output``; vLLM's is split into its own
+scalar ``schedule`` + ``check_step`` + ``update_from_output`` (``columnar_min_running`` None);
+the columnar side is the model as ``scheduler_for`` builds it, which takes the columnar
+step (``model/columnar_vllm.py``) from ``MIN_RUNNING`` running requests on, judged by
+``check_step_columnar``. Untimed, once per size, the two models run in lockstep and every
+record, outcome and verdict of the columnar one is compared with the scalar one's
+(``columnar_agreement``). The columnar goal is 3x vLLM's own step at 256 and 4,096 requests. vLLM's is split into its own
 ``Scheduler.schedule`` + ``update_from_output`` (what the ratio is taken against),
 ``update_draft_token_ids``, and the harness (the fake model runner and the observation
 tokenbudget builds), each timed around the call. Construction and adds are not timed.
 
-Exit status: 0 when every requested side ran; 2 when ``--side model`` or ``--side
-vllm`` cannot run, or neither side of ``both`` can (one line on stderr).
+Exit status: 0 when every requested side ran; 2 when the one side asked for cannot run,
+or no side of ``all`` or ``both`` can (one line on stderr).
 """
 from __future__ import annotations
 
@@ -44,11 +49,12 @@ CONFIG: dict[str, Any] = {
     "parallel_drafting": True,
 }
 POLICY = "vllm-adaptive"
-REQUESTS = (8, 64, 512, 4096)
+REQUESTS = (8, 64, 256, 512, 4096)
 PROMPT_LEN = (50, 400)
 MAX_TOKENS = (20, 200)
 ACCEPT_P = 0.6
 GOAL_RATIO = 10.0
+COLUMNAR_GOAL = (3.0, (256, 4096))  # the columnar step's ratio over vLLM's own, at these sizes
 MODEL_PARTS = ("schedule", "checks", "update")
 VLLM_PARTS = ("schedule", "update", "drafts", "harness")
 VLLM_OWN = ("schedule", "update")  # the ratio's denominator
@@ -103,17 +109,22 @@ def timed(parts: dict[str, float], part: str, call: Callable[..., Any]) -> Calla
     return wrapper
 
 
-def run_model(ops: list[Op]) -> SideRun:
-    """Replay ``ops`` on the reference scheduler, checking every step's invariants."""
+def run_model(ops: list[Op], columnar: bool = False) -> SideRun:
+    """Replay ``ops`` on the reference scheduler, checking every step's invariants: the scalar
+    step and ``check_step``, or (``columnar``) the step ``scheduler_for`` picks and
+    ``check_step_columnar``."""
     try:
         from tokenbudget.model import BudgetConfig, get_policy, scheduler_for
         from tokenbudget.spec import check_step
+        from tokenbudget.spec.columnar_checks import check_step_columnar
     except ImportError as exc:
         raise Unavailable(f"the reference model is not importable: {exc}") from None
     sched = scheduler_for(BudgetConfig.from_dict(CONFIG), get_policy(POLICY))
+    if not columnar:
+        sched.columnar_min_running = None
     run = SideRun(dict.fromkeys(MODEL_PARTS, 0.0), violations=0)
     schedule = timed(run.parts, "schedule", sched.schedule)
-    checks = timed(run.parts, "checks", check_step)
+    checks = timed(run.parts, "checks", check_step_columnar if columnar else check_step)
     update = timed(run.parts, "update", sched.update_from_output)
 
     def step(accepted: Mapping[str, int]) -> Grants:
@@ -184,6 +195,39 @@ def agreement(a: list[Grants], b: list[Grants]) -> dict[str, Any]:
     }
 
 
+def columnar_agreement(ops: list[Op]) -> dict[str, Any]:
+    """Untimed: the scalar and the columnar model in lockstep on ``ops``, until a step grants
+    nothing; how many steps the columnar one recorded, judged (``check_step_columnar``
+    against ``check_step``) and updated exactly as the scalar one, and the first that differs."""
+    from tokenbudget.model import BudgetConfig, get_policy, scheduler_for
+    from tokenbudget.spec import check_step
+    from tokenbudget.spec.columnar_checks import check_step_columnar
+
+    scalar, columnar = (scheduler_for(BudgetConfig.from_dict(CONFIG), get_policy(POLICY)) for _ in range(2))
+    scalar.columnar_min_running = None
+    for op in ops:
+        if op["op"] == "add":
+            for sched in (scalar, columnar):
+                sched.add_request(op["id"], op["prompt_len"], op["max_tokens"])
+    equal = compared = went_columnar = 0
+    first = None
+    for op in ops:
+        if op["op"] != "step":
+            continue
+        a, b = scalar.schedule(), columnar.schedule()
+        went_columnar += columnar.columnar_memo.last is not None
+        same = a == b and check_step(a) == check_step_columnar(b)
+        same = scalar.update_from_output(a, dict(op["accepted"])) == columnar.update_from_output(b, dict(op["accepted"])) \
+            and same
+        compared += 1
+        equal += same
+        first = compared - 1 if first is None and not same else first
+        if not a.num_scheduled_tokens:
+            break
+    return {"equal_steps": equal, "compared_steps": compared, "first_difference": first,
+            "columnar_steps": went_columnar}
+
+
 def spread(values: list[float], digits: int = 3) -> dict[str, float]:
     return {"min": round(min(values), digits), "median": round(statistics.median(values), digits)}
 
@@ -192,7 +236,7 @@ def measure(num_requests: int, args: argparse.Namespace, sides: list[str],
             unavailable: dict[str, str]) -> dict[str, Any]:
     """Every round of one workload size: per side and part, ms/step (min, median)."""
     ops = generate_ops(args.seed, num_requests, args.steps)
-    runners = {"model": run_model, "vllm": run_vllm}
+    runners = {"model": run_model, "columnar": lambda o: run_model(o, columnar=True), "vllm": run_vllm}
     runs: dict[str, list[SideRun]] = {side: [] for side in sides}
     for index in range(args.rounds):
         for side in sides if index % 2 == 0 else sides[::-1]:
@@ -206,26 +250,33 @@ def measure(num_requests: int, args: argparse.Namespace, sides: list[str],
     for side, side_runs in runs.items():
         if not side_runs:
             continue
-        names = MODEL_PARTS if side == "model" else VLLM_PARTS
+        names = VLLM_PARTS if side == "vllm" else MODEL_PARTS
         summary = {part: spread([r.ms_per_step((part,)) for r in side_runs]) for part in names}
         summary["step"] = spread([r.ms_per_step(names) for r in side_runs])
         if side == "vllm":
             summary["own"] = spread([r.ms_per_step(VLLM_OWN) for r in side_runs])
         summary["steps"] = len(side_runs[0].grants)
-        if side == "model":
+        if side != "vllm":
             summary["violations"] = side_runs[0].violations
         out["sides"][side] = summary
-    if len(out["sides"]) == 2:
-        model, vllm = out["sides"]["model"], out["sides"]["vllm"]
+    sides_run = out["sides"]
+    if "model" in sides_run and "vllm" in sides_run:
+        model, vllm = sides_run["model"], sides_run["vllm"]
         out["ratio_over_vllm_own"] = round(vllm["own"]["median"] / model["step"]["median"], 2)
         out["ratio_over_vllm_step"] = round(vllm["step"]["median"] / model["step"]["median"], 2)
         out["agreement"] = agreement(runs["model"][0].grants, runs["vllm"][0].grants)
+    if "columnar" in sides_run and "vllm" in sides_run:
+        out["columnar_ratio_over_vllm_own"] = round(sides_run["vllm"]["own"]["median"]
+                                                    / sides_run["columnar"]["step"]["median"], 2)
+    if "columnar" in sides_run:
+        out["columnar_agreement"] = columnar_agreement(ops)
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--side", choices=("both", "model", "vllm"), default="both")
+    parser.add_argument("--side", choices=("all", "both", "model", "columnar", "vllm"), default="all",
+                        help="all: the scalar model, the columnar model and vLLM; both: the scalar model and vLLM")
     parser.add_argument("--requests", type=int, nargs="+", default=list(REQUESTS), help="workload sizes")
     parser.add_argument("--rounds", type=int, default=3, help="runs of each side per size (default 3)")
     parser.add_argument("--seed", type=int, default=0)
@@ -235,19 +286,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1 or args.steps < 1 or min(args.requests) < 1:
         parser.error("--rounds, --steps and every --requests must be at least 1")
 
-    sides = ["model", "vllm"] if args.side == "both" else [args.side]
+    sides = {"all": ["model", "columnar", "vllm"], "both": ["model", "vllm"]}.get(args.side, [args.side])
     unavailable: dict[str, str] = {}
     sizes = [measure(n, args, sides, unavailable) for n in args.requests]
-    if (args.side != "both" and unavailable) or not any(size["sides"] for size in sizes):
+    if (len(sides) == 1 and unavailable) or not any(size["sides"] for size in sizes):
         print(f"bench_scheduler: {'; '.join(f'{s}: {why}' for s, why in unavailable.items())}", file=sys.stderr)
         return 2
     ratios = [size["ratio_over_vllm_own"] for size in sizes if "ratio_over_vllm_own" in size]
+    goal, goal_sizes = COLUMNAR_GOAL
+    columnar = {size["requests"]: size["columnar_ratio_over_vllm_own"] for size in sizes
+                if "columnar_ratio_over_vllm_own" in size and size["requests"] in goal_sizes}
+    equal = [size["columnar_agreement"] for size in sizes if "columnar_agreement" in size]
     doc: dict[str, Any] = {
         "workload": {"config": CONFIG, "policy": POLICY, "prompt_len": PROMPT_LEN, "max_tokens": MAX_TOKENS,
                      "accept_p": ACCEPT_P, "seed": args.seed, "max_steps": args.steps, "rounds": args.rounds},
         "sizes": sizes,
         "unavailable": unavailable,
         "goal_met": min(ratios) >= GOAL_RATIO if ratios else None,  # None: one side only, nothing compared
+        "columnar_goal_met": (min(columnar.values()) >= goal and len(columnar) == len(goal_sizes)) if columnar else None,
+        "columnar_equal": all(a["equal_steps"] == a["compared_steps"] for a in equal) if equal else None,
     }
     if args.json:
         print(json.dumps(doc, indent=2))
@@ -263,18 +320,30 @@ def _print_text(doc: dict[str, Any]) -> None:
           f"seed {w['seed']}, at most {w['max_steps']} steps, {w['rounds']} rounds; CPU ms/step, median (min)")
     for size in doc["sizes"]:
         for side, s in size["sides"].items():
-            parts = MODEL_PARTS if side == "model" else (*VLLM_PARTS, "own")
+            parts = (*VLLM_PARTS, "own") if side == "vllm" else MODEL_PARTS
             cells = "  ".join(f"{p} {s[p]['median']:.3f} ({s[p]['min']:.3f})" for p in (*parts, "step"))
-            print(f"N={size['requests']:<5} {side:5} {s['steps']:4d} steps  {cells}")
+            print(f"N={size['requests']:<5} {side:8} {s['steps']:4d} steps  {cells}")
         if "ratio_over_vllm_own" in size:
             a = size["agreement"]
             print(f"N={size['requests']:<5} ratio: vLLM's own schedule + update / model step = "
                   f"{size['ratio_over_vllm_own']}x; whole vLLM step (harness included) / model step = "
                   f"{size['ratio_over_vllm_step']}x; {a['agreeing_steps']}/{a['compared_steps']} steps grant alike")
+        if "columnar_ratio_over_vllm_own" in size:
+            print(f"N={size['requests']:<5} columnar: vLLM's own schedule + update / columnar step = "
+                  f"{size['columnar_ratio_over_vllm_own']}x")
+        if "columnar_agreement" in size:
+            a = size["columnar_agreement"]
+            print(f"N={size['requests']:<5} columnar: {a['equal_steps']}/{a['compared_steps']} steps with the scalar "
+                  f"step's record, outcome and verdict, {a['columnar_steps']} of them columnar"
+                  + (f" (first difference: step {a['first_difference']})" if a["first_difference"] is not None else ""))
     for side, why in doc["unavailable"].items():
         print(f"{side} unavailable: {why}")
-    verdict = {True: "met", False: "not met", None: "not measured (one side ran)"}[doc["goal_met"]]
-    print(f"goal: the model >= {GOAL_RATIO:g}x vLLM's own schedule + update at every size: {verdict}")
+    verdict = {True: "met", False: "not met", None: "not measured (one side ran)"}
+    print(f"goal: the model >= {GOAL_RATIO:g}x vLLM's own schedule + update at every size: {verdict[doc['goal_met']]}")
+    goal, goal_sizes = COLUMNAR_GOAL
+    print(f"goal: the columnar step >= {goal:g}x vLLM's own at {' and '.join(map(str, goal_sizes))} requests: "
+          f"{verdict[doc['columnar_goal_met']]}; every step equal to the scalar step's: "
+          f"{verdict[doc['columnar_equal']]}")
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 
 ``replay_on_model`` applies the ops to the reference model through the shared
 op-application path (``spec.execution.Execution`` on a ``model.target.ModelTarget``), checks
-the RunRecord with ``spec.check_run`` and each expectation of the trace. A step in which
-the target raised ends the run there: the error is reported, later ops are not applied. On
+the RunRecord with ``spec.check_run`` (as ``spec.columnar_checks.check_run_columnar`` judges
+it: the same violations) and each expectation of the trace. A step in which the target
+raised ends the run there: the error is reported, later ops are not applied. On
 the model, a run that reaches a fixpoint with only steps left writes the rest as the
 fixpoint's record again instead of running them (the same run, a tenth of the cost). An
 exception inside the model outside a step (building the scheduler, adding or aborting a
@@ -23,7 +24,8 @@ from ..spec.collector import PacedCollector
 from ..spec.execution import Execution
 from .target import ModelTarget, TargetFactory
 from . import POLICY_ERROR, BudgetConfig, BudgetPolicy, ConfigError, PolicyError, get_policy
-from ..spec import RunRecord, StepLimits, StepRecord, Violation, check_run, work_gap
+from ..spec import RunRecord, StepLimits, StepRecord, Violation, work_gap
+from ..spec.columnar_checks import check_run_columnar
 from ..spec.invariants import ends_in_fixpoint, model_error
 from ..spec.target import TargetUnavailable, describe
 from ..spec.trace import (
@@ -246,7 +248,7 @@ def _judge(trace: Trace, name: str, refusal: str | None, run: RunRecord | None,
            judge_more: Callable[[RunRecord], Sequence[Violation]] | None = None) -> ReplayResult:
     """``crash``: what the model raised outside a step, a ``model-error`` of the run."""
     records = run.steps if run else []
-    violations = tuple(check_run(run)) if run else ()
+    violations = tuple(check_run_columnar(run)) if run else ()  # check_run's verdict, large steps screened
     if run and judge_more is not None:
         violations += tuple(judge_more(run))
     if crash is not None:

@@ -24,8 +24,9 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Optional
 
-from . import decisions, methods
+from . import columnar_vllm, decisions, methods
 from .loop import SchedulerLoop
+from ..spec.records import StepOutcome, StepRecord
 from .step_pass import StepPass
 from .vllm_versions import DRAFT_PASS_METHODS, VLLM_VERSIONS, VllmVersion, rules_for
 
@@ -35,6 +36,32 @@ class VllmLoop(SchedulerLoop):
     pads_short_admissions = True
     decodes_bypass_budget = False
     honours = SchedulerLoop.honours
+    columnar_min_running: Optional[int] = columnar_vllm.MIN_RUNNING  # None: every step scalar
+
+    def schedule(self) -> StepRecord:
+        """The pass; columnar (``columnar_vllm``) when the running queue is large and the
+        loop and policy are built-ins it models, with the same record as the scalar pass."""
+        floor = self.columnar_min_running
+        if floor is not None and len(self.running) >= floor and type(self) is VllmLoop \
+                and columnar_vllm.applies(self):
+            record = columnar_vllm.schedule(self)
+            if record is not None:
+                return record
+        self.columnar_memo.forget()
+        return super().schedule()
+
+    def update_from_output(self, record: StepRecord, accepted: dict[str, int] | None = None) -> StepOutcome:
+        if self.columnar_memo.last is not None:
+            outcome = columnar_vllm.update(self, record, accepted or {})
+            if outcome is not None:
+                return outcome
+        self.columnar_memo.forget()
+        return super().update_from_output(record, accepted)
+
+    @cached_property
+    def columnar_memo(self) -> columnar_vllm.Memo:
+        """What a columnar step leaves for its output and the next step (a cache, not state)."""
+        return columnar_vllm.Memo()
 
     @classmethod
     def method_table(cls, version: Optional[str]) -> str:
