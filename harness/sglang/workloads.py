@@ -1,8 +1,9 @@
 """Seeded conformance workloads for SGLang: configs valid for ``sglang-0.5.23`` and op lists.
 
-``workload(seed, index)`` is a pure function of its arguments. A config: EAGLE-like or
+``workload(seed, index, radix=...)`` is a pure function of its arguments. A config: EAGLE-like or
 n-gram drafting with k = 1..4 (topk 1), page size 1 (one draw in two), 2 or 4, the radix
-cache off, FCFS, max_running_requests 1..6, a pass budget B (max_prefill_tokens =
+cache on or off (``enable_prefix_caching``: SGLang's ``disable_radix_cache`` is its negation; the
+stream is the same either way but for that switch), FCFS, max_running_requests 1..6, a pass budget B (max_prefill_tokens =
 chunked_prefill_size) from S * (1 + k) up, chunked prefill mostly on, and a KV pool from
 the least the policy accepts (one request of max_model_len and its 2A reservation) up, so
 admission stops on the KV budget. Ops: ``conform_workloads.draw_ops`` (adds, steps with
@@ -10,6 +11,8 @@ the leading accepted drafts, arrivals and aborts between steps), or, one workloa
 (``RETRACT_SHARE``), as many short-prompt long-output requests as seats, arriving a step
 or two apart, on a pool that the admission estimate (0.7 of what a running request may
 still write) lets them all into but their whole lengths outgrow: ``retract_decode`` runs.
+Prompts share prefixes (``draw_ops``' prefix groups), so with the radix cache on admissions hit
+cached pages, and a tight pool evicts them; a retracted request matches what it left cached.
 Requests run up to max_model_len: a verify near it runs its 1 + k rows in the rows'
 headroom past the context, in SGLang as in the model (``sglang_loop.context_headroom``).
 """
@@ -29,11 +32,12 @@ RETRACT_SHARE = 0.25  # workloads shaped for a decode retraction
 PAGE_SIZES = (1, 1, 2, 4)
 
 
-def workload(seed: int, index: int, policy: str = POLICY) -> Trace:
-    """Workload ``index`` of the stream ``seed``, as a trace under ``policy``."""
+def workload(seed: int, index: int, policy: str = POLICY, radix: bool = True) -> Trace:
+    """Workload ``index`` of the stream ``seed``, as a trace under ``policy``, with SGLang's
+    radix cache on or off."""
     rng = random.Random(f"tokenbudget-conform-sglang:{seed}:{index}")
     retract = rng.random() < RETRACT_SHARE
-    config = draw_config(rng, retract)
+    config = draw_config(rng, retract, radix)
     cfg = BudgetConfig.from_dict(config)
     ops = _retract_ops(rng, cfg) if retract else draw_ops(rng, cfg)
     return Trace(policy=policy, config=config, ops=tuple(ops),
@@ -41,7 +45,7 @@ def workload(seed: int, index: int, policy: str = POLICY) -> Trace:
                  found_by=f"tokenbudget conform --engine sglang --seed {seed} (workload {index})")
 
 
-def draw_config(rng: random.Random, retract: bool = False) -> dict[str, Any]:
+def draw_config(rng: random.Random, retract: bool = False, radix: bool = True) -> dict[str, Any]:
     """A config ``sglang-0.5.23`` accepts; only keys that differ from the defaults. For a
     retraction: 2 to 4 seats and a pool of the least the policy accepts and 0.4 to 0.9 of
     max_model_len for each seat but one."""
@@ -56,7 +60,7 @@ def draw_config(rng: random.Random, retract: bool = False) -> dict[str, Any]:
             "max_num_batched_tokens": rng.randint(floor, max(floor, 2 * max_model_len)),
             "max_num_seqs": seqs, "block_size": rng.choice(PAGE_SIZES), "max_model_len": max_model_len,
             "num_speculative_tokens": k, "method": rng.choice(METHODS),
-            "enable_chunked_prefill": chunked, "enable_prefix_caching": False,
+            "enable_chunked_prefill": chunked, "enable_prefix_caching": radix,
         }
         page = config["block_size"]
         least = -(-policy.min_pool_tokens(BudgetConfig.from_dict({**config, "num_kv_blocks": 10**6})) // page)
