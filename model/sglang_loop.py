@@ -31,6 +31,12 @@ and is re-estimated after one (new_token_ratio_tracker.py:34-49). Each decode th
 ``num_draft_tokens = 1 + k`` verify rows (topk 1): its grant counts its drafts, and its KV is
 reserved up to the policy's target; a reservation the pool cannot give is taken as far as it
 goes, so ``kv-capacity`` sees the request hold less than its verify writes.
+
+The radix cache (``sglang_radix.RadixCache``, with ``enable_prefix_caching``): an admission
+matches its cached prefix and extends only past it; the KV budgets count the evictable cache
+as free; completed prompts, chunks (at the next step's start) and finished requests are
+inserted; the tree evicts for each prefill batch, each decode's reservation and after each
+retraction (SPEC.md §10 cites each rule).
 """
 from __future__ import annotations
 

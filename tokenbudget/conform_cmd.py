@@ -30,8 +30,9 @@ DESCRIPTION = ("Run seeded workloads on the reference model and on a real engine
                ".engines/sglang-0.5.23; the model runs sglang-0.5.23); compare grants, drafts, preemptions and "
                "finished requests per step; or FastDeploy (--engine fastdeploy: its ResourceManagerV1.schedule() with "
                "Paddle's CPU wheel, from --engine-path DIR or $TOKENBUDGET_FASTDEPLOY_PATH, a folder holding its "
-               "fastdeploy/ package; the model follows that commit). With --engine sglang the workloads run SGLang's radix "
-               "cache on (its default) or, with --radix-cache off, off (--disable-radix-cache). Each divergence is written as a trace and "
+               "fastdeploy/ package; the model follows that commit). With --engine sglang the workloads run "
+               "SGLang's radix cache on (its default) or, with --radix-cache off, off (--disable-radix-cache). "
+               "Each divergence is written as a trace and "
                "matched against the explanations in SPEC.md.")
 
 

@@ -3,8 +3,12 @@
 Real (imported from the SGLang folder, ``runtime.load``): ``Req`` (schedule_batch.py:1033),
 ``ReqToTokenPool`` (mem_cache/memory_pool.py:376) of ``max_running_requests`` rows, the
 token-to-KV allocator (``TokenToKVPoolAllocator``, page size 1, mem_cache/allocator/token.py:28),
-the tree cache (``UnifiedRadixCache`` with ``disable=True``, what the scheduler builds with
-the radix cache off, mem_cache/registry.py:92), ``PrefillAdder`` (schedule_policy.py:607: its
+the tree cache (``UnifiedRadixCache`` with its FULL component, what the scheduler builds,
+mem_cache/registry.py:92-158: ``disable`` = ``disable_radix_cache`` = not enable_prefix_caching,
+``is_eagle`` under EAGLE, mem_cache/kv_cache_builder.py:389-401; its match in
+``init_next_round_input``, its inserts ``checkpoint_kv_cache`` and ``release_kv_cache(checkpoint=True)``,
+its locks and ``evict_from_tree_cache``), ``SchedulePolicy.calc_priority`` (FCFS, scheduler.py:1438;
+the waiting-prefix refresh), ``PrefillAdder`` (schedule_policy.py:607: its
 budgets, ``add_chunked_req``, ``add_one_req``, ``budget_state``), ``ScheduleBatch``'s
 ``check_decode_mem`` and ``retract_decode`` (schedule_batch.py:3432, :3451, with the real
 ``release_req`` / ``release_kv_cache``), ``NewTokenRatioTracker`` and the decode allocation
@@ -24,17 +28,22 @@ Re-implemented glue (scheduler.py at v0.5.23), kept to what one step does:
   ``budget_state() == OTHER`` (:4212) and on a non-CONTINUE result (:4279-4300);
 * after a prefill, the prefill batch less its chunked and finished requests merges into the
   running batch, and ``batch_is_full`` is cleared when that dropped any (scheduler.py:3934-3958);
-* the prefill's KV allocation (``alloc_for_extend``): rows from the req-to-token pool, slots
-  from the allocator up to ``extend_end``, written into the request's row; a chunk's
-  ``prefix_len`` advances to its end (``cache_unfinished_req``);
+* the prefill's KV allocation (``alloc_for_extend``, allocation.py:374-488): the tree evicts
+  for the batch first (``evict_from_tree_cache``, :175-201), rows from the req-to-token pool
+  starting with the matched prefix (``_prefix_kv_indices``, :363-371), slots from the allocator
+  up to ``extend_end``, written into the request's row; a chunk is checkpointed into the tree at
+  the next step's start (``stash_chunked_request``, scheduler.py:3911-3919), a completed prompt
+  that runs on right after the prefill (``checkpoint_kv_cache``, batch_result_processor.py:393-394),
+  a finished request on release (``release_kv_cache(checkpoint=True)``, :387-391, :1466);
 * ``update_running_batch`` (scheduler.py:4459-4550): check, ``retract_decode``, retracted
   requests to the back of the waiting queue (``_add_request_to_queue``), the ratio set or
   decayed, ``batch_is_full`` cleared when the batch shrank;
-* the decode's KV reservation (``eagle_prepare_for_decode``): every request grows to
+* the decode's KV reservation (``eagle_prepare_for_decode``): the tree evicts for the growth
+  first (``alloc_for_spec_decode``, allocation.py:780-848), then every request grows to
   ``page_aligned_decode_alloc_lens(reserve = 2A)``; an allocation that fails is the step's error.
 
-Aborts: as the model, an aborted request leaves at once, its KV released
-(``release_kv_cache``); SGLang sets ``to_finish`` on a running one (``abort_request``,
+Aborts: as the model, an aborted request leaves at once, its KV released without an insert
+(``release_kv_cache(checkpoint=False)``); SGLang sets ``to_finish`` on a running one (``abort_request``,
 scheduler.py:5797-5812) and drops it from the batch after one more decode, which clears
 ``batch_is_full`` (scheduler.py:3964-3968): the driver clears the latch after the next decode
 (``abort_pending``), or when the running batch is empty.
@@ -106,7 +115,8 @@ class _NoSampling:
 
 class SglangEngine:
     """One deployment of SGLang's scheduler state for ``cfg`` (its page size, the radix cache
-    off, EAGLE topk 1 with k drafts). Raises SglangUnavailable without SGLang."""
+    on with ``enable_prefix_caching``, EAGLE topk 1 with k drafts). Raises SglangUnavailable
+    without SGLang."""
 
     def __init__(self, cfg: Any, path: Path | None = None) -> None:
         sg = runtime.load(path)
@@ -276,7 +286,8 @@ class SglangEngine:
         :363-371), run it; a request whose prompt is done samples a token and is released into the
         tree when finished, checkpointed into it when not (batch_result_processor.py:379-394)."""
         demand = sum(req.extend_end - req.prefix_len for req in batch)
-        self.sg["common"].evict_from_tree_cache(self.tree_cache, demand + (len(batch) * self.page if self.page > 1 else 0))
+        pages = len(batch) * self.page if self.page > 1 else 0
+        self.sg["common"].evict_from_tree_cache(self.tree_cache, demand + pages)
         for req in batch:
             rid = req.rid
             before, end = req.prefix_len, req.extend_end
@@ -325,8 +336,8 @@ class SglangEngine:
         if len(self.running) < initial:
             self.batch_is_full = False
         sizing = self.sg["allocation_sizing"]
-        _, nxt, needed = sizing.page_aligned_decode_alloc_lens(self.running, reserve=sizing.get_alloc_reserve_per_decode(),
-                                                               page_size=self.page)
+        reserve = sizing.get_alloc_reserve_per_decode()
+        _, nxt, needed = sizing.page_aligned_decode_alloc_lens(self.running, reserve=reserve, page_size=self.page)
         if needed > 0:  # alloc_for_spec_decode (allocation.py:793-834): the radix cache evicts for it first
             extra = len(self.running) * self.page if self.page > 1 else 0
             self.sg["common"].evict_from_tree_cache(self.tree_cache, needed + extra)

@@ -2,11 +2,11 @@
 
 ``workload(seed, index, radix=...)`` is a pure function of its arguments. A config: EAGLE-like or
 n-gram drafting with k = 1..4 (topk 1), page size 1 (one draw in two), 2 or 4, the radix
-cache on or off (``enable_prefix_caching``: SGLang's ``disable_radix_cache`` is its negation; the
-stream is the same either way but for that switch), FCFS, max_running_requests 1..6, a pass budget B (max_prefill_tokens =
-chunked_prefill_size) from S * (1 + k) up, chunked prefill mostly on, and a KV pool from
-the least the policy accepts (one request of max_model_len and its 2A reservation) up, so
-admission stops on the KV budget. Ops: ``conform_workloads.draw_ops`` (adds, steps with
+cache on or off (``enable_prefix_caching``: SGLang's ``disable_radix_cache`` is its negation;
+the stream is the same either way but for that switch), FCFS, max_running_requests 1..6, a
+pass budget B (max_prefill_tokens = chunked_prefill_size) from S * (1 + k) up, chunked prefill
+mostly on, and a KV pool from the least the policy accepts (one request of max_model_len and
+its 2A reservation) up, so admission stops on the KV budget. Ops: ``conform_workloads.draw_ops`` (adds, steps with
 the leading accepted drafts, arrivals and aborts between steps), or, one workload in four
 (``RETRACT_SHARE``), as many short-prompt long-output requests as seats, arriving a step
 or two apart, on a pool that the admission estimate (0.7 of what a running request may
