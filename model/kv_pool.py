@@ -123,6 +123,25 @@ class KVBlockPool:
                 self.blocks_of_key.setdefault(key, {})[block] = None
         req.num_cached_blocks = max(req.num_cached_blocks, full)
 
+    def hold(self, block: int) -> None:
+        """One more reference on a held block (SGLang's radix tree shares its pages so)."""
+        count = self.ref_count[block] + 1
+        self.ref_count[block] = count
+        if count == 2:
+            self.shared.add(block)
+
+    def drop(self, block: int) -> None:
+        """One reference fewer on a block; unreferenced, it goes to the head of the free queue."""
+        count = self.ref_count[block] - 1
+        assert count >= 0, f"block {block} freed twice"
+        if count:
+            self.ref_count[block] = count
+            if count == 1:
+                self.shared.discard(block)
+            return
+        del self.ref_count[block]
+        self.reuse_first.appendleft(block)
+
     def free(self, req: Request) -> None:
         """Drop req's references, tail first. Unreferenced blocks without content go to the
         head of the free queue (the tail block first), keyed ones to its end."""

@@ -379,6 +379,15 @@ class SchedulerLoop:
         next pass that visits the request does)."""
         return False
 
+    keeps_output = False  # ``_output_kept`` is called for each request that stays running after its output
+
+    def _release_finished(self, req: Request) -> None:
+        """A request that wrote its last token gives its KV back."""
+        self.pool.free(req)
+
+    def _output_kept(self, req: Request, computed_before: int) -> None:
+        """A request stays running after this step's output (called only with ``keeps_output``)."""
+
     def _stop_cuts_computed(self) -> bool:
         """Whether a stop that cuts output tokens (``max_tokens`` or ``max_model_len`` reached
         before the last accepted one) takes them off the computed count too."""
@@ -439,6 +448,7 @@ class SchedulerLoop:
         padded, drafts, computed_before, num_tokens = (record.padded, record.scheduled_draft_tokens,
                                                        record.computed_before, record.num_tokens)
         stop_cuts_computed, caches_blocks = self._stop_cuts_computed(), self._caches_blocks_at_output()
+        keeps_output = self.keeps_output
         for rid, grant in record.num_scheduled_tokens.items():
             req = requests[rid]
             if req.status is not Status.RUNNING or req.is_prefill_chunk:
@@ -455,11 +465,13 @@ class SchedulerLoop:
                 self.pool.cache_full_blocks(req, req.num_computed_tokens)
             if req.num_output_tokens >= req.max_tokens or req.num_tokens >= max_model_len:
                 self.running.remove(req)
-                self.pool.free(req)
+                self._release_finished(req)
                 req.status = Status.FINISHED
                 continue
             assert req.num_computed_tokens == req.num_tokens - 1, (rid, req.num_computed_tokens, req.num_tokens)
             req.num_draft_tokens = k
+            if keeps_output:
+                self._output_kept(req, computed_before[rid])
         touched = set(record.num_scheduled_tokens).union(record.preempted, self.aborted_in_step)
         return StepOutcome(
             step=record.step,

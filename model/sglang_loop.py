@@ -31,6 +31,12 @@ and is re-estimated after one (new_token_ratio_tracker.py:34-49). Each decode th
 ``num_draft_tokens = 1 + k`` verify rows (topk 1): its grant counts its drafts, and its KV is
 reserved up to the policy's target; a reservation the pool cannot give is taken as far as it
 goes, so ``kv-capacity`` sees the request hold less than its verify writes.
+
+The radix cache (``sglang_radix.RadixCache``, with ``enable_prefix_caching``): an admission
+matches its cached prefix and extends only past it; the KV budgets count the evictable cache
+as free; completed prompts, chunks (at the next step's start) and finished requests are
+inserted; the tree evicts for each prefill batch, each decode's reservation and after each
+retraction (SPEC.md §10 cites each rule).
 """
 from __future__ import annotations
 
@@ -43,6 +49,7 @@ from .config import BudgetConfig
 from .kv_pool import KVBlockPool
 from .loop import SchedulerLoop
 from .request import Request, Status
+from .sglang_radix import RadixCache
 from .step_pass import StepPass
 
 CLIP_MAX_NEW_TOKENS = 4096  # schedule_policy.py:89
@@ -50,6 +57,8 @@ INIT_NEW_TOKEN_RATIO = 0.7  # environ SGLANG_INIT_NEW_TOKEN_RATIO
 MIN_NEW_TOKEN_RATIO = INIT_NEW_TOKEN_RATIO * 0.14  # SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR
 NEW_TOKEN_RATIO_DECAY = (INIT_NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600  # SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS
 RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS
+WAITING_PREFIX_REFRESH_INTERVAL = 32  # schedule_policy.py:139
+WAITING_QUEUE_PREFIX_MATCH_MAX = 128  # schedule_policy.py:137
 
 
 def context_headroom(cfg: BudgetConfig) -> int:
@@ -66,20 +75,27 @@ def context_headroom(cfg: BudgetConfig) -> int:
 
 class PrefillBudget:
     """``PrefillBudget`` of one prefill pass (mem_cache/prefill_budget.py:62-169 at v0.5.23): the
-    free KV less the running requests' reserved future (``total_offset``, schedule_policy.py:673-680)
-    and less what each admission reserves."""
+    free KV and the radix cache's evictable KV (``_available_and_evictable``, :91-97; nothing is
+    allocated during the walk, but each lock taken makes less of the cache evictable) less the
+    running requests' reserved future (``total_offset``, schedule_policy.py:673-680) and less
+    what each admission reserves."""
 
-    def __init__(self, free: int, future: float) -> None:
+    def __init__(self, free: int, future: float, tree: Optional[RadixCache] = None) -> None:
         self.free = free
+        self.tree = tree
         self.total_offset = future
         self.current_offset = 0.0
 
     @property
+    def capacity(self) -> int:
+        return self.free + (self.tree.evictable_tokens if self.tree is not None else 0)
+
+    @property
     def remaining_total(self) -> float:
-        return self.free - self.total_offset
+        return self.capacity - self.total_offset
 
     def has_capacity(self) -> bool:
-        return self.remaining_total > 0 and self.free - self.current_offset > 0
+        return self.remaining_total > 0 and self.capacity - self.current_offset > 0
 
     def reserve(self, ceiled_extend: int, page: int, max_new: int) -> None:
         self.total_offset += ceiled_extend + page + max_new
@@ -102,11 +118,19 @@ class SglangLoop(SchedulerLoop):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.limits = replace(self.limits, context_headroom=context_headroom(self.cfg))
-        self.pool = KVBlockPool(self.cfg.num_kv_blocks, self.cfg.block_size, False)  # no radix cache: nothing shared
+        self.pool = KVBlockPool(self.cfg.num_kv_blocks, self.cfg.block_size, False)  # the tree does the sharing
+        # the radix cache: on with enable_prefix_caching (SGLang's disable_radix_cache = not enable_prefix_caching);
+        # EAGLE keys the tree by bigrams (kv_cache_builder.py:401: is_eagle)
+        self.tree = RadixCache(self.pool, 1 if self.k else 0) if self.cfg.enable_prefix_caching else None
+        self.keeps_output = self.tree is not None
         self.new_token_ratio = INIT_NEW_TOKEN_RATIO
         self.batch_is_full = False
         self.abort_pending = False  # an aborted decode SGLang still runs once (``abort_request``)
         self.chunked: Optional[Request] = None  # the request whose prefill continues first
+        self.stash: Optional[Request] = None  # a chunk granted last step, checkpointed at this step's start
+        self.refreshes = 0  # calc_priority's waiting-prefix refreshes asked (radix cache on)
+        self.alloc_len: dict[str, int] = {}  # kv_allocated_len: tokens, not pages (the decode's eviction target)
+        self.prefilled: set[str] = set()  # the last prefill batch
 
     # -- sizes -------------------------------------------------------------------------
     @property
@@ -124,7 +148,10 @@ class SglangLoop(SchedulerLoop):
         return len(req.block_ids) * self.page
 
     def available(self) -> int:
-        return self.pool.num_free * self.page
+        """Free KV and what the radix cache could evict for it (``check_decode_capacity`` evicts
+        before it compares, allocator/base.py:171-185)."""
+        free = self.pool.num_free * self.page
+        return free + self.tree.evictable_tokens if self.tree is not None else free
 
     def max_new_tokens(self, req: Request) -> int:
         """``min(sampling_params.max_new_tokens, 4096)``, what an admission reserves whatever the
@@ -141,6 +168,12 @@ class SglangLoop(SchedulerLoop):
     # -- the step ------------------------------------------------------------------------
     def _schedule_running(self, step: StepPass, threshold: int) -> None:
         """The whole SGLang step: a prefill batch if one forms, else a decode batch."""
+        self.prefilled = set()
+        if self.stash is not None:  # stash_chunked_request (scheduler.py:3911-3919, :3772-3776)
+            if self.stash is self.chunked:
+                assert self.tree is not None
+                self.tree.checkpoint(self.stash, self.stash.num_computed_tokens)
+            self.stash = None
         if all(r is self.chunked for r in self.running):  # the running batch is empty (scheduler.py:4093-4096)
             self.batch_is_full = self.abort_pending = False
         if self._prefill(step):
@@ -162,7 +195,14 @@ class SglangLoop(SchedulerLoop):
             return "no-token"
         return "continue" if step.may_schedule() else "other"
 
-    def _continue_chunk(self, step: StepPass, kv: "PrefillBudget", batch: list[Request]) -> None:
+    def _fits_pool(self, req: Request, end: int, promised: int) -> bool:
+        """Whether the pages req needs to hold ``end`` tokens are there, with the evictable
+        cache and less the pages this walk already promised (the allocation runs after it)."""
+        pages = cdiv(end, self.page) - len(req.block_ids)
+        evictable = self.tree.evictable_pages if self.tree is not None else 0
+        return pages + promised <= self.pool.num_free + evictable
+
+    def _continue_chunk(self, step: StepPass, kv: "PrefillBudget", batch: list[tuple[Request, int]]) -> None:
         """``add_chunked_req`` (schedule_policy.py:1140-1219): the chunked request's next chunk is
         ``min(extend, rem_chunk_tokens, int(rem_total_tokens))``, or the chunk budget when no KV
         budget is left (``available_chunk_tokens``, prefill_budget.py:140-143), not floored to a
@@ -174,26 +214,47 @@ class SglangLoop(SchedulerLoop):
         limit = available if available > 0 else rem_chunk
         extend = req.num_tokens - req.num_computed_tokens
         grant = min(extend, limit)
-        if grant <= 0 or not self._allocate(req, req.num_computed_tokens + grant):
+        if grant <= 0 or not self._fits_pool(req, req.num_computed_tokens + grant, 0):
             return
         finishes = grant == extend
         kv.reserve(cdiv(grant, self.page) * self.page, self.page, self.max_new_tokens(req) if finishes else 0)
         step.record_grant(req, grant, 0, padded=False)
         step.scheduled_running.append(req)
-        batch.append(req)
+        batch.append((req, req.num_computed_tokens + grant))
         self.chunked = None if finishes else req
 
-    def _add_one(self, step: StepPass, kv: "PrefillBudget", batch: list[Request], req: Request) -> str:
+    def _match(self, req: Request) -> tuple[object, list[int]]:
+        """``init_next_round_input`` (schedule_batch.py:1692-1743): the tree's longest cached
+        prefix of the request's tokens less the last (``_compute_max_prefix_len``, :1766-1785)."""
+        assert self.tree is not None
+        return self.tree.match(self.tree.keys(req, self.tree.pages_keyed(req.num_tokens - 1)))
+
+    def _add_one(self, step: StepPass, kv: "PrefillBudget", batch: list[tuple[Request, int]], req: Request) -> str:
         """``add_one_req`` (schedule_policy.py:1395-1591) and ``_select_prefill_admission``
-        (:1592-1690): the request is admitted while ``extend + max_new + page < rem_total_tokens``
-        (``per_req_token_overhead`` = page, :732-737; ``check_prefill``, prefill_budget.py:114-130),
-        max_new being what it may still write; an extend whose page-ceiled length passes the
-        chunk budget is cut to it floored to a page (:1646-1670); without chunked prefill, after
-        the first, a page-ceiled extend of at least the input budget left stops the walk
-        (:1626-1632). The admission reserves its page-ceiled extend, a page and (unless cut)
-        its whole clipped max_new_tokens (``PrefillBudget.reserve``, prefill_budget.py:156-169);
-        the result is the budget state after it."""
-        extend, page = req.num_tokens, self.page
+        (:1592-1690): the request's cached prefix is matched and pinned while it is judged
+        (``_lock_node``, :1429-1431); it is admitted while ``extend + max_new + page <
+        rem_total_tokens`` (``per_req_token_overhead`` = page, :732-737; ``check_prefill``,
+        prefill_budget.py:114-130), extend being what the prefix leaves and max_new what it may
+        still write; an extend whose page-ceiled length passes the chunk budget is cut to it
+        floored to a page (:1646-1670); without chunked prefill, after the first, a page-ceiled
+        extend of at least the input budget left stops the walk (:1626-1632). The admission locks
+        its prefix, reserves its page-ceiled extend, a page and (unless cut) its whole clipped
+        max_new_tokens (``PrefillBudget.reserve``, prefill_budget.py:156-169); the result is the
+        budget state after it."""
+        tree = self.tree
+        node, hit = self._match(req) if tree is not None else (None, [])
+        if tree is not None:
+            tree.lock(node)  # type: ignore[arg-type]
+        try:
+            return self._judge(step, kv, batch, req, node, hit)
+        finally:
+            if tree is not None:
+                tree.unlock(node)  # type: ignore[arg-type]
+
+    def _judge(self, step: StepPass, kv: "PrefillBudget", batch: list[tuple[Request, int]], req: Request,
+               node: object, hit: list[int]) -> str:
+        page, prefix = self.page, len(hit) * self.page
+        extend = req.num_tokens - prefix
         ceiled, token = cdiv(extend, page) * page, int(step.budgets.token)
         if not extend + self.max_new_estimate(req) + page < kv.remaining_total:
             return "no-token"
@@ -204,30 +265,49 @@ class SglangLoop(SchedulerLoop):
             grant = token // page * page
             if grant <= 0:
                 return "other"
-        if not self._allocate(req, grant):
+        promised = sum(cdiv(end, page) - len(r.block_ids) for r, end in batch)
+        if not self._fits_pool(req, prefix + grant, promised - len(hit)):  # the hit is held already
             return "no-token"  # the pool itself is short (SGLang's allocator would fail the step)
         del self.waiting[0]
         self.running.append(req)
         req.status = Status.RUNNING
-        req.num_computed_tokens = 0
+        if self.tree is not None:
+            self.tree.adopt(req, node, hit)  # type: ignore[arg-type]
+        req.num_computed_tokens = prefix
         kv.reserve(cdiv(grant, page) * page, page, self.max_new_tokens(req) if grant == extend else 0)
         step.record_grant(req, grant, 0, padded=False)
-        batch.append(req)
+        batch.append((req, prefix + grant))
         if grant < extend:
             self.chunked = req
         return self._budget_state(step, kv)
 
+    def _refresh_waiting_prefixes(self) -> None:
+        """``_touch_waiting_prefixes`` (schedule_policy.py:282-302): FCFS matches nothing, but one
+        ``calc_priority`` in 32 touches the cached path of the first 128 waiting requests, the head
+        last (``touch_waiting_prefix``, common.py:215-218: all of their tokens)."""
+        tree = self.tree
+        if tree is None or not self.waiting:
+            return
+        self.refreshes += 1
+        if (self.refreshes - 1) % WAITING_PREFIX_REFRESH_INTERVAL:
+            return
+        for req in reversed(self.waiting[:WAITING_QUEUE_PREFIX_MATCH_MAX]):
+            tree.match(tree.keys(req, tree.pages_keyed(req.num_tokens)))
+
     def _prefill(self, step: StepPass) -> bool:
-        """Form a prefill batch (``_get_new_batch_prefill_raw``, scheduler.py:4079-4310); True
-        when it scheduled something."""
+        """Form a prefill batch (``_get_new_batch_prefill_raw``, scheduler.py:4079-4310) and give
+        it its KV (``alloc_for_extend``, mem_cache/allocation.py:374-488); True when it
+        scheduled something."""
         if (self.batch_is_full or not self.waiting) and self.chunked is None:  # :4098-4101
             return False
         if self._seats() <= 0 and self.chunked is None:  # :4117-4125
             self.batch_is_full = True
             return False
+        self._refresh_waiting_prefixes()  # calc_priority (:4129-4133)
         decoding = [r for r in self.running if r.is_decoding]
-        kv = PrefillBudget(self.available(), sum(self.max_new_estimate(r) * self.new_token_ratio for r in decoding))
-        batch: list[Request] = []
+        future = sum(self.max_new_estimate(r) * self.new_token_ratio for r in decoding)
+        kv = PrefillBudget(self.pool.num_free * self.page, future, self.tree)
+        batch: list[tuple[Request, int]] = []
         seats = self._seats()
         if self.chunked is not None:  # :4185-4193
             self._continue_chunk(step, kv, batch)
@@ -243,13 +323,31 @@ class SglangLoop(SchedulerLoop):
                 if result == "no-token":  # :4281-4286
                     self.batch_is_full = bool(batch) or bool(decoding)
                 break
-        if any(r is self.chunked for r in batch):
+        if any(r is self.chunked for r, _ in batch):
             self.batch_is_full = False  # the chunk leaves the filtered prefill batch (scheduler.py:3934-3951)
+        self._allocate_extends(batch)
         return bool(batch)
 
+    def _allocate_extends(self, batch: list[tuple[Request, int]]) -> None:
+        """``alloc_for_extend``: the radix cache first evicts until the pool holds the batch's
+        extends, plus a page a request when pages are larger than a token (allocation.py:175-201,
+        :152-157); then each request's pages up to its extend's end."""
+        if not batch:
+            return
+        if self.tree is not None:
+            demand = sum(end - r.num_computed_tokens for r, end in batch)
+            self.tree.evict(demand + (len(batch) * self.page if self.page > 1 else 0))
+        for req, end in batch:
+            assert self._allocate(req, end), "the walk admitted more than the pool holds"
+            self.alloc_len[req.request_id] = end
+            self.prefilled.add(req.request_id)
+            if req is self.chunked and self.tree is not None:
+                self.stash = req
+
     def abort_request(self, request_id: str) -> None:
-        """As the shared loop: the request leaves at once, its KV released. An aborted chunked
-        request leaves the chunk slot too (``process_pending_chunked_abort``, scheduler.py:3778-3810).
+        """As the shared loop: the request leaves at once, its KV released (its lock on the radix
+        cache too, nothing inserted: ``release_kv_cache(checkpoint=False)``). An aborted chunked
+        request leaves the chunk slot too (``process_pending_chunked_abort``, scheduler.py:3778-3821).
         A decoding one SGLang marks ``to_finish`` (``abort_request``, scheduler.py:5797-5812):
         it runs one more decode, finishes there (``update_finish_state``, schedule_batch.py:2011-2013)
         and leaves the running batch at the next step's ``filter_batch``, which clears
@@ -258,13 +356,34 @@ class SglangLoop(SchedulerLoop):
         req = self.requests[request_id]
         decoding = req.status is Status.RUNNING and req.is_decoding and req is not self.chunked
         super().abort_request(request_id)
+        self._forget(req)
         if self.chunked is not None and self.chunked.request_id == request_id:
             self.chunked = None
         if decoding:
             self.abort_pending = True
 
+    def _forget(self, req: Request) -> None:
+        """req no longer holds KV: its radix-cache lock and allocated length go."""
+        if self.tree is not None:
+            self.tree.release(req)
+        self.alloc_len.pop(req.request_id, None)
+
+    def _preempt(self, req: Request, front: bool = True) -> None:
+        super()._preempt(req, front)
+        self._forget(req)
+
     def _allocate(self, req: Request, tokens: int) -> bool:
+        if self.tree is not None:
+            self.tree.evict((cdiv(tokens, self.page) - len(req.block_ids)) * self.page)
         return self.pool.allocate(req, tokens, [])
+
+    def _decode_fits(self, reqs: list[Request], retracting: bool) -> bool:
+        """``check_decode_mem`` (schedule_batch.py:3432-3449): the policy's check on the free and
+        evictable KV; one that fails has evicted all it could first (allocator/base.py:171-185)."""
+        fits = self.policy.decode_fits(self, reqs, retracting=retracting)
+        if not fits and self.tree is not None:
+            self.tree.evict_all()
+        return fits
 
     def _decode(self, step: StepPass) -> None:
         """``update_running_batch``: check, retract, reserve, then grant every decode 1 + k."""
@@ -272,23 +391,26 @@ class SglangLoop(SchedulerLoop):
         if not batch:
             return
         policy = self.policy
-        if not policy.decode_fits(self, batch, retracting=False):
+        if not self._decode_fits(batch, retracting=False):
             order = policy.retraction_order(batch)
             retracted = 0
             first = True
-            while first or not policy.decode_fits(self, order, retracting=True):
+            while first or not self._decode_fits(order, retracting=True):
                 if len(order) == 1:
                     break
                 first = False
                 victim = order.pop()
                 self.running.remove(victim)
                 self._preempt(victim, front=False)  # release_req, reset_for_retract, to the back
+                if self.tree is not None:  # release_req: the evictable KV is used at once (schedule_batch.py:2389-2392)
+                    self.tree.evict(len(order) * RETRACT_DECODE_STEPS)
                 step.preempted.append(victim.request_id)
                 retracted += 1
-            if len(order) == 1 and policy.aborts_last and not policy.decode_fits(self, order, retracting=True):
+            if len(order) == 1 and policy.aborts_last and not self._decode_fits(order, retracting=True):
                 last = order.pop()
                 self.running.remove(last)
                 self.pool.free(last)
+                self._forget(last)
                 last.status = Status.ABORTED
                 self.aborted_in_step.append(last.request_id)
             self.new_token_ratio = min(1.0, (sum(r.num_output_tokens for r in order) + RETRACT_DECODE_STEPS * len(order))
@@ -299,15 +421,33 @@ class SglangLoop(SchedulerLoop):
             self.running = order + [r for r in self.running if id(r) not in kept]  # order (schedule_batch.py:3532)
         else:
             self.new_token_ratio = max(self.new_token_ratio - NEW_TOKEN_RATIO_DECAY, MIN_NEW_TOKEN_RATIO)
+        targets = [policy.decode_target(self, req) for req in batch]
+        if self.tree is not None:
+            self._evict_for_decode(batch, targets)
         grant = self.alloc_per_decode  # num_draft_tokens verify rows, near max_model_len too (context_headroom)
-        for req in batch:
-            target = policy.decode_target(self, req)
+        for req, target in zip(batch, targets):
             if not self._allocate(req, target):
-                self._allocate(req, self.allocated(req) + self.available())  # the pool runs out mid-reservation
+                self._allocate(req, self.allocated(req) + self.pool.num_free * self.page)  # the pool runs out
+            if self.tree is not None:
+                rid = req.request_id
+                self.alloc_len[rid] = max(self.alloc_len.get(rid, 0), cdiv(target, self.page) * self.page)
             step.record_grant(req, grant, grant - 1, padded=False)
             step.scheduled_running.append(req)
         if self.abort_pending:  # the aborted request decoded with this batch and leaves it
             self.batch_is_full = self.abort_pending = False
+
+    def _evict_for_decode(self, batch: list[Request], targets: list[int]) -> None:
+        """``alloc_for_spec_decode`` (allocation.py:780-848): the tokens the batch's allocated
+        lengths grow by (``page_aligned_decode_alloc_lens``, allocation_sizing.py:73-93), plus a
+        page a request when pages are larger than a token, are made free first."""
+        assert self.tree is not None
+        page = self.page
+        needed = 0
+        for req, target in zip(batch, targets):
+            have = min(self.alloc_len.get(req.request_id, self.allocated(req)), self.allocated(req))
+            needed += max(have, cdiv(target, page) * page) - have
+        if needed > 0:
+            self.tree.evict(needed + (len(batch) * page if page > 1 else 0))
 
     def _progress_possible(self, step: StepPass) -> bool:
         """Some decode fits its own need in the free KV, or nothing runs and a request waits."""
@@ -331,8 +471,29 @@ class SglangLoop(SchedulerLoop):
             self.batch_is_full = False
         return outcome
 
+    def _release_finished(self, req: Request) -> None:
+        """``release_kv_cache(checkpoint=True)`` (common.py:400-444): with the radix cache, the
+        request's pages up to its committed KV (``owned_kv_len``, the tokens but the last
+        sampled) go into the tree first; the rest is freed."""
+        if self.tree is not None:
+            self.tree.checkpoint(req, req.num_tokens - 1)
+        self.pool.free(req)
+        self._forget(req)
+
+    def _output_kept(self, req: Request, computed_before: int) -> None:
+        """A request whose prefill completed and which runs on is checkpointed into the radix
+        cache up to its extend's end (``checkpoint_kv_cache``, batch_result_processor.py:393-394)."""
+        if req.request_id in self.prefilled:
+            assert self.tree is not None
+            self.tree.checkpoint(req, req.num_tokens - 1)
+
     def _loop_state(self) -> tuple[object, ...]:
         """The admission latch, a pending abort, the chunked request and ``new_token_ratio`` (which decays
-        at every decode step, so a decoding SGLang step is never a fixpoint until it bottoms out)."""
-        return (self.batch_is_full, self.abort_pending, None if self.chunked is None else self.chunked.request_id,
-                self.new_token_ratio)
+        at every decode step, so a decoding SGLang step is never a fixpoint until it bottoms out); with
+        the radix cache, its clock (every match and insert ticks it) and the refreshes asked."""
+        own = (self.batch_is_full, self.abort_pending, None if self.chunked is None else self.chunked.request_id,
+               self.new_token_ratio)
+        if self.tree is None:
+            return own
+        return (*own, self.tree.clock, self.tree.evictable_pages, self.refreshes,
+                None if self.stash is None else self.stash.request_id)

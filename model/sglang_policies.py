@@ -9,8 +9,9 @@ retraction; which request ``retract_decode`` pops first; how far a decode's KV r
 reaches; whether the verify frees the rejected drafts' KV; and whether the last request
 that does not fit is aborted.
 
-Shared scope (SGLang features the model leaves out; SPEC.md §10): FCFS, no radix cache
-(``enable_prefix_caching`` is read as off: nothing is shared or evictable), no parallel drafting, topk 1 (so ``num_draft_tokens = 1 + k`` and
+Shared scope (SGLang features the model leaves out; SPEC.md §10): FCFS, the radix cache
+with ``enable_prefix_caching`` (``sglang_radix``; ``loop.available()`` counts its evictable KV
+as ``check_decode_mem`` evicts it first), no parallel drafting, topk 1 (so ``num_draft_tokens = 1 + k`` and
 A = 1 + k), one pass budget (max_num_scheduled_tokens unset), and B >= S * (1 + k): every
 decode batch's verify rows fit the runner (SGLang captures CUDA graphs for batch sizes up
 to max_running_requests, each with ``num_draft_tokens`` rows a request).
@@ -102,7 +103,7 @@ class _SglangPolicy(BudgetPolicy):
         return sum(cdiv(self.decode_target(loop, r), page) * page - loop.allocated(r) for r in reqs)
 
     def decode_fits(self, loop: SglangLoop, reqs: list[Request], retracting: bool) -> bool:
-        """``check_decode_mem``: the pool can take the batch's decode (no tree cache to evict)."""
+        """``check_decode_mem``: the pool, the radix cache's evictable KV included, can take the batch's decode."""
         return loop.available() >= self.decode_need(loop, reqs)
 
     def retraction_order(self, batch: list[Request]) -> list[Request]:

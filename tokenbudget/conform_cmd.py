@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from . import render
-from .args import add_json, at_most, folder, positive_int, seed
+from .args import UsageError, add_json, at_most, folder, positive_int, seed
 from .console import Console
 from .engine_path import in_child, run_child, run_in_child
 from .exits import FAILED, OK
@@ -30,7 +30,9 @@ DESCRIPTION = ("Run seeded workloads on the reference model and on a real engine
                ".engines/sglang-0.5.23; the model runs sglang-0.5.23); compare grants, drafts, preemptions and "
                "finished requests per step; or FastDeploy (--engine fastdeploy: its ResourceManagerV1.schedule() with "
                "Paddle's CPU wheel, from --engine-path DIR or $TOKENBUDGET_FASTDEPLOY_PATH, a folder holding its "
-               "fastdeploy/ package; the model follows that commit). Each divergence is written as a trace and "
+               "fastdeploy/ package; the model follows that commit). With --engine sglang the workloads run "
+               "SGLang's radix cache on (its default) or, with --radix-cache off, off (--disable-radix-cache). "
+               "Each divergence is written as a trace and "
                "matched against the explanations in SPEC.md.")
 
 
@@ -45,18 +47,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the engine's folder: for vllm an unpacked wheel or a vLLM checkout (run in a child "
                              "process); for sglang a pip --target folder holding sglang; for fastdeploy a "
                              "FastDeploy checkout's root (a folder holding fastdeploy/)")
+    parser.add_argument("--radix-cache", choices=("on", "off"), default=None,
+                        help="--engine sglang only: run the workloads with SGLang's radix cache on (default, as "
+                             "SGLang serves) or off (its --disable-radix-cache)")
     add_json(parser)
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
     if args.corpus is not None:  # before any work
         writable_folder(args.corpus, "--corpus")
+    if args.radix_cache is not None and args.engine != SGLANG:
+        raise UsageError(f"--radix-cache is SGLang's radix cache: use it with --engine sglang, not {args.engine}")
     if args.engine == SGLANG:
         folder = check_folder(args.engine_dir)
         if os.environ.get(CHILD_ENV) != str(folder):  # SGLang runs in a child process (runtime.py: the stub)
             return run_child(_argv(args, folder), {**os.environ, CHILD_ENV: str(folder)}, console.out)
         report = run_conformance(args.seed, args.workloads, args.corpus, console.progress,
-                                 engine=sglang_engine(folder))
+                                 engine=sglang_engine(folder, radix=args.radix_cache != "off"))
     elif args.engine == FASTDEPLOY:
         folder = fastdeploy_runtime.check_folder(args.engine_dir)
         if os.environ.get(fastdeploy_runtime.CHILD_ENV) != str(folder):  # FastDeploy runs in a child (the stubs)
@@ -82,4 +89,6 @@ def _argv(args: argparse.Namespace, folder: Path | None = None) -> list[str]:
             "--engine-path", str(folder or args.engine_dir)]
     if args.corpus is not None:
         argv += ["--corpus", str(args.corpus)]
+    if args.radix_cache is not None:
+        argv += ["--radix-cache", args.radix_cache]
     return argv + ["--json"] * bool(args.json) + ["--quiet"] * bool(args.quiet)

@@ -16,13 +16,14 @@ from .target import SglangTarget
 from .workloads import POLICY, workload
 
 
-def sglang_engine(path: Path | None = None, policy: str = POLICY) -> ConformEngine:
-    """SGLang in ``path`` (see ``runtime.engine_folder``) against the model's ``policy``.
-    Raises SglangUnavailable without SGLang."""
+def sglang_engine(path: Path | None = None, policy: str = POLICY, radix: bool = True) -> ConformEngine:
+    """SGLang in ``path`` (see ``runtime.engine_folder``) against the model's ``policy``, on
+    workloads with the radix cache on (SGLang's default) or off. Raises SglangUnavailable
+    without SGLang."""
     sg = runtime.load(path)
 
     def lockstep(trace: Trace) -> Lockstep:
         return run_lockstep(trace, partial(SglangTarget, path=path))
 
     return ConformEngine("sglang", "SGLang", sg["version"], get_policy(policy).version, None, policy,
-                         lambda seed, index: workload(seed, index, policy), lockstep, explain)
+                         lambda seed, index: workload(seed, index, policy, radix), lockstep, explain)

@@ -3,8 +3,12 @@
 Real (imported from the SGLang folder, ``runtime.load``): ``Req`` (schedule_batch.py:1033),
 ``ReqToTokenPool`` (mem_cache/memory_pool.py:376) of ``max_running_requests`` rows, the
 token-to-KV allocator (``TokenToKVPoolAllocator``, page size 1, mem_cache/allocator/token.py:28),
-the tree cache (``UnifiedRadixCache`` with ``disable=True``, what the scheduler builds with
-the radix cache off, mem_cache/registry.py:92), ``PrefillAdder`` (schedule_policy.py:607: its
+the tree cache (``UnifiedRadixCache`` with its FULL component, what the scheduler builds,
+mem_cache/registry.py:92-158: ``disable`` = ``disable_radix_cache`` = not enable_prefix_caching,
+``is_eagle`` under EAGLE, mem_cache/kv_cache_builder.py:389-401; its match in
+``init_next_round_input``, its inserts ``checkpoint_kv_cache`` and ``release_kv_cache(checkpoint=True)``,
+its locks and ``evict_from_tree_cache``), ``SchedulePolicy.calc_priority`` (FCFS, scheduler.py:1438;
+the waiting-prefix refresh), ``PrefillAdder`` (schedule_policy.py:607: its
 budgets, ``add_chunked_req``, ``add_one_req``, ``budget_state``), ``ScheduleBatch``'s
 ``check_decode_mem`` and ``retract_decode`` (schedule_batch.py:3432, :3451, with the real
 ``release_req`` / ``release_kv_cache``), ``NewTokenRatioTracker`` and the decode allocation
@@ -24,17 +28,22 @@ Re-implemented glue (scheduler.py at v0.5.23), kept to what one step does:
   ``budget_state() == OTHER`` (:4212) and on a non-CONTINUE result (:4279-4300);
 * after a prefill, the prefill batch less its chunked and finished requests merges into the
   running batch, and ``batch_is_full`` is cleared when that dropped any (scheduler.py:3934-3958);
-* the prefill's KV allocation (``alloc_for_extend``): rows from the req-to-token pool, slots
-  from the allocator up to ``extend_end``, written into the request's row; a chunk's
-  ``prefix_len`` advances to its end (``cache_unfinished_req``);
+* the prefill's KV allocation (``alloc_for_extend``, allocation.py:374-488): the tree evicts
+  for the batch first (``evict_from_tree_cache``, :175-201), rows from the req-to-token pool
+  starting with the matched prefix (``_prefix_kv_indices``, :363-371), slots from the allocator
+  up to ``extend_end``, written into the request's row; a chunk is checkpointed into the tree at
+  the next step's start (``stash_chunked_request``, scheduler.py:3911-3919), a completed prompt
+  that runs on right after the prefill (``checkpoint_kv_cache``, batch_result_processor.py:393-394),
+  a finished request on release (``release_kv_cache(checkpoint=True)``, :387-391, :1466);
 * ``update_running_batch`` (scheduler.py:4459-4550): check, ``retract_decode``, retracted
   requests to the back of the waiting queue (``_add_request_to_queue``), the ratio set or
   decayed, ``batch_is_full`` cleared when the batch shrank;
-* the decode's KV reservation (``eagle_prepare_for_decode``): every request grows to
+* the decode's KV reservation (``eagle_prepare_for_decode``): the tree evicts for the growth
+  first (``alloc_for_spec_decode``, allocation.py:780-848), then every request grows to
   ``page_aligned_decode_alloc_lens(reserve = 2A)``; an allocation that fails is the step's error.
 
-Aborts: as the model, an aborted request leaves at once, its KV released
-(``release_kv_cache``); SGLang sets ``to_finish`` on a running one (``abort_request``,
+Aborts: as the model, an aborted request leaves at once, its KV released without an insert
+(``release_kv_cache(checkpoint=False)``); SGLang sets ``to_finish`` on a running one (``abort_request``,
 scheduler.py:5797-5812) and drops it from the batch after one more decode, which clears
 ``batch_is_full`` (scheduler.py:3964-3968): the driver clears the latch after the next decode
 (``abort_pending``), or when the running batch is empty.
@@ -78,6 +87,25 @@ class SglangStep:
     fingerprint: Hashable = None  # the scheduler state before the step (``SglangEngine.fingerprint``)
 
 
+class _Tokens:
+    """Token ids: a prefix group's first tokens are the group's, every other token (a prompt's
+    own, an output) is new, so the radix tree shares exactly what ``Request.block_key`` shares."""
+
+    def __init__(self) -> None:
+        self.next = 1
+        self.groups: dict[str, list[int]] = {}
+
+    def fresh(self, n: int) -> list[int]:
+        self.next += n
+        return list(range(self.next - n, self.next))
+
+    def prompt(self, group: Optional[str], shared: int, length: int) -> array:
+        ids = self.groups.setdefault(group, []) if group is not None else []
+        if len(ids) < shared:
+            ids += self.fresh(shared - len(ids))
+        return array("q", ids[:shared] + self.fresh(length - shared))
+
+
 class _NoSampling:
     """The sampling tensors ``filter_batch`` narrows: none here (no model runs)."""
 
@@ -87,7 +115,8 @@ class _NoSampling:
 
 class SglangEngine:
     """One deployment of SGLang's scheduler state for ``cfg`` (its page size, the radix cache
-    off, EAGLE topk 1 with k drafts). Raises SglangUnavailable without SGLang."""
+    on with ``enable_prefix_caching``, EAGLE topk 1 with k drafts). Raises SglangUnavailable
+    without SGLang."""
 
     def __init__(self, cfg: Any, path: Path | None = None) -> None:
         sg = runtime.load(path)
@@ -97,8 +126,9 @@ class SglangEngine:
         self.page = cfg.block_size
         self.max_running = cfg.max_num_seqs
         self.chunk = cfg.max_num_batched_tokens if cfg.enable_chunked_prefill else None  # None: chunking off
+        self.radix = cfg.enable_prefix_caching  # SGLang's disable_radix_cache = not enable_prefix_caching
         args = sg["ServerArgs"](
-            model_path="tokenbudget-fake", device="cpu", disable_radix_cache=True, page_size=self.page,
+            model_path="tokenbudget-fake", device="cpu", disable_radix_cache=not self.radix, page_size=self.page,
             max_running_requests=self.max_running, chunked_prefill_size=self.chunk if self.chunk else -1,
             max_prefill_tokens=cfg.max_num_batched_tokens, context_length=cfg.max_model_len,
             speculative_algorithm="EAGLE" if self.k else None, speculative_num_steps=self.k or None,
@@ -112,11 +142,14 @@ class SglangEngine:
             self.allocator = sg["TokenToKVPoolAllocator"](tokens, torch.float16, "cpu", None, False)
         else:
             self.allocator = sg["PagedTokenToKVPoolAllocator"](tokens, self.page, torch.float16, "cpu", None, False)
-        params = sg["CacheInitParams"](disable=True, req_to_token_pool=self.req_to_token_pool,
-                                       token_to_kv_pool_allocator=self.allocator, page_size=self.page)
-        params.tree_components = (sg["ComponentType"].FULL,)
-        self.tree_cache = sg["UnifiedRadixCache"](params)
         self.spec_algorithm = sg["SpeculativeAlgorithm"].from_string("EAGLE" if self.k else None)
+        params = sg["CacheInitParams"](disable=not self.radix, req_to_token_pool=self.req_to_token_pool,
+                                       token_to_kv_pool_allocator=self.allocator, page_size=self.page,
+                                       is_eagle=self.spec_algorithm.is_eagle())
+        params.tree_components = (sg["ComponentType"].FULL,)  # create_unified_radix_cache (registry.py:149-158)
+        self.tree_cache = sg["UnifiedRadixCache"](params)
+        self.policy = sg["schedule_policy"].SchedulePolicy("fcfs", self.tree_cache, False, False, False)
+        self.tokens = _Tokens()
         self.ratio = sg["NewTokenRatioTracker"].from_config()
         self.reqs: dict[str, Any] = {}
         self.max_tokens: dict[str, int] = {}
@@ -129,10 +162,13 @@ class SglangEngine:
         self.dead: Optional[str] = None
 
     # -- requests ---------------------------------------------------------------------
-    def add(self, rid: str, prompt_len: int, max_tokens: int) -> None:
+    def add(self, rid: str, prompt_len: int, max_tokens: int, prefix_group: Optional[str] = None,
+            prefix_len: int = 0) -> None:
+        """Queue a request whose first ``prefix_len`` tokens are its prefix group's."""
         params = self.sg["SamplingParams"](max_new_tokens=max(0, min(max_tokens, self.cfg.max_model_len - prompt_len)))
         params.normalize(None)
-        req = self.sg["schedule_batch"].Req(rid, "", array("q", [1] * prompt_len), params)
+        prompt = self.tokens.prompt(prefix_group, prefix_len if prefix_group is not None else 0, prompt_len)
+        req = self.sg["schedule_batch"].Req(rid, "", prompt, params)
         self.reqs[rid], self.max_tokens[rid] = req, max_tokens
         self.waiting.append(req)  # _add_request_to_queue
 
@@ -150,9 +186,9 @@ class SglangEngine:
             self.chunked = None
         self._release(req)
 
-    def _release(self, req: Any) -> None:
+    def _release(self, req: Any, checkpoint: bool = False) -> None:
         if req.kv.holds_kv:
-            self.sg["common"].release_kv_cache(req, self.tree_cache, checkpoint=False)
+            self.sg["common"].release_kv_cache(req, self.tree_cache, checkpoint=checkpoint)
 
     # -- one step -----------------------------------------------------------------------
     def step(self, accepted: Mapping[str, int]) -> SglangStep:
@@ -161,6 +197,8 @@ class SglangEngine:
             out.error = self.dead
             return out
         try:
+            if self.chunked is not None and self.chunked.extend_end > self.chunked.prefix_len:
+                self.sg["common"].checkpoint_kv_cache(self.chunked, self.tree_cache)  # stash_chunked_request
             batch = self._prefill(out)
             if batch:
                 self._run_prefill(batch, out)
@@ -183,8 +221,8 @@ class SglangEngine:
             return r.rid, r.kv.kv_committed_len, r.kv.kv_allocated_len, len(r.output_ids)
 
         chunked = None if self.chunked is None else state(self.chunked)
-        return (self.batch_is_full, self.abort_pending, chunked, self.ratio.current,
-                self.allocator.available_size(), tuple(map(state, self.running)), tuple(map(state, self.waiting)))
+        return (self.batch_is_full, self.abort_pending, chunked, self.ratio.current, self.allocator.available_size(),
+                self.tree_cache.evictable_size(), tuple(map(state, self.running)), tuple(map(state, self.waiting)))
 
     def state(self, rid: str) -> RequestState:
         req = self.reqs[rid]
@@ -210,6 +248,7 @@ class SglangEngine:
             self.batch_is_full = True
             return []
         running_batch = self._batch(self.running)
+        self.policy.calc_priority(self.waiting, running_batch)  # :4129-4133 (FCFS: the waiting-prefix refresh)
         adder = policy.PrefillAdder(self.page, self.tree_cache, self.allocator, running_batch, self.ratio.current,
                                     self.cfg.max_num_batched_tokens, self.chunk,
                                     max_running_requests=self.max_running)
@@ -241,7 +280,14 @@ class SglangEngine:
         return min(self.max_running - len(self.running), self.req_to_token_pool.available_size() + held)
 
     def _run_prefill(self, batch: list[Any], out: SglangStep) -> None:
-        """Allocate each admitted extend, run it; a request whose prompt is done samples a token."""
+        """Allocate each admitted extend (``alloc_for_extend``, allocation.py:374-488: the radix
+        cache first evicts for the batch's extends, plus a page a request at pages past one token,
+        :175-201; a new request's row starts with its matched prefix, ``_prefix_kv_indices``,
+        :363-371), run it; a request whose prompt is done samples a token and is released into the
+        tree when finished, checkpointed into it when not (batch_result_processor.py:379-394)."""
+        demand = sum(req.extend_end - req.prefix_len for req in batch)
+        pages = len(batch) * self.page if self.page > 1 else 0
+        self.sg["common"].evict_from_tree_cache(self.tree_cache, demand + pages)
         for req in batch:
             rid = req.rid
             before, end = req.prefix_len, req.extend_end
@@ -253,14 +299,18 @@ class SglangEngine:
             if not req.kv.holds_kv:
                 if self.req_to_token_pool.alloc([req]) is None:
                     raise RuntimeError(f"req_to_token_pool has no row for {rid}")
+                if before:
+                    prefix = self.tree_cache.prefix_device_indices(req)
+                    self.req_to_token_pool.write((req.kv.req_pool_idx, slice(0, before)), prefix.to(self.torch.int32))
+                req.kv.kv_allocated_len = before
             self._grow(req, end)
             req.kv.kv_committed_len = end
-            req.prefix_len = end  # cache_unfinished_req: the next chunk starts here
         for req in batch:
             if req is self.chunked:
-                continue  # a chunk: nothing sampled
+                continue  # a chunk: nothing sampled, checkpointed at the next step's start
             self._commit(req, 1, prefill=True)
             if not req.finished():
+                self.sg["common"].checkpoint_kv_cache(req, self.tree_cache)
                 self.running.append(req)  # the prefill batch merges into the running batch
         if any(req is self.chunked or req.finished() for req in batch):
             self.batch_is_full = False  # the filtered prefill batch shrank (scheduler.py:3938-3950)
@@ -286,8 +336,11 @@ class SglangEngine:
         if len(self.running) < initial:
             self.batch_is_full = False
         sizing = self.sg["allocation_sizing"]
-        _, nxt, _ = sizing.page_aligned_decode_alloc_lens(self.running, reserve=sizing.get_alloc_reserve_per_decode(),
-                                                          page_size=self.page)
+        reserve = sizing.get_alloc_reserve_per_decode()
+        _, nxt, needed = sizing.page_aligned_decode_alloc_lens(self.running, reserve=reserve, page_size=self.page)
+        if needed > 0:  # alloc_for_spec_decode (allocation.py:793-834): the radix cache evicts for it first
+            extra = len(self.running) * self.page if self.page > 1 else 0
+            self.sg["common"].evict_from_tree_cache(self.tree_cache, needed + extra)
         rows = 1 + self.k  # num_draft_tokens verify rows a request
         for req, target in zip(self.running, nxt):
             rid = req.rid
@@ -312,10 +365,10 @@ class SglangEngine:
         kept = max(0, min(tokens, room))
         if not prefill:
             req.kv.kv_committed_len += kept  # a verify writes the KV of the tokens it keeps
-        req.output_ids.extend([1] * kept)
+        req.output_ids.extend(self.tokens.fresh(kept))
         if len(req.output_ids) >= req.sampling_params.max_new_tokens:
             req.finished_reason = self.sg["schedule_batch"].FINISH_LENGTH(length=req.sampling_params.max_new_tokens)
-            self._release(req)
+            self._release(req, checkpoint=True)
 
     def _grow(self, req: Any, length: int) -> None:
         """Give the request KV slots up to ``length`` tokens (whole pages), in its row."""

@@ -38,7 +38,7 @@ class SglangTarget(EngineTarget):
         self.num_steps = 0
 
     def add(self, op: AddOp) -> None:
-        self.engine.add(op.id, op.prompt_len, op.max_tokens)
+        self.engine.add(op.id, op.prompt_len, op.max_tokens, op.prefix_group, op.prefix_len)
 
     def record(self, step: int, observed: SglangStep) -> StepRecord:
         return _record(step, self.limits, observed)

@@ -1,15 +1,22 @@
 """Seeded conformance workloads for SGLang: configs valid for ``sglang-0.5.23`` and op lists.
 
-``workload(seed, index)`` is a pure function of its arguments. A config: EAGLE-like or
+``workload(seed, index, radix=...)`` is a pure function of its arguments. A config: EAGLE-like or
 n-gram drafting with k = 1..4 (topk 1), page size 1 (one draw in two), 2 or 4, the radix
-cache off, FCFS, max_running_requests 1..6, a pass budget B (max_prefill_tokens =
-chunked_prefill_size) from S * (1 + k) up, chunked prefill mostly on, and a KV pool from
-the least the policy accepts (one request of max_model_len and its 2A reservation) up, so
-admission stops on the KV budget. Ops: ``conform_workloads.draw_ops`` (adds, steps with
+cache on or off (``enable_prefix_caching``: SGLang's ``disable_radix_cache`` is its negation;
+the stream is the same either way but for that switch), FCFS, max_running_requests 1..6, a
+pass budget B (max_prefill_tokens = chunked_prefill_size) from S * (1 + k) up, chunked prefill
+mostly on, and a KV pool from the least the policy accepts (one request of max_model_len and
+its 2A reservation) up, so admission stops on the KV budget. Ops: ``conform_workloads.draw_ops`` (adds, steps with
 the leading accepted drafts, arrivals and aborts between steps), or, one workload in four
 (``RETRACT_SHARE``), as many short-prompt long-output requests as seats, arriving a step
 or two apart, on a pool that the admission estimate (0.7 of what a running request may
 still write) lets them all into but their whole lengths outgrow: ``retract_decode`` runs.
+Prompts share prefixes (``draw_ops``' prefix groups); and one other workload in three
+(``SHARE_SHARE``) is a stream of requests on one to three long shared prefixes (a system prompt
+of a quarter to a half of max_model_len and a short suffix of their own, or none), short
+outputs, arriving a few steps apart: with the radix cache on, admissions hit cached pages,
+splits happen where suffixes part, finished requests leave their pages evictable and a tight
+pool evicts them; a retracted request matches what it left cached.
 Requests run up to max_model_len: a verify near it runs its 1 + k rows in the rows'
 headroom past the context, in SGLang as in the model (``sglang_loop.context_headroom``).
 """
@@ -20,31 +27,36 @@ from typing import Any
 
 from ...model import ConfigError, get_policy
 from ...model.config import BudgetConfig
-from ...spec.trace import AddOp, Op, StepOp, Trace
+from ...spec.trace import AbortOp, AddOp, Op, StepOp, Trace
 from ..conform_workloads import draw_ops
 
 POLICY = "sglang-0.5.23"
 METHODS = ("eagle3", "ngram")
 RETRACT_SHARE = 0.25  # workloads shaped for a decode retraction
+SHARE_SHARE = 1 / 3  # of the others: a stream of requests on shared prefixes
 PAGE_SIZES = (1, 1, 2, 4)
 
 
-def workload(seed: int, index: int, policy: str = POLICY) -> Trace:
-    """Workload ``index`` of the stream ``seed``, as a trace under ``policy``."""
+def workload(seed: int, index: int, policy: str = POLICY, radix: bool = True) -> Trace:
+    """Workload ``index`` of the stream ``seed``, as a trace under ``policy``, with SGLang's
+    radix cache on or off."""
     rng = random.Random(f"tokenbudget-conform-sglang:{seed}:{index}")
     retract = rng.random() < RETRACT_SHARE
-    config = draw_config(rng, retract)
+    share = not retract and rng.random() < SHARE_SHARE
+    config = draw_config(rng, retract, radix, share)
     cfg = BudgetConfig.from_dict(config)
-    ops = _retract_ops(rng, cfg) if retract else draw_ops(rng, cfg)
+    ops = _retract_ops(rng, cfg) if retract else _share_ops(rng, cfg) if share else draw_ops(rng, cfg)
     return Trace(policy=policy, config=config, ops=tuple(ops),
                  description=f"SGLang conformance workload {index} of seed {seed}",
                  found_by=f"tokenbudget conform --engine sglang --seed {seed} (workload {index})")
 
 
-def draw_config(rng: random.Random, retract: bool = False) -> dict[str, Any]:
+def draw_config(rng: random.Random, retract: bool = False, radix: bool = True,
+                share: bool = False) -> dict[str, Any]:
     """A config ``sglang-0.5.23`` accepts; only keys that differ from the defaults. For a
     retraction: 2 to 4 seats and a pool of the least the policy accepts and 0.4 to 0.9 of
-    max_model_len for each seat but one."""
+    max_model_len for each seat but one; for shared prefixes a pool of the least and at most
+    a max_model_len more, so cached pages are evicted."""
     policy = get_policy(POLICY)
     while True:
         k = rng.randint(1, 4)
@@ -56,12 +68,14 @@ def draw_config(rng: random.Random, retract: bool = False) -> dict[str, Any]:
             "max_num_batched_tokens": rng.randint(floor, max(floor, 2 * max_model_len)),
             "max_num_seqs": seqs, "block_size": rng.choice(PAGE_SIZES), "max_model_len": max_model_len,
             "num_speculative_tokens": k, "method": rng.choice(METHODS),
-            "enable_chunked_prefill": chunked, "enable_prefix_caching": False,
+            "enable_chunked_prefill": chunked, "enable_prefix_caching": radix,
         }
         page = config["block_size"]
         least = -(-policy.min_pool_tokens(BudgetConfig.from_dict({**config, "num_kv_blocks": 10**6})) // page)
         if retract:  # less than the seats' whole lengths, more than the admission estimate's 0.7 of them
             extra = int(rng.uniform(0.4, 0.9) * (seqs - 1) * max_model_len)
+        elif share:
+            extra = rng.choice((0, 2, 4, 8, 16, max_model_len // 2, max_model_len))
         else:
             extra = rng.choice((0, 1, 2, 4, 8, 16, max_model_len, 4 * max_model_len))
         config["num_kv_blocks"] = least + extra // page
@@ -85,6 +99,30 @@ def _retract_ops(rng: random.Random, cfg: BudgetConfig) -> list[Op]:
         for _ in range(rng.randint(1, 2)):
             ops.append(StepOp({rid: a for rid in names if (a := _accepted(rng, k))}))
     for _ in range(rng.randint(24, 48)):
+        ops.append(StepOp({rid: a for rid in names if (a := _accepted(rng, k))}))
+    return ops
+
+
+def _share_ops(rng: random.Random, cfg: BudgetConfig) -> list[Op]:
+    """Four to sixteen requests on one to three shared prefixes, each its prefix and 0 to a quarter
+    of max_model_len of its own, 1 to 16 output tokens, 0 to 2 steps apart (one in twenty
+    aborted a step later); then steps until they are done."""
+    k, max_len = cfg.num_speculative_tokens, cfg.max_model_len
+    prefixes = [rng.randint(max_len // 4, max_len // 2) for _ in range(rng.randint(1, 3))]
+    ops: list[Op] = []
+    names: list[str] = []
+    for i in range(rng.randint(4, 16)):
+        group = rng.randrange(len(prefixes))
+        own = 0 if rng.random() < 0.3 else rng.randint(1, max(1, max_len // 4))
+        prompt = min(prefixes[group] + own, max_len - 1)
+        ops.append(AddOp(id=str(i), prompt_len=prompt, max_tokens=rng.randint(1, 16), prefix_group=f"system{group}",
+                         prefix_len=min(prefixes[group], prompt)))
+        names.append(str(i))
+        for _ in range(rng.randint(0, 2)):
+            ops.append(StepOp({rid: a for rid in names if (a := _accepted(rng, k))}))
+        if rng.random() < 0.05:
+            ops.append(AbortOp(id=rng.choice(names)))
+    for _ in range(rng.randint(8, 32)):
         ops.append(StepOp({rid: a for rid in names if (a := _accepted(rng, k))}))
     return ops
 

@@ -1,5 +1,5 @@
-"""SGLang 0.5.23's PrefillAdder, check_decode_mem and retract_decode, on CPU allocators, in
-lockstep with the model: the released policy agrees on every workload; the
+"""SGLang 0.5.23's PrefillAdder, check_decode_mem, retract_decode and radix cache, on CPU allocators,
+in lockstep with the model: the released policy agrees on every workload, the radix cache on and off; the
 bug-era retraction (``sglang-v1-retract``) against the released code is a divergence nothing
 explains; the command's exit codes and its one error line."""
 from __future__ import annotations
@@ -28,8 +28,13 @@ out, err = io.StringIO(), io.StringIO()
 with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
     code = main(["conform", "--engine", "sglang", "--workloads", "10", "--seed", "0", "--json", "--quiet",
                  "--corpus", corpus])  # SGLang's folder from $TOKENBUDGET_SGLANG_PATH
+off = io.StringIO()
+with contextlib.redirect_stdout(off), contextlib.redirect_stderr(io.StringIO()):
+    off_code = main(["conform", "--engine", "sglang", "--workloads", "6", "--seed", "1", "--radix-cache", "off",
+                     "--json", "--quiet", "--corpus", corpus])
 report = run_conformance(0, 4, Path(planted), engine=sglang_engine(Path(folder), policy="sglang-v1-retract"))
-print(json.dumps({"command": [code, out.getvalue(), err.getvalue()], "planted": report.to_json()}))
+print(json.dumps({"command": [code, out.getvalue(), err.getvalue()], "off": [off_code, off.getvalue()],
+                  "planted": report.to_json()}))
 """
 
 
@@ -63,6 +68,9 @@ def test_released_policy_agrees_on_every_workload(runs: dict[str, Any]) -> None:
     assert doc["engine"] == "sglang" and doc["policy"] == POLICY and doc["release"] == "0.5.23"
     assert doc["workloads"] == 10 and doc["ok"] and doc["unexplained"] == 0
     assert doc["agreeing"] == 10 and not doc["divergences"] and doc["steps_agreeing"] > 0
+    code, out = runs["off"]
+    doc = json.loads(out)
+    assert code == 0 and doc["ok"] and doc["agreeing"] == doc["workloads"] == 6
 
 
 @pytest.mark.sglang
@@ -94,12 +102,15 @@ def test_missing_sglang_is_one_line_naming_the_install_command(tmp_path: Path) -
 
 def test_workloads_are_seeded_and_valid_for_the_released_policy() -> None:
     policy = get_policy(POLICY)
-    pages = set()
+    pages, grouped = set(), 0
     for index in range(40):
         trace = workload(3, index)
         assert trace == workload(3, index) and trace.policy == POLICY
         cfg = BudgetConfig.from_dict(trace.config)
         policy.validate(cfg)
-        assert not cfg.enable_prefix_caching and cfg.num_speculative_tokens >= 1
+        assert cfg.enable_prefix_caching and cfg.num_speculative_tokens >= 1
+        off = workload(3, index, radix=False)  # the same stream, the radix cache off
+        assert off.ops == trace.ops and off.config == {**trace.config, "enable_prefix_caching": False}
         pages.add(cfg.block_size)
-    assert workload(3, 0) != workload(4, 0) and pages == {1, 2, 4}
+        grouped += any(getattr(op, "prefix_group", None) for op in trace.ops)
+    assert workload(3, 0) != workload(4, 0) and pages == {1, 2, 4} and grouped >= 10
