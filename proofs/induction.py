@@ -89,7 +89,7 @@ class Point:
     clean: z3.BoolRef  # every running request visited so far was granted
     full: z3.BoolRef  # every grant in ``kept`` was the request's full take
     latest_full: z3.BoolRef  # so was the latest grant
-    tracked: tuple[tuple[z3.ArithRef, z3.ArithRef], ...] = ()  # per tracked part: its live sum per class
+    tracked: tuple[tuple[z3.ArithRef, ...], ...] = ()  # per tracked part: its live sum per class
 
     def but(self, **changes: object) -> "Point":
         return replace(self, **changes)
@@ -380,7 +380,7 @@ class _Houdini:
                        full=z3.And(pre.full, pre.latest_full), latest_full=full,
                        tracked=self._track(pre, cls, grant, +1))
 
-    def _track(self, pre: Point, cls: bool, grant: z3.ArithRef, sign: int) -> tuple[tuple[z3.ArithRef, z3.ArithRef], ...]:
+    def _track(self, pre: Point, cls: bool, grant: z3.ArithRef, sign: int) -> tuple[tuple[z3.ArithRef, ...], ...]:
         """The tracked sums after a grant (sign +1) or the refund (-1) of ``grant`` in class ``cls``."""
         out = []
         for (_, fn), sums in zip(self.tracked, pre.tracked):

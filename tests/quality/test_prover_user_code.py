@@ -134,3 +134,24 @@ def test_a_loop_induction_does_not_follow_gets_the_model_search_not_unknown() ->
     # config-complete judges a refused config by one bounded pass over every step obligation at once
     [complete] = prove([ROLLBACK_KEEPS_VICTIM], THREE, ["config-complete"])
     assert complete.verdict == REFUTED and "every step obligation holds there (up to 3 requests)" in complete.detail
+
+
+NOT_AFFINE = (f"{MODULE}:ChargeFloor", f"{MODULE}:DflashRunnerRows")
+
+
+def test_a_charge_or_rows_not_affine_in_the_grant_gets_a_verdict_on_every_obligation() -> None:
+    """A ``max_`` floor in the charge or the runner rows: induction tracks the live sums, no obligation is unknown."""
+    outcomes = {(o.policy, o.obligation): o for o in prove(list(NOT_AFFINE), OPTIONS)}
+    assert all(o.verdict in (PROVED, PROVED_UP_TO, REFUTED) for o in outcomes.values()), \
+        [o for o in outcomes.values() if o.verdict not in (PROVED, PROVED_UP_TO, REFUTED)]
+    floor, dflash = NOT_AFFINE
+    for obligation in ("token-cap", "input-rows-cap", "exact-refund"):
+        for spec in NOT_AFFINE:
+            assert (outcomes[spec, obligation].verdict, outcomes[spec, obligation].method) == (PROVED, "induction")
+    assert outcomes[dflash, "input-budget-nonnegative"].verdict == PROVED
+    short = outcomes[floor, "input-budget-nonnegative"]  # charged 4 slots with fewer left
+    assert short.verdict == REFUTED, short
+    replayed = replay_on_model(short.traces[0])
+    assert replayed.ok and "input-budget-nonnegative" in {v.invariant for v in replayed.violations}
+    complete = outcomes[floor, "config-complete"]  # unsafe at its smallest refused configs, judged further out
+    assert complete.verdict == REFUTED and complete.traces[0].config["max_num_batched_tokens"] >= 4, complete
