@@ -1,7 +1,10 @@
 """Every obligation of every policy, a verdict each.
 
 ``prove`` decides the obligations (policies in parallel worker processes, the
-obligations of one policy in one process so they share its induction); the commands judge
+obligations of one policy in one process so they share its induction; a single policy's
+obligations split into ``jobs`` fixed groups, round robin in table order, one process each,
+so that its check uses every core: each group shares its own induction, its own model search
+and its own earlier counterexamples, and the groups depend only on ``jobs``); the commands judge
 the outcomes (``tokenbudget/verdict.py``: built-ins against the manifest, user policies by
 the one rule). ``emit`` writes each counterexample as a trace file, refusing to overwrite any file.
 """
@@ -63,6 +66,8 @@ def prove(policies: Sequence[str], options: Options, obligations: Optional[Seque
     for spec in policies:
         get_policy(spec)  # fail early, in this process, on a policy that does not load
     results: list[list[Outcome]] = []
+    if jobs > 1 and len(policies) == 1:
+        return _prove_split(policies[0], names, options, jobs, progress)
     try:
         if jobs <= 1 or len(policies) <= 1:
             for spec in policies:
@@ -80,6 +85,25 @@ def prove(policies: Sequence[str], options: Options, obligations: Optional[Seque
             raise
         raise ProveInterrupted([o for outcomes in results for o in outcomes], len(results)) from None
     return [o for outcomes in results for o in outcomes]
+
+
+def _prove_split(spec: str, names: Sequence[str], options: Options, jobs: int, progress: Progress) -> list[Outcome]:
+    """One policy's obligations in ``jobs`` groups (round robin), a worker process each; table order kept."""
+    applies = [n for n in names if all_obligations()[n].applies(get_policy(spec))]
+    groups = [applies[i::jobs] for i in range(min(jobs, len(applies)))]
+    if len(groups) <= 1:
+        progress(f"proving {spec}")
+        return _prove_one(spec, names, options)
+    progress(f"proving {spec} ({len(groups)} processes)")
+    try:
+        with multiprocessing.Pool(len(groups)) as pool:
+            pending = [pool.apply_async(_prove_one, (spec, group, options)) for group in groups]
+            by_name = {o.obligation: o for result in pending for o in result.get()}
+    except BaseException as e:
+        if not isinstance(e, KeyboardInterrupt) and not interrupts.requested():
+            raise
+        raise ProveInterrupted([], 0) from None
+    return [by_name[n] for n in applies]
 
 
 class ProveInterrupted(KeyboardInterrupt):

@@ -14,7 +14,10 @@ refuses are skipped. Then every policy is fuzzed briefly on the model (``fuzz_se
 FUZZ_EXAMPLES examples from seed 0, deterministic, neither shrunk nor reduced (``tokenbudget
 fuzz`` gives the minimal trace), keeping what fails in the example database given (none by
 default). Last, every obligation of each policy is proved (``proofs_section``, ``tokenbudget
-prove``); a built-in's verdict the manifest does not record fails its row.
+prove``); a built-in's verdict the manifest does not record fails its row. A user policy's
+obligation that a replay or the fuzz run has already failed (its cell UNEXPECTED: a trace
+that replays decided it) is not proved again, and its other obligations are proved on
+every core (``prove`` splits one policy's obligations over ``jobs`` processes).
 
 Every violation a user policy's replay shows, every one fuzzing finds and every refutation
 is judged by ``tokenbudget.verdict`` (the one rule: known, own, or a gap over the base):
@@ -40,7 +43,7 @@ from .fuzz.session import fuzz
 from .model import POLICY_ERROR, ConfigError, PolicyError, builtin_policies, get_policy
 from .model.policy_guard import symbolic_branch
 from .proofs.obligations import Options as ProofOptions
-from .proofs.prove import default_jobs, prove
+from .proofs.prove import default_jobs, obligation_ids, prove
 from .proofs.verdicts import PROVED, PROVED_UP_TO, Outcome
 from .model.replay import BadInput, ReplayResult, replay_on_model
 from .spec import INVARIANTS
@@ -283,8 +286,14 @@ def proofs_section(report: CheckReport, progress: Progress, database: ExampleDat
     outcomes = prove([name for name, row in rows.items() if not row.user], ProofOptions(), jobs=default_jobs(),
                      progress=progress)
     for name in [name for name, row in rows.items() if row.user]:  # one at a time: a failing one fails its row
+        decided = {i for i, cell in rows[name].cells.items() if cell == UNEXPECTED}
+        left = [o for o in obligation_ids() if o not in decided]
+        if decided & set(obligation_ids()):
+            progress(f"{name}: not proving {', '.join(sorted(decided & set(obligation_ids())))}: a replay failed it")
+        if not left:
+            continue
         try:
-            outcomes += prove([name], ProofOptions(), progress=progress)
+            outcomes += prove([name], ProofOptions(), left, jobs=default_jobs(), progress=progress)
         except PolicyError as e:
             if e.symbolic:  # the policy cannot be proved at all: bad input, which stops the check
                 raise
