@@ -135,7 +135,7 @@ def prove_by_induction(policy: BudgetPolicy, timeout_s: float, fixed: Optional[d
     Raises Unknown on a z3 timeout."""
     start = time.perf_counter()
     out = InductionResult()
-    changes = [c for c in policy.loop.structure_changes() if c not in _FOLLOWED]
+    changes = unfollowed(policy)
     if changes:  # a refund that leaves its grant scheduled is outside the ledger abstraction
         why = f"its loop changes the pass's structure ({', '.join(changes)}), which induction does not follow"
         out.reasons = {name: why for name in DECIDED}
@@ -152,6 +152,11 @@ def prove_by_induction(policy: BudgetPolicy, timeout_s: float, fixed: Optional[d
         out.proved[name] = name not in out.reasons
     out.seconds = time.perf_counter() - start
     return out
+
+
+def unfollowed(policy: BudgetPolicy) -> list[str]:
+    """The structure changes of the policy's loop that induction does not follow (then it tries nothing)."""
+    return [c for c in policy.loop.structure_changes() if c not in _FOLLOWED]
 
 
 class _Houdini:

@@ -136,14 +136,20 @@ def search(policy: BudgetPolicy, max_requests: int) -> dict[str, Trace]:
     return found
 
 
+def searched(policy: BudgetPolicy, max_requests: int) -> tuple[dict[str, Trace], float]:
+    """``search`` up to ``max_requests`` (at most MAX_REQUESTS), and the seconds it took."""
+    start = time.perf_counter()
+    return search(policy, min(max_requests, MAX_REQUESTS)), time.perf_counter() - start
+
+
 def decide(ctx: Any, invariant: str) -> Outcome:
     """The bounded-search verdict on ``invariant`` for ctx's policy; the search runs once a
-    context (a policy under proof) and its result is shared by the obligations."""
-    start = time.perf_counter()
+    context (a policy under proof) and its result is shared by the obligations (``prove`` may
+    hand a context the result of a search run before, as ``ctx._loop_search``)."""
     n = min(ctx.options.max_requests, MAX_REQUESTS)
     cached = getattr(ctx, "_loop_search", None)
     if cached is None:
-        cached = (search(ctx.policy, n), time.perf_counter() - start)
+        cached = searched(ctx.policy, n)
         setattr(ctx, "_loop_search", cached)
     found, seconds = cached
     if invariant in found:

@@ -3,8 +3,9 @@
 ``prove`` decides the obligations (policies in parallel worker processes, the
 obligations of one policy in one process so they share its induction; a single policy's
 obligations split into ``jobs`` fixed groups, round robin in table order, one process each,
-so that its check uses every core: each group shares its own induction, its own model search
-and its own earlier counterexamples, and the groups depend only on ``jobs``); the commands judge
+so that its check uses every core: each group shares its own induction and its own earlier
+counterexamples, and the groups depend only on ``jobs``; the bounded search over the model, where
+the policy's loop needs it, runs once before the groups and is handed to each); the commands judge
 the outcomes (``tokenbudget/verdict.py``: built-ins against the manifest, user policies by
 the one rule). ``emit`` writes each counterexample as a trace file, refusing to overwrite any file.
 """
@@ -21,6 +22,8 @@ from typing import Callable, Optional, Sequence
 from ..model import get_policy
 from ..spec import interrupts
 from ..spec.trace import Trace, write_trace
+from .induction import unfollowed
+from .loop_search import SEARCHED, searched, skeleton_models
 from .obligation_table import all_obligations
 from .obligations import Context, Options
 from .symbolic_branch import symbolic_branch
@@ -33,11 +36,15 @@ def obligation_ids() -> list[str]:
     return list(all_obligations())
 
 
-def _prove_one(policy_spec: str, obligations: Sequence[str], options: Options) -> list[Outcome]:
-    """The outcomes of one policy; SymbolicBranchError when its code branches on a z3 term."""
+def _prove_one(policy_spec: str, obligations: Sequence[str], options: Options,
+               loop_search: Optional[tuple[dict[str, Trace], float]] = None) -> list[Outcome]:
+    """The outcomes of one policy (``loop_search``: the model search's result, run before);
+    SymbolicBranchError when its code branches on a z3 term."""
     policy = get_policy(policy_spec)
     table_ = all_obligations()
     ctx = Context(policy, options)
+    if loop_search is not None:
+        setattr(ctx, "_loop_search", loop_search)
     out = []
     for name in obligations:
         obligation = table_[name]
@@ -96,8 +103,11 @@ def _prove_split(spec: str, names: Sequence[str], options: Options, jobs: int, p
         return _prove_one(spec, names, options)
     progress(f"proving {spec} ({len(groups)} processes)")
     try:
+        policy, shared = get_policy(spec), None
+        if (not skeleton_models(policy) or unfollowed(policy)) and set(applies) & set(SEARCHED):
+            shared = searched(policy, options.max_requests)  # else each group would run it
         with multiprocessing.Pool(len(groups)) as pool:
-            pending = [pool.apply_async(_prove_one, (spec, group, options)) for group in groups]
+            pending = [pool.apply_async(_prove_one, (spec, group, options, shared)) for group in groups]
             by_name = {o.obligation: o for result in pending for o in result.get()}
     except BaseException as e:
         if not isinstance(e, KeyboardInterrupt) and not interrupts.requested():
