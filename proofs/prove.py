@@ -5,7 +5,8 @@ obligations of one policy in one process so they share its induction; a single p
 obligations split into ``jobs`` fixed groups, round robin in table order, one process each,
 so that its check uses every core: each group shares its own induction and its own earlier
 counterexamples, and the groups depend only on ``jobs``; the bounded search over the model, where
-the policy's loop needs it, runs once before the groups and is handed to each); the commands judge
+the policy's loop needs it, runs once before the groups, its parts on every core, and is handed
+to each); the commands judge
 the outcomes (``tokenbudget/verdict.py``: built-ins against the manifest, user policies by
 the one rule). ``emit`` writes each counterexample as a trace file, refusing to overwrite any file.
 """
@@ -105,7 +106,7 @@ def _prove_split(spec: str, names: Sequence[str], options: Options, jobs: int, p
     try:
         policy, shared = get_policy(spec), None
         if (not skeleton_models(policy) or unfollowed(policy)) and set(applies) & set(SEARCHED):
-            shared = searched(policy, options.max_requests)  # else each group would run it
+            shared = searched(policy, options.max_requests, len(groups))  # else each group would run it
         with multiprocessing.Pool(len(groups)) as pool:
             pending = [pool.apply_async(_prove_one, (spec, group, options, shared)) for group in groups]
             by_name = {o.obligation: o for result in pending for o in result.get()}

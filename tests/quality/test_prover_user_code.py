@@ -155,3 +155,13 @@ def test_a_charge_or_rows_not_affine_in_the_grant_gets_a_verdict_on_every_obliga
     assert replayed.ok and "input-budget-nonnegative" in {v.invariant for v in replayed.violations}
     complete = outcomes[floor, "config-complete"]  # unsafe at its smallest refused configs, judged further out
     assert complete.verdict == REFUTED and complete.traces[0].config["max_num_batched_tokens"] >= 4, complete
+
+
+@pytest.mark.parametrize("spec, options", [(NOT_AFFINE[1], OPTIONS), (ROLLBACK_KEEPS_VICTIM, THREE)])
+def test_one_policy_over_two_processes_gets_the_verdicts_of_one(spec: str, options: object) -> None:
+    """Split over two processes (the loop variant's model search run once, before them, its parts in both),
+    table order kept, and the model search's traces those of one process."""
+    one, two = (prove([spec], options, jobs=jobs) for jobs in (1, 2))  # type: ignore[arg-type]
+    assert [(o.obligation, o.verdict, o.bound) for o in two] == [(o.obligation, o.verdict, o.bound) for o in one]
+    searched = [(a.traces, b.traces) for a, b in zip(one, two) if a.method == MODEL_SEARCH]
+    assert all([t.ops for t in a] == [t.ops for t in b] for a, b in searched)
