@@ -15,9 +15,10 @@ FUZZ_EXAMPLES examples from seed 0, deterministic, neither shrunk nor reduced (`
 fuzz`` gives the minimal trace), keeping what fails in the example database given (none by
 default). Last, every obligation of each policy is proved (``proofs_section``, ``tokenbudget
 prove``); a built-in's verdict the manifest does not record fails its row. A user policy's
-obligation that a replay or the fuzz run has already failed (its cell UNEXPECTED: a trace
-that replays decided it) is not proved again, and its other obligations are proved on
-every core (``prove`` splits one policy's obligations over ``jobs`` processes).
+obligations are proved on every core (``prove`` splits one policy's obligations over ``jobs``
+processes), and every trace on which a replay or the fuzz run showed it violating an invariant
+of its own is handed to the prover as a counterexample found already (``prove``'s
+``candidates``): the prover then looks only for smaller ones.
 
 Every violation a user policy's replay shows, every one fuzzing finds and every refutation
 is judged by ``tokenbudget.verdict`` (the one rule: known, own, or a gap over the base):
@@ -43,7 +44,7 @@ from .fuzz.session import fuzz
 from .model import POLICY_ERROR, ConfigError, PolicyError, builtin_policies, get_policy
 from .model.policy_guard import symbolic_branch
 from .proofs.obligations import Options as ProofOptions
-from .proofs.prove import default_jobs, obligation_ids, prove
+from .proofs.prove import default_jobs, prove
 from .proofs.verdicts import PROVED, PROVED_UP_TO, Outcome
 from .model.replay import BadInput, ReplayResult, replay_on_model
 from .spec import INVARIANTS
@@ -76,6 +77,7 @@ class PolicyRow:
     known: list[str] = field(default_factory=list)  # one line each: a known violation and why
     verdicts: list[Verdict] = field(default_factory=list)  # every violation judged (``tokenbudget.verdict``), in order
     policy_error: str | None = None  # the user policy failed (raised, a wrong type): later sections skip it
+    own: list[Trace] = field(default_factory=list)  # traces that showed a violation of its own, for the prover
 
     def failed_policy(self, where: str, error: str) -> None:
         self.policy_error = error
@@ -228,6 +230,8 @@ def _mark_user(row: PolicyRow, trace: Trace, result: ReplayResult, report: Check
         row.mark(invariant, f"gap {result.max_work_gap}" if result.max_work_gap else OK)
     for verdict in _judge_of(row, report).of_run(trace, result, result.source):
         _mark_verdict(row, verdict, report)
+        if verdict.known is None and verdict.gap is None:
+            row.own.append(replace(trace, policy=row.policy, expect=()))
 
 
 def _judge_of(row: PolicyRow, report: CheckReport) -> Judge:
@@ -276,8 +280,11 @@ def fuzz_section(report: CheckReport, progress: Progress, database: ExampleDatab
             if found.kind == POLICY_ERROR:
                 row.failed_policy(f"fuzz (seed 0, {FUZZ_EXAMPLES} examples)", found.message)
                 continue
-            _mark_verdict(row, judged.of_violation(found.kind, found.trace,
-                                                   f"fuzz (seed 0, {FUZZ_EXAMPLES} examples): {found.message}"), report)
+            where = f"fuzz (seed 0, {FUZZ_EXAMPLES} examples): {found.message}"
+            verdict = judged.of_violation(found.kind, found.trace, where)
+            _mark_verdict(row, verdict, report)
+            if verdict.known is None and verdict.gap is None:
+                row.own.append(replace(found.trace, policy=row.policy, expect=()))
 
 
 def proofs_section(report: CheckReport, progress: Progress, database: ExampleDatabase | None) -> None:
@@ -286,14 +293,9 @@ def proofs_section(report: CheckReport, progress: Progress, database: ExampleDat
     outcomes = prove([name for name, row in rows.items() if not row.user], ProofOptions(), jobs=default_jobs(),
                      progress=progress)
     for name in [name for name, row in rows.items() if row.user]:  # one at a time: a failing one fails its row
-        decided = {i for i, cell in rows[name].cells.items() if cell == UNEXPECTED}
-        left = [o for o in obligation_ids() if o not in decided]
-        if decided & set(obligation_ids()):
-            progress(f"{name}: not proving {', '.join(sorted(decided & set(obligation_ids())))}: a replay failed it")
-        if not left:
-            continue
         try:
-            outcomes += prove([name], ProofOptions(), left, jobs=default_jobs(), progress=progress)
+            outcomes += prove([name], ProofOptions(), jobs=default_jobs(), progress=progress,
+                              candidates=rows[name].own)
         except PolicyError as e:
             if e.symbolic:  # the policy cannot be proved at all: bad input, which stops the check
                 raise

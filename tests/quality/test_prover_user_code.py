@@ -5,6 +5,7 @@ the caps proved (induction with strengthening) instead of unknown."""
 from __future__ import annotations
 
 import inspect
+from dataclasses import replace
 
 import pytest
 import z3
@@ -165,3 +166,16 @@ def test_one_policy_over_two_processes_gets_the_verdicts_of_one(spec: str, optio
     assert [(o.obligation, o.verdict, o.bound) for o in two] == [(o.obligation, o.verdict, o.bound) for o in one]
     searched = [(a.traces, b.traces) for a, b in zip(one, two) if a.method == MODEL_SEARCH]
     assert all([t.ops for t in a] == [t.ops for t in b] for a, b in searched)
+
+
+def test_a_counterexample_found_already_refutes_unless_the_search_finds_a_smaller_one() -> None:
+    """A fuzz run's or a replay's trace (here the prover's own at S = 3) is handed to ``prove``: no smaller
+    trace breaks exact-refund, so it is the refutation, re-expected and replaying."""
+    spec = f"{MODULE}:RefundForgetsDraftSlots"
+    [own] = prove([spec], THREE, ["exact-refund"])
+    trace = own.traces[0]
+    candidate = replace(trace, config={**trace.config, "max_num_seqs": trace.config["max_num_seqs"] + 1}, expect=())
+    assert "exact-refund" in {v.invariant for v in replay_on_model(candidate).violations}
+    [outcome] = prove([spec], THREE, ["exact-refund"], candidates=[candidate])
+    assert outcome.verdict == REFUTED and outcome.traces[0].config == candidate.config, outcome
+    assert outcome.traces[0].ops == candidate.ops and ViolationExpectation("exact-refund") in outcome.traces[0].expect
