@@ -105,11 +105,11 @@ def _prove_split(spec: str, names: Sequence[str], options: Options, jobs: int, p
     """One policy's obligations in ``jobs`` groups (round robin), a worker process each; table order kept."""
     applies = [n for n in names if all_obligations()[n].applies(get_policy(spec))]
     groups = [applies[i::jobs] for i in range(min(jobs, len(applies)))]
-    if len(groups) <= 1:
-        progress(f"proving {spec}")
-        return _prove_one(spec, names, options, candidates=candidates)
-    progress(f"proving {spec} ({len(groups)} processes)")
     try:
+        if len(groups) <= 1:
+            progress(f"proving {spec}")
+            return _prove_one(spec, names, options, candidates=candidates)
+        progress(f"proving {spec} ({len(groups)} processes)")
         policy, shared = get_policy(spec), None
         if (not skeleton_models(policy) or unfollowed(policy)) and set(applies) & set(SEARCHED):
             shared = searched(policy, options.max_requests, len(groups))  # else each group would run it

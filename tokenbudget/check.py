@@ -228,10 +228,11 @@ def _mark_user(row: PolicyRow, trace: Trace, result: ReplayResult, report: Check
         row.mark(invariant, OK)
     for invariant in MEASURED:
         row.mark(invariant, f"gap {result.max_work_gap}" if result.max_work_gap else OK)
-    for verdict in _judge_of(row, report).of_run(trace, result, result.source):
+    verdicts = _judge_of(row, report).of_run(trace, result, result.source)
+    for verdict in verdicts:
         _mark_verdict(row, verdict, report)
-        if verdict.known is None and verdict.gap is None:
-            row.own.append(replace(trace, policy=row.policy, expect=()))
+    if any(v.known is None and v.gap is None for v in verdicts):
+        row.own.append(replace(trace, policy=row.policy, expect=()))
 
 
 def _judge_of(row: PolicyRow, report: CheckReport) -> Judge:
