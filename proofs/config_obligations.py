@@ -21,13 +21,16 @@ rightly refused and excluded; the first candidate on which every step obligation
 proved (or proved up to N) is an over-rejection, and the verdict is REFUTED with its
 probe trace (expecting the refusal). A proof of completeness would need a witness for
 every refused config; the prover does not attempt one, so no over-rejection among
-``MAX_CANDIDATES`` candidates is UNKNOWN.
+``MAX_CANDIDATES`` candidates is UNKNOWN. Past the first ``MAX_CANDIDATES`` (each blocking
+its own config only, so that near-twins of an unsafe config come first), as many again are
+drawn each with B more than twice the last one's: a policy unsafe at its smallest refused
+configs is judged further out too before the verdict is UNKNOWN.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import fields, replace
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import z3
 
@@ -81,9 +84,9 @@ def config_sound(ctx: Context) -> Outcome:
 def config_complete(ctx: Context) -> Outcome:
     start = time.perf_counter()
     excluded: list[str] = []  # why each candidate is rightly refused
-    blocks: list[dict[str, Any]] = []  # the candidates judged so far
+    blocks: list[Callable[[Family], z3.BoolRef]] = []  # not a candidate judged so far (or one near it)
     try:
-        for _ in range(MAX_CANDIDATES):
+        for i in range(2 * MAX_CANDIDATES):
             candidate = _refused_candidate(ctx, blocks)
             if candidate is None:
                 return Outcome(ctx.name, "config-complete", PROVED, "config", time.perf_counter() - start,
@@ -96,21 +99,23 @@ def config_complete(ctx: Context) -> Outcome:
                                f"refused ({trace.expect[0].config_rejected}) but the probe grants {grants} token(s) "
                                f"and {why}", traces=(trace,))
             excluded.append(why)
-            blocks.append(cfg)
+            blocks.append(lambda fam, cfg=cfg, further=i + 1 >= MAX_CANDIDATES: z3.Not(
+                fam.sc.max_num_batched_tokens <= 2 * cfg["max_num_batched_tokens"] if further else _pinned(fam, cfg)))
     except Unknown as e:
         return unknown(ctx, "config-complete", "config", start, str(e))
     return unknown(ctx, "config-complete", "config", start,
-                   f"no over-rejection among {MAX_CANDIDATES} refused configs, each unsafe: " + "; ".join(excluded))
+                   f"no over-rejection among {len(excluded)} refused configs, each unsafe: " + "; ".join(excluded))
 
 
-def _refused_candidate(ctx: Context, blocks: list[dict[str, Any]]) -> Optional[tuple[Trace, dict[str, Any]]]:
-    """The smallest refused config but ``blocks`` whose first step grants a token, as a
-    probe trace expecting the refusal; None when there is none."""
+def _refused_candidate(ctx: Context, blocks: Sequence[Callable[[Family], z3.BoolRef]]
+                       ) -> Optional[tuple[Trace, dict[str, Any]]]:
+    """The smallest refused config that ``blocks`` (Family -> z3 Bool) allow whose first step
+    grants a token, as a probe trace expecting the refusal; None when there is none."""
     for scheduled_set in (False, True):
         fam = Family(ctx.policy, 1, 1, scheduled_set, check_validation=False)
         present, granted = _first_step(fam)
         constraints = [*fam.constraints, fam.sc.in_scope, z3.Not(fam.sc.accepts), present, granted > 0,
-                       *(z3.Not(_pinned(fam, cfg)) for cfg in blocks)]
+                       *(block(fam) for block in blocks)]
         found = solver(ctx.options.timeout_s, *constraints)
         if not check(found, f"config-complete of {ctx.name}"):
             continue

@@ -4,8 +4,12 @@ An abstract **ledger point** of one pass (``Point``) holds what the five ledger
 invariants talk about: the running requests, D0 (decoding at the start of the pass),
 the decodes visited so far, and the live grants summed per class (prefill chunks,
 decodes): their number and the sum of their grants. A policy's charge, refund and
-runner rows are affine in the grant within a class (checked, not assumed), so the live
-charges and rows are exact functions of those sums: ``n * f(0) + G * (f(1) - f(0))``.
+runner rows are mostly affine in the grant within a class (checked, not assumed): then the
+live charges and rows are exact functions of those sums, ``n * f(0) + G * (f(1) - f(0))``.
+One that is not (a ``max_`` floor, a square) is **tracked**: the point holds its sum per
+class, a grant adds ``f(grant)`` and a refund takes back ``f`` of the refunded grant, which
+is exact whatever the shape of ``f``; two more candidates then relate the tracked sums
+(the token charges cover the grants, the input charges cover the runner rows).
 
 The **steps** between ledger points over-approximate everything the Scheduler's pass
 can do, with the policy's own functions on z3 terms: a running-loop grant (the loop's
@@ -85,6 +89,7 @@ class Point:
     clean: z3.BoolRef  # every running request visited so far was granted
     full: z3.BoolRef  # every grant in ``kept`` was the request's full take
     latest_full: z3.BoolRef  # so was the latest grant
+    tracked: tuple[tuple[z3.ArithRef, ...], ...] = ()  # per tracked part: its live sum per class
 
     def but(self, **changes: object) -> "Point":
         return replace(self, **changes)
@@ -130,7 +135,7 @@ def prove_by_induction(policy: BudgetPolicy, timeout_s: float, fixed: Optional[d
     Raises Unknown on a z3 timeout."""
     start = time.perf_counter()
     out = InductionResult()
-    changes = [c for c in policy.loop.structure_changes() if c not in _FOLLOWED]
+    changes = unfollowed(policy)
     if changes:  # a refund that leaves its grant scheduled is outside the ledger abstraction
         why = f"its loop changes the pass's structure ({', '.join(changes)}), which induction does not follow"
         out.reasons = {name: why for name in DECIDED}
@@ -149,6 +154,11 @@ def prove_by_induction(policy: BudgetPolicy, timeout_s: float, fixed: Optional[d
     return out
 
 
+def unfollowed(policy: BudgetPolicy) -> list[str]:
+    """The structure changes of the policy's loop that induction does not follow (then it tries nothing)."""
+    return [c for c in policy.loop.structure_changes() if c not in _FOLLOWED]
+
+
 class _Houdini:
     def __init__(self, policy: BudgetPolicy, sc: SymbolicConfig, timeout_s: float, check_validation: bool) -> None:
         self.policy, self.sc, self.p, self.timeout_s = policy, sc, sc.params, timeout_s
@@ -165,46 +175,72 @@ class _Houdini:
         self.cursor_skips = "cursor_after_preemption" in changes
         self.max_decode_grant = 1 + (self.p.num_speculative_tokens if self.loop.drafts_in_grant else 0)
         self.sums = self._affine_sums()
+        self.lemmas = self._tracked_lemmas()
         self.candidates = self._candidates()
         self.alive = set(self.candidates)
-        self.next_take_bounded = self.sums is not None and self._next_take_bounded()
+        self.next_take_bounded = self._next_take_bounded()
 
     # -- the abstraction ---------------------------------------------------------------
-    def _affine_sums(self) -> Optional[dict[str, Callable[[Point], z3.ArithRef]]]:
-        """Live charge, refund and rows as functions of a point; None (with a reason for
-        every ledger invariant) when some of them is not affine in the grant."""
+    def _affine_sums(self) -> dict[str, Callable[[Point], z3.ArithRef]]:
+        """Live charge and rows as functions of a point: from ``n`` and ``g`` where the part is
+        affine in the grant in both classes, else the point's tracked sum (``self.tracked``)."""
         policy, p = self.policy, self.p
         parts: dict[str, Callable[[z3.ArithRef, bool], z3.ArithRef]] = {
             "charge.token": lambda g, dec: policy.charge(p, g, dec).token,
-            "refund.token": lambda g, dec: policy.refund(p, g, dec).token,
             "runner rows": lambda g, dec: self.sc.need.runner_rows(g, dec),  # physical: the method table's
         }
         if self.has_input:
             parts["charge.input"] = lambda g, dec: _input(policy.charge(p, g, dec))
-            parts["refund.input"] = lambda g, dec: _input(policy.refund(p, g, dec))
         g = z3.Int("affine_g")
+        self.tracked: list[tuple[str, Callable[[z3.ArithRef, bool], z3.ArithRef]]] = []
+        self.per_class: dict[str, Callable[[Point, int], z3.ArithRef]] = {}
         for name, fn in parts.items():
+            affine = True
             for cls in (PREFILL, DECODE):
                 zero, one = fn(z3.IntVal(0), cls), fn(z3.IntVal(1), cls)
                 s = solver(self.timeout_s, *self.config, g >= 0, fn(g, cls) != zero + g * (one - zero))
-                if check(s, f"{self.policy.name}: is {name} affine"):
-                    why = (f"{name} of a {'decode' if cls else 'prefill chunk'} is not affine in the grant "
-                           f"(grant {value(s.model(), g)}), so the live charges cannot be summed")
-                    self.failed.update({n: why for n in DECIDED})
-                    return None
+                affine = affine and not check(s, f"{self.policy.name}: is {name} affine")
+            if affine:
+                self.per_class[name] = _affine_sum(fn)
+            else:
+                self.per_class[name] = _tracked_sum(len(self.tracked))
+                self.tracked.append((name, fn))
+        self.parts = parts
+        return {name: _total(at) for name, at in self.per_class.items()}
 
-        def total(fn: Callable[[z3.ArithRef, bool], z3.ArithRef]) -> Callable[[Point], z3.ArithRef]:
-            def at(pt: Point) -> z3.ArithRef:
-                return z3.Sum([pt.n[c] * fn(z3.IntVal(0), bool(c)) +
-                               pt.g[c] * (fn(z3.IntVal(1), bool(c)) - fn(z3.IntVal(0), bool(c))) for c in (0, 1)])
-            return at
+    def _tracked_lemmas(self) -> list[tuple[str, str]]:
+        """The per-request facts ``lhs(grant) >= rhs(grant)`` (in both classes) that involve a
+        tracked part and hold for every grant: summed over any set of live grants they still
+        hold, so they are facts of every point (the token charges cover the grants, the input
+        charges cover the runner rows)."""
+        pairs = [("charge.token", "grants")] + ([("charge.input", "runner rows")] if self.has_input else [])
+        tracked = {name for name, _ in self.tracked}
+        grant = z3.Int("lemma_grant")
+        out = []
+        for lhs, rhs in pairs:
+            if not {lhs, rhs} & tracked:
+                continue
+            holds = True
+            for cls in (PREFILL, DECODE):
+                left, right = (grant if side == "grants" else self.parts[side](grant, cls) for side in (lhs, rhs))
+                bound = [grant <= self.max_decode_grant] if cls else []
+                s = solver(self.timeout_s, *self.config, grant >= 1, *bound, left < right)
+                holds = holds and not check(s, f"{self.policy.name}: does {lhs} cover {rhs}")
+            if holds:
+                out.append((lhs, rhs))
+        return out
 
-        return {name: total(fn) for name, fn in parts.items()}
+    def _tracked_facts(self, pt: Point) -> list[z3.BoolRef]:
+        """What every point's tracked sums satisfy: none without a live grant, the lemmas."""
+        facts = [z3.Implies(pt.n[c] == 0, sums[c] == 0) for sums in pt.tracked for c in (0, 1)]
+        for lhs, rhs in self.lemmas:
+            for c in (0, 1):
+                right = pt.g[c] if rhs == "grants" else self.per_class[rhs](pt, c)
+                facts.append(self.per_class[lhs](pt, c) >= right)
+        return facts
 
     def _candidates(self) -> dict[str, Callable[[Point], z3.BoolRef]]:
         p, policy, sums = self.p, self.policy, self.sums
-        if sums is None:
-            return {}
 
         def identity(pt: Point) -> z3.BoolRef:
             initial = policy.initial_budgets(p, pt.d0)
@@ -254,9 +290,10 @@ class _Houdini:
                                                              "kept", "latest")))
         token = z3.Int(f"token_{i}")
         inp = z3.Int(f"input_{i}") if self.has_input else None
+        tracked = tuple((z3.Int(f"tracked{t}_0_{i}"), z3.Int(f"tracked{t}_1_{i}")) for t in range(len(self.tracked)))
         return Point(ints[0], ints[1], ints[2], (ints[3], ints[4]), (ints[5], ints[6]), Budgets(token, inp),
                      ints[7], z3.Bool(f"tail_{i}"), ints[8], ints[9], z3.Bool(f"clean_{i}"), z3.Bool(f"full_{i}"),
-                     z3.Bool(f"latest_full_{i}"))
+                     z3.Bool(f"latest_full_{i}"), tracked)
 
     def _structure(self, pt: Point) -> z3.BoolRef:
         """Facts of every ledger point by construction: every grant is >= 1 token, a decode's
@@ -265,7 +302,8 @@ class _Houdini:
         return z3.And(pt.n[0] >= 0, pt.n[1] >= 0, pt.g[0] >= pt.n[0], pt.g[1] >= pt.n[1], pt.d0 >= 0,
                       pt.g[1] <= pt.n[1] * self.max_decode_grant, z3.Implies(pt.n[0] == 0, pt.g[0] == 0),
                       pt.n[1] <= pt.visited, pt.visited <= pt.d0, pt.n[0] + pt.n[1] <= pt.run,
-                      pt.ahead >= 0, pt.kept >= 0, pt.latest >= 0)
+                      pt.ahead >= 0, pt.kept >= 0, pt.latest >= 0,
+                      *self._tracked_facts(pt))
 
     # -- steps -------------------------------------------------------------------------
     def _steps(self, pre: Point) -> list[Step]:
@@ -344,7 +382,17 @@ class _Houdini:
         n[cls] = n[cls] + 1
         g[cls] = g[cls] + grant
         return pre.but(n=(n[0], n[1]), g=(g[0], g[1]), budgets=charged, kept=pre.kept + pre.latest, latest=grant,
-                       full=z3.And(pre.full, pre.latest_full), latest_full=full)
+                       full=z3.And(pre.full, pre.latest_full), latest_full=full,
+                       tracked=self._track(pre, cls, grant, +1))
+
+    def _track(self, pre: Point, cls: bool, grant: z3.ArithRef, sign: int) -> tuple[tuple[z3.ArithRef, ...], ...]:
+        """The tracked sums after a grant (sign +1) or the refund (-1) of ``grant`` in class ``cls``."""
+        out = []
+        for (_, fn), sums in zip(self.tracked, pre.tracked):
+            pair = list(sums)
+            pair[cls] = pair[cls] + sign * fn(grant, cls)
+            out.append((pair[0], pair[1]))
+        return tuple(out)
 
     def _havoc_queue(self, pt: Point) -> tuple[Point, z3.BoolRef]:
         """A point whose queue fields are anything (after a refund the queue order of the
@@ -369,7 +417,10 @@ class _Houdini:
         n, g = list(pre.n), list(pre.g)
         n[cls] = n[cls] - 1
         g[cls] = g[cls] - grant
-        post = havoc.but(run=pre.run - 1, n=(n[0], n[1]), g=(g[0], g[1]), budgets=budgets)
+        post = havoc.but(run=pre.run - 1, n=(n[0], n[1]), g=(g[0], g[1]), budgets=budgets,
+                         tracked=self._track(pre, cls, grant, -1))
+        # the grants left hold the per-request facts of the tracked sums, as every set of grants does
+        guard = z3.And(guard, *self._tracked_facts(post))
         return Step(f"a same-step refund of a {'decode' if cls else 'prefill chunk'}", guard, post)
 
     def _preempt_unscheduled(self, pre: Point) -> Step:
@@ -405,7 +456,8 @@ class _Houdini:
         run, d0, ahead = z3.Int(f"run_s{i}"), z3.Int(f"d0_s{i}"), z3.Int(f"ahead_s{i}")
         zero = z3.IntVal(0)
         return Point(run, d0, zero, (zero, zero), (zero, zero), self.policy.initial_budgets(self.p, d0),
-                     ahead, z3.Bool(f"tail_s{i}"), zero, zero, z3.BoolVal(True), z3.BoolVal(True), z3.BoolVal(True))
+                     ahead, z3.Bool(f"tail_s{i}"), zero, zero, z3.BoolVal(True), z3.BoolVal(True), z3.BoolVal(True),
+                     tuple((zero, zero) for _ in self.tracked))
 
     def _next_take_bounded(self) -> bool:
         """A request granted its full take, by the running loop or by an admission, never
@@ -457,8 +509,6 @@ class _Houdini:
 
     # -- the fixpoint, then the decision properties ----------------------------------------
     def solve(self) -> None:
-        if self.sums is None:
-            return
         empty = self._start()
         self._prune(Step("the empty system", z3.And(empty.run == 0, empty.d0 == 0, empty.ahead == 0,
                                                     z3.Not(empty.tail)), empty), None, {})
@@ -529,6 +579,25 @@ class _Houdini:
         if cfg["max_num_scheduled_tokens"] is not None:
             knobs.insert(2, f"T={cfg['max_num_scheduled_tokens']}")
         return ", ".join(knobs)
+
+
+def _affine_sum(fn: Callable[[z3.ArithRef, bool], z3.ArithRef]) -> Callable[[Point, int], z3.ArithRef]:
+    """The live sum of a part affine in the grant in class c: ``n * f(0) + G * (f(1) - f(0))``."""
+    def at(pt: Point, c: int) -> z3.ArithRef:
+        return pt.n[c] * fn(z3.IntVal(0), bool(c)) + pt.g[c] * (fn(z3.IntVal(1), bool(c)) - fn(z3.IntVal(0), bool(c)))
+    return at
+
+
+def _tracked_sum(index: int) -> Callable[[Point, int], z3.ArithRef]:
+    """The live sum of the ``index``-th tracked part in class c."""
+    def at(pt: Point, c: int) -> z3.ArithRef:
+        return pt.tracked[index][c]
+    return at
+
+
+def _total(at: Callable[[Point, int], z3.ArithRef]) -> Callable[[Point], z3.ArithRef]:
+    """A per-class sum over both classes."""
+    return lambda pt: z3.Sum([at(pt, c) for c in (0, 1)])
 
 
 def _term(holds: object) -> z3.BoolRef:

@@ -11,15 +11,18 @@ real deployments, 128, the pool from the least it accepts up), smaller pages fir
 The first trace that breaks an invariant is cut after its violating step and returned as
 REFUTED; an invariant no trace of the family breaks is PROVED_UP_TO N with method
 ``MODEL_SEARCH``, labelled "searched up to N": a bounded search, not a proof for every state.
+The family's parts (a tier, a request count) can be searched in parallel processes, merged in
+the family's order, so the traces are those of one process.
 """
 from __future__ import annotations
 
 import itertools
+import multiprocessing
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
-from ..model import BudgetConfig, BudgetPolicy, builtin_policies
+from ..model import BudgetConfig, BudgetPolicy, builtin_policies, get_policy
 from ..model.config_edges import least_pool, validates
 from ..model.registry import policy_spec
 from ..model.replay import replay_on_model
@@ -110,40 +113,69 @@ def _run(policy: BudgetPolicy, cfg: BudgetConfig, n: int, prompt: int, max_token
     return ops[:n + last + 1], broken
 
 
-def search(policy: BudgetPolicy, max_requests: int) -> dict[str, Trace]:
-    """The first trace of the family that breaks each invariant in ``SEARCHED``, replayed."""
+def search(policy: BudgetPolicy, max_requests: int, jobs: int = 1) -> dict[str, Trace]:
+    """The first trace of the family that breaks each invariant in ``SEARCHED``, replayed.
+    With ``jobs`` > 1 the family's parts (a tier and a request count each) are searched in
+    that many processes and merged in the family's order: the same traces as one process."""
+    parts = list(itertools.product(range(len(TIERS)), range(1, max_requests + 1)))
     found: dict[str, Trace] = {}
-    for tier, n in itertools.product(TIERS, range(1, max_requests + 1)):
-        for cfg in _configs(policy, n, tier):
-            shapes = itertools.product((False, True), tier.prompts(cfg.block_size), tier.max_tokens(cfg.block_size))
-            for accept, prompt, max_tokens in shapes:
-                if prompt >= cfg.max_model_len:
-                    continue
-                result = _run(policy, cfg, n, prompt, max_tokens, accept)
-                if result is None:
-                    continue
-                ops, broken = result
-                for invariant in sorted(broken - set(found)):
-                    what = "every draft accepted" if accept else "no draft accepted"
-                    trace = Trace(policy_spec(policy), cfg.to_dict(), tuple(ops), (ViolationExpectation(invariant),),
-                                  f"{n} request(s) of {prompt} prompt tokens, max_tokens {max_tokens}, {what}",
-                                  FOUND_BY)
-                    replayed = replay_on_model(trace, policy)
-                    if invariant in {v.invariant for v in replayed.violations}:
-                        found[invariant] = trace
-                if set(SEARCHED) <= set(found):
-                    return found
+    if jobs <= 1:
+        for tier, n in parts:
+            found.update(_search_part(policy, tier, n, set(found)))
+            if set(SEARCHED) <= set(found):
+                break
+        return found
+    with multiprocessing.Pool(min(jobs, len(parts))) as pool:
+        for part in pool.imap(_search_part_of, [(policy_spec(policy), tier, n) for tier, n in parts]):
+            for invariant, trace in part.items():
+                found.setdefault(invariant, trace)
     return found
+
+
+def _search_part_of(args: tuple[str, int, int]) -> dict[str, Trace]:
+    spec, tier, n = args
+    return _search_part(get_policy(spec), tier, n, set())
+
+
+def _search_part(policy: BudgetPolicy, tier_index: int, n: int, known: set[str]) -> dict[str, Trace]:
+    """The first trace of ``n`` requests in tier ``tier_index`` breaking each invariant not in ``known``."""
+    tier, found = TIERS[tier_index], {}
+    for cfg in _configs(policy, n, tier):
+        shapes = itertools.product((False, True), tier.prompts(cfg.block_size), tier.max_tokens(cfg.block_size))
+        for accept, prompt, max_tokens in shapes:
+            if prompt >= cfg.max_model_len:
+                continue
+            result = _run(policy, cfg, n, prompt, max_tokens, accept)
+            if result is None:
+                continue
+            ops, broken = result
+            for invariant in sorted(broken - known - set(found)):
+                what = "every draft accepted" if accept else "no draft accepted"
+                trace = Trace(policy_spec(policy), cfg.to_dict(), tuple(ops), (ViolationExpectation(invariant),),
+                              f"{n} request(s) of {prompt} prompt tokens, max_tokens {max_tokens}, {what}",
+                              FOUND_BY)
+                replayed = replay_on_model(trace, policy)
+                if invariant in {v.invariant for v in replayed.violations}:
+                    found[invariant] = trace
+            if set(SEARCHED) <= known | set(found):
+                return found
+    return found
+
+
+def searched(policy: BudgetPolicy, max_requests: int, jobs: int = 1) -> tuple[dict[str, Trace], float]:
+    """``search`` up to ``max_requests`` (at most MAX_REQUESTS) in ``jobs`` processes, and the seconds it took."""
+    start = time.perf_counter()
+    return search(policy, min(max_requests, MAX_REQUESTS), jobs), time.perf_counter() - start
 
 
 def decide(ctx: Any, invariant: str) -> Outcome:
     """The bounded-search verdict on ``invariant`` for ctx's policy; the search runs once a
-    context (a policy under proof) and its result is shared by the obligations."""
-    start = time.perf_counter()
+    context (a policy under proof) and its result is shared by the obligations (``prove`` may
+    hand a context the result of a search run before, as ``ctx._loop_search``)."""
     n = min(ctx.options.max_requests, MAX_REQUESTS)
     cached = getattr(ctx, "_loop_search", None)
     if cached is None:
-        cached = (search(ctx.policy, n), time.perf_counter() - start)
+        cached = searched(ctx.policy, n)
         setattr(ctx, "_loop_search", cached)
     found, seconds = cached
     if invariant in found:

@@ -5,8 +5,8 @@ A **step obligation** (the five ledger invariants, ``model-len``, ``spec-shape``
 
 1. induction (``induction.py``): PROVED for any number of requests;
 2. a search for a small counterexample (``trace_search.py``, up to 3 requests; a
-   counterexample an earlier obligation found that breaks this one too bounds it): REFUTED
-   with a minimal trace that replays;
+   counterexample an earlier obligation found, or one handed to ``prove`` (``as_found``: a fuzz
+   run's, a replay's), that breaks this one too bounds it): REFUTED with a minimal trace that replays;
 3. the bounded pass from any state of up to N requests (``bounded_pass.py``): PROVED_UP_TO N;
 4. the search up to N requests: REFUTED;
 5. otherwise UNKNOWN, a failure, with why induction did not apply.
@@ -28,7 +28,7 @@ from typing import Any, Callable, Optional, Sequence
 from ..model import BudgetPolicy
 from ..model.replay import replay_on_model
 from ..spec.intlike import and_, not_
-from ..spec.trace import ViolationExpectation
+from ..spec.trace import AddOp, StepOp, Trace, ViolationExpectation
 from .bounded_pass import holds_up_to
 from .pass_skeleton import PassConfig, PassResult
 from .trace_family import Family
@@ -158,6 +158,12 @@ def shown_by_earlier(ctx: Context, name: str, max_requests: int) -> Optional[Fou
         description = found_description(f"{name} of {ctx.name}", earlier.requests, earlier.steps)
         return replace(earlier, traces=(replace(trace, expect=expect, description=description),))
     return None
+
+
+def as_found(trace: Trace) -> Found:
+    """A trace found by other means (a fuzz run, a replay) as an earlier counterexample of its size."""
+    ops = trace.ops
+    return Found((trace,), sum(isinstance(op, AddOp) for op in ops), sum(isinstance(op, StepOp) for op in ops))
 
 
 def step_obligations() -> list[Obligation]:

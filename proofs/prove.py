@@ -1,7 +1,12 @@
 """Every obligation of every policy, a verdict each.
 
 ``prove`` decides the obligations (policies in parallel worker processes, the
-obligations of one policy in one process so they share its induction); the commands judge
+obligations of one policy in one process so they share its induction; a single policy's
+obligations split into ``jobs`` fixed groups, round robin in table order, one process each,
+so that its check uses every core: each group shares its own induction and its own earlier
+counterexamples, and the groups depend only on ``jobs``; the bounded search over the model, where
+the policy's loop needs it, runs once before the groups, its parts on every core, and is handed
+to each); the commands judge
 the outcomes (``tokenbudget/verdict.py``: built-ins against the manifest, user policies by
 the one rule). ``emit`` writes each counterexample as a trace file, refusing to overwrite any file.
 """
@@ -18,8 +23,10 @@ from typing import Callable, Optional, Sequence
 from ..model import get_policy
 from ..spec import interrupts
 from ..spec.trace import Trace, write_trace
+from .induction import unfollowed
+from .loop_search import SEARCHED, searched, skeleton_models
 from .obligation_table import all_obligations
-from .obligations import Context, Options
+from .obligations import Context, Options, as_found
 from .symbolic_branch import symbolic_branch
 from .verdicts import Outcome
 
@@ -30,11 +37,17 @@ def obligation_ids() -> list[str]:
     return list(all_obligations())
 
 
-def _prove_one(policy_spec: str, obligations: Sequence[str], options: Options) -> list[Outcome]:
-    """The outcomes of one policy; SymbolicBranchError when its code branches on a z3 term."""
+def _prove_one(policy_spec: str, obligations: Sequence[str], options: Options,
+               loop_search: Optional[tuple[dict[str, Trace], float]] = None,
+               candidates: Sequence[Trace] = ()) -> list[Outcome]:
+    """The outcomes of one policy (``loop_search``: the model search's result, run before;
+    ``candidates``: counterexamples found already); SymbolicBranchError when its code branches on a z3 term."""
     policy = get_policy(policy_spec)
     table_ = all_obligations()
     ctx = Context(policy, options)
+    ctx.found.extend(as_found(t) for t in candidates)
+    if loop_search is not None:
+        setattr(ctx, "_loop_search", loop_search)
     out = []
     for name in obligations:
         obligation = table_[name]
@@ -52,10 +65,13 @@ def _prove_one(policy_spec: str, obligations: Sequence[str], options: Options) -
 
 
 def prove(policies: Sequence[str], options: Options, obligations: Optional[Sequence[str]] = None, jobs: int = 1,
-          progress: Progress = lambda _: None) -> list[Outcome]:
+          progress: Progress = lambda _: None, candidates: Sequence[Trace] = ()) -> list[Outcome]:
     """The outcomes of ``obligations`` (default: all) for each policy, in table order.
-    ConfigError for a policy that cannot be loaded; ValueError for an unknown obligation;
-    ProveInterrupted, with what finished, on Ctrl-C."""
+    ``candidates`` (one policy only) are traces of that policy that may break some obligation
+    (a fuzz run's, a replay's): a step obligation one of them breaks is refuted by it unless the
+    search finds a smaller trace. ConfigError for a policy that cannot be loaded; ValueError for
+    an unknown obligation; ProveInterrupted, with what finished, on Ctrl-C."""
+    assert not candidates or len(policies) == 1, "candidates are one policy's"
     names = list(obligations or obligation_ids())
     unknown = [n for n in names if n not in all_obligations()]
     if unknown:
@@ -63,11 +79,13 @@ def prove(policies: Sequence[str], options: Options, obligations: Optional[Seque
     for spec in policies:
         get_policy(spec)  # fail early, in this process, on a policy that does not load
     results: list[list[Outcome]] = []
+    if jobs > 1 and len(policies) == 1:
+        return _prove_split(policies[0], names, options, jobs, progress, candidates)
     try:
         if jobs <= 1 or len(policies) <= 1:
             for spec in policies:
                 progress(f"proving {spec}")
-                results.append(_prove_one(spec, names, options))
+                results.append(_prove_one(spec, names, options, candidates=candidates))
         else:
             # Leaving the block terminates the workers: on Ctrl-C none is left proving.
             with multiprocessing.Pool(min(jobs, len(policies))) as pool:
@@ -80,6 +98,29 @@ def prove(policies: Sequence[str], options: Options, obligations: Optional[Seque
             raise
         raise ProveInterrupted([o for outcomes in results for o in outcomes], len(results)) from None
     return [o for outcomes in results for o in outcomes]
+
+
+def _prove_split(spec: str, names: Sequence[str], options: Options, jobs: int, progress: Progress,
+                 candidates: Sequence[Trace]) -> list[Outcome]:
+    """One policy's obligations in ``jobs`` groups (round robin), a worker process each; table order kept."""
+    applies = [n for n in names if all_obligations()[n].applies(get_policy(spec))]
+    groups = [applies[i::jobs] for i in range(min(jobs, len(applies)))]
+    try:
+        if len(groups) <= 1:
+            progress(f"proving {spec}")
+            return _prove_one(spec, names, options, candidates=candidates)
+        progress(f"proving {spec} ({len(groups)} processes)")
+        policy, shared = get_policy(spec), None
+        if (not skeleton_models(policy) or unfollowed(policy)) and set(applies) & set(SEARCHED):
+            shared = searched(policy, options.max_requests, len(groups))  # else each group would run it
+        with multiprocessing.Pool(len(groups)) as pool:
+            pending = [pool.apply_async(_prove_one, (spec, group, options, shared, candidates)) for group in groups]
+            by_name = {o.obligation: o for result in pending for o in result.get()}
+    except BaseException as e:
+        if not isinstance(e, KeyboardInterrupt) and not interrupts.requested():
+            raise
+        raise ProveInterrupted([], 0) from None
+    return [by_name[n] for n in applies]
 
 
 class ProveInterrupted(KeyboardInterrupt):

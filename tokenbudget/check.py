@@ -14,7 +14,11 @@ refuses are skipped. Then every policy is fuzzed briefly on the model (``fuzz_se
 FUZZ_EXAMPLES examples from seed 0, deterministic, neither shrunk nor reduced (``tokenbudget
 fuzz`` gives the minimal trace), keeping what fails in the example database given (none by
 default). Last, every obligation of each policy is proved (``proofs_section``, ``tokenbudget
-prove``); a built-in's verdict the manifest does not record fails its row.
+prove``); a built-in's verdict the manifest does not record fails its row. A user policy's
+obligations are proved on every core (``prove`` splits one policy's obligations over ``jobs``
+processes), and every trace on which a replay or the fuzz run showed it violating an invariant
+of its own is handed to the prover as a counterexample found already (``prove``'s
+``candidates``): the prover then looks only for smaller ones.
 
 Every violation a user policy's replay shows, every one fuzzing finds and every refutation
 is judged by ``tokenbudget.verdict`` (the one rule: known, own, or a gap over the base):
@@ -73,6 +77,7 @@ class PolicyRow:
     known: list[str] = field(default_factory=list)  # one line each: a known violation and why
     verdicts: list[Verdict] = field(default_factory=list)  # every violation judged (``tokenbudget.verdict``), in order
     policy_error: str | None = None  # the user policy failed (raised, a wrong type): later sections skip it
+    own: list[Trace] = field(default_factory=list)  # traces that showed a violation of its own, for the prover
 
     def failed_policy(self, where: str, error: str) -> None:
         self.policy_error = error
@@ -223,8 +228,11 @@ def _mark_user(row: PolicyRow, trace: Trace, result: ReplayResult, report: Check
         row.mark(invariant, OK)
     for invariant in MEASURED:
         row.mark(invariant, f"gap {result.max_work_gap}" if result.max_work_gap else OK)
-    for verdict in _judge_of(row, report).of_run(trace, result, result.source):
+    verdicts = _judge_of(row, report).of_run(trace, result, result.source)
+    for verdict in verdicts:
         _mark_verdict(row, verdict, report)
+    if any(v.known is None and v.gap is None for v in verdicts):
+        row.own.append(replace(trace, policy=row.policy, expect=()))
 
 
 def _judge_of(row: PolicyRow, report: CheckReport) -> Judge:
@@ -273,8 +281,11 @@ def fuzz_section(report: CheckReport, progress: Progress, database: ExampleDatab
             if found.kind == POLICY_ERROR:
                 row.failed_policy(f"fuzz (seed 0, {FUZZ_EXAMPLES} examples)", found.message)
                 continue
-            _mark_verdict(row, judged.of_violation(found.kind, found.trace,
-                                                   f"fuzz (seed 0, {FUZZ_EXAMPLES} examples): {found.message}"), report)
+            where = f"fuzz (seed 0, {FUZZ_EXAMPLES} examples): {found.message}"
+            verdict = judged.of_violation(found.kind, found.trace, where)
+            _mark_verdict(row, verdict, report)
+            if verdict.known is None and verdict.gap is None:
+                row.own.append(replace(found.trace, policy=row.policy, expect=()))
 
 
 def proofs_section(report: CheckReport, progress: Progress, database: ExampleDatabase | None) -> None:
@@ -284,7 +295,8 @@ def proofs_section(report: CheckReport, progress: Progress, database: ExampleDat
                      progress=progress)
     for name in [name for name, row in rows.items() if row.user]:  # one at a time: a failing one fails its row
         try:
-            outcomes += prove([name], ProofOptions(), progress=progress)
+            outcomes += prove([name], ProofOptions(), jobs=default_jobs(), progress=progress,
+                              candidates=rows[name].own)
         except PolicyError as e:
             if e.symbolic:  # the policy cannot be proved at all: bad input, which stops the check
                 raise

@@ -2,7 +2,7 @@
 built-in the way an engineer would, with the mistake its docstring names."""
 from __future__ import annotations
 
-from tokenbudget.model import Budgets, and_
+from tokenbudget.model import Budgets, and_, ite, max_
 from tokenbudget.model.vllm_policies import VllmAdaptive
 
 
@@ -48,3 +48,28 @@ class RefundForgetsDraftSlots(VllmAdaptive):
 
     def refund(self, p, grant, is_decode):  # type: ignore[no-untyped-def]
         return Budgets(grant, grant)
+
+
+class ChargeFloor(VllmAdaptive):
+    """Charges each scheduled request at least 4 tokens and 4 input slots (a kernel's smallest
+    tile): ``max_(charge, 4)``, not affine in the grant. The grant is not floored with it, so
+    a short budget is charged past what is left."""
+
+    def charge(self, p, grant, is_decode):  # type: ignore[no-untyped-def]
+        charged = super().charge(p, grant, is_decode)
+        return Budgets(max_(charged.token, 4), max_(charged.input, 4))
+
+
+class DflashRunnerRows(VllmAdaptive):
+    """A DFlash drafter's query is at least k + 1 positions whatever the grant, so the input
+    budget is charged ``max_(grant, k + 1) + d`` rows (not affine in the grant), and the exit
+    rule keeps room for them: safe."""
+
+    def runner_rows(self, p, grant, is_decode):  # type: ignore[no-untyped-def]
+        return ite(p.method == "dflash", max_(grant, p.num_speculative_tokens + 1), grant) + p.draft_slots
+
+    def charge(self, p, grant, is_decode):  # type: ignore[no-untyped-def]
+        return Budgets(grant, self.runner_rows(p, grant, is_decode))
+
+    def may_schedule(self, p, b):  # type: ignore[no-untyped-def]
+        return and_(b.token > 0, b.input > p.draft_slots + ite(p.method == "dflash", p.num_speculative_tokens, 0))

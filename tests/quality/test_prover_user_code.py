@@ -5,6 +5,7 @@ the caps proved (induction with strengthening) instead of unknown."""
 from __future__ import annotations
 
 import inspect
+from dataclasses import replace
 
 import pytest
 import z3
@@ -134,3 +135,47 @@ def test_a_loop_induction_does_not_follow_gets_the_model_search_not_unknown() ->
     # config-complete judges a refused config by one bounded pass over every step obligation at once
     [complete] = prove([ROLLBACK_KEEPS_VICTIM], THREE, ["config-complete"])
     assert complete.verdict == REFUTED and "every step obligation holds there (up to 3 requests)" in complete.detail
+
+
+NOT_AFFINE = (f"{MODULE}:ChargeFloor", f"{MODULE}:DflashRunnerRows")
+
+
+def test_a_charge_or_rows_not_affine_in_the_grant_gets_a_verdict_on_every_obligation() -> None:
+    """A ``max_`` floor in the charge or the runner rows: induction tracks the live sums, no obligation is unknown."""
+    outcomes = {(o.policy, o.obligation): o for o in prove(list(NOT_AFFINE), OPTIONS)}
+    assert all(o.verdict in (PROVED, PROVED_UP_TO, REFUTED) for o in outcomes.values()), \
+        [o for o in outcomes.values() if o.verdict not in (PROVED, PROVED_UP_TO, REFUTED)]
+    floor, dflash = NOT_AFFINE
+    for obligation in ("token-cap", "input-rows-cap", "exact-refund"):
+        for spec in NOT_AFFINE:
+            assert (outcomes[spec, obligation].verdict, outcomes[spec, obligation].method) == (PROVED, "induction")
+    assert outcomes[dflash, "input-budget-nonnegative"].verdict == PROVED
+    short = outcomes[floor, "input-budget-nonnegative"]  # charged 4 slots with fewer left
+    assert short.verdict == REFUTED, short
+    replayed = replay_on_model(short.traces[0])
+    assert replayed.ok and "input-budget-nonnegative" in {v.invariant for v in replayed.violations}
+    complete = outcomes[floor, "config-complete"]  # unsafe at its smallest refused configs, judged further out
+    assert complete.verdict == REFUTED and complete.traces[0].config["max_num_batched_tokens"] >= 4, complete
+
+
+@pytest.mark.parametrize("spec, options", [(NOT_AFFINE[1], OPTIONS), (ROLLBACK_KEEPS_VICTIM, THREE)])
+def test_one_policy_over_two_processes_gets_the_verdicts_of_one(spec: str, options: object) -> None:
+    """Split over two processes (the loop variant's model search run once, before them, its parts in both),
+    table order kept, and the model search's traces those of one process."""
+    one, two = (prove([spec], options, jobs=jobs) for jobs in (1, 2))  # type: ignore[arg-type]
+    assert [(o.obligation, o.verdict, o.bound) for o in two] == [(o.obligation, o.verdict, o.bound) for o in one]
+    searched = [(a.traces, b.traces) for a, b in zip(one, two) if a.method == MODEL_SEARCH]
+    assert all([t.ops for t in a] == [t.ops for t in b] for a, b in searched)
+
+
+def test_a_counterexample_found_already_refutes_unless_the_search_finds_a_smaller_one() -> None:
+    """A fuzz run's or a replay's trace (here the prover's own at S = 3) is handed to ``prove``: no smaller
+    trace breaks exact-refund, so it is the refutation, re-expected and replaying."""
+    spec = f"{MODULE}:RefundForgetsDraftSlots"
+    [own] = prove([spec], THREE, ["exact-refund"])
+    trace = own.traces[0]
+    candidate = replace(trace, config={**trace.config, "max_num_seqs": trace.config["max_num_seqs"] + 1}, expect=())
+    assert "exact-refund" in {v.invariant for v in replay_on_model(candidate).violations}
+    [outcome] = prove([spec], THREE, ["exact-refund"], candidates=[candidate])
+    assert outcome.verdict == REFUTED and outcome.traces[0].config == candidate.config, outcome
+    assert outcome.traces[0].ops == candidate.ops and ViolationExpectation("exact-refund") in outcome.traces[0].expect

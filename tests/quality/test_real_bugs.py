@@ -108,3 +108,15 @@ def test_check_fails_on_the_real_bug(bug, monkeypatch):
 def test_check_passes_a_correct_copy(spec):
     report = run_check([f"real_bugs.{spec}"])
     assert report.ok, report.rows[0].failures
+
+
+def test_the_traces_a_replay_failed_on_are_handed_to_the_prover(monkeypatch):
+    """The corpus replays fail exact-refund for a refund that forgets the draft slots; those traces go
+    to the prover as counterexamples found already, and the prover still refutes it (a trace no larger)."""
+    monkeypatch.setattr(check, "SECTIONS", (check.corpus_section, check.proofs_section))
+    report = run_check(["real_bugs.vllm_refund_forgets_draft_slots:Policy"])
+    row = report.rows[0]
+    assert row.own and all(t.policy == row.policy and not t.expect for t in row.own)
+    assert row.cells["exact-refund"] == UNEXPECTED, row.cells
+    assert [f for f in row.failures if f.startswith("prove:") and "exact-refund: refuted" in f], row.failures
+    assert row.cells["token-cap"] == "ok" and row.cells["input-rows-cap"] == "ok", row.cells
