@@ -247,18 +247,20 @@ def same_step_refund_configs(policy: BudgetPolicy, space: ConfigSpace | None = N
 @st.composite
 def _refund_config(draw: Draw, policy: BudgetPolicy, space: ConfigSpace) -> BudgetConfig:
     """Priority scheduling, speculation on, 3-8 seats and small blocks, aimed at one of two
-    paths. A same-step refund: a pool of one ``max_model_len`` sequence and a few blocks
-    more, where a request that arrived more urgent (``request_shapes.resolve``) and runs
-    behind less urgent ones, short of a block, preempts the least urgent, which the running
-    loop scheduled earlier in the same pass. The input-budget stop: an ample pool and B
-    room for the decodes of about half the seats, so the running loop stops on
-    ``input budget <= d`` ahead of the rest."""
+    paths, with d > 0 where the method allows (parallel drafting, a draft model), as the
+    input budget differs from the token budget only then. A same-step refund: a pool of one
+    ``max_model_len`` sequence and a few blocks more, where a request that arrived more
+    urgent (``request_shapes.resolve``) and runs behind less urgent ones, short of a block,
+    preempts the least urgent, which the running loop scheduled earlier in the same pass; B
+    a little short of every seat's decode, so the input budget binds after the refund. The
+    input-budget stop: an ample pool and B room for the decodes of about half the seats, so
+    the running loop stops on ``input budget <= d`` ahead of the rest."""
     refund = draw(st.booleans())
     table = methods.TABLES[policy.table]
     method = draw(st.sampled_from([m for m in space.methods if m is not None] or [None]))
-    k = 0 if method is None else draw(st.integers(1 if refund else 2, max(1, min(4, space.max_k))))
-    # the input-budget stop differs from the token budget's only where d > 0: parallel drafting where it can
-    parallel = bool(not refund and method and space.parallel_drafting and table[method].parallel_draft_slots
+    k = 0 if method is None else draw(st.integers(min(2, space.max_k), max(1, min(4, space.max_k))))
+    # the input budget differs from the token budget only where d > 0: parallel drafting where it can
+    parallel = bool(method and space.parallel_drafting and table[method].parallel_draft_slots is not None
                     and draw(st.booleans()))
     d = int(methods.draft_slots(policy.table, method, k, parallel)) if method else 0
     seqs = draw(st.integers(3, min(8, space.max_seqs)))
@@ -266,11 +268,10 @@ def _refund_config(draw: Draw, policy: BudgetPolicy, space: ConfigSpace) -> Budg
     model_len = max(space.min_model_len, draw(st.integers(16, 64)))
     per_decode = 1 + k + d
     if refund:
-        budget = seqs * per_decode + draw(st.integers(0, 16))
-        pool = cdiv(model_len, block_size) + draw(st.integers(0, 4))
+        budget = seqs * per_decode - draw(st.integers(1, 2 * per_decode))  # the input budget binds after the refund
     else:
         budget = (seqs // 2) * per_decode + d + draw(st.integers(0, per_decode - 1))
-        pool = MAX_POOL
+    pool = cdiv(model_len, block_size) + draw(st.integers(0, 4)) if refund or draw(st.booleans()) else MAX_POOL
     return BudgetConfig(
         max_num_batched_tokens=max(budget, seqs, d + 1), max_num_seqs=seqs, num_speculative_tokens=k,
         method=method, parallel_drafting=parallel, block_size=block_size, max_model_len=model_len, num_kv_blocks=pool,

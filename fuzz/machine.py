@@ -57,9 +57,11 @@ from ..spec.collector import PacedCollector
 from ..spec.execution import Execution
 from .failures import MODEL_ERROR, FuzzFailure, error_kind, failure, identity, is_known, kind_of
 from ..model.target import ModelTarget, TargetFactory
-from .request_shapes import PATTERNS, RequestShape, accepted_drafts, bursts, request_shapes, resolve
+from .request_shapes import (PATTERNS, RequestShape, accepted_drafts, bursts, request_shapes, resolve,
+                             staggered_arrivals)
 
 DEFAULTS = BudgetConfig().to_dict()
+TICK_EVERY = 512  # steps between two calls of ``FuzzStats.tick`` inside one example (it paces its own output)
 REQUESTS = st.lists(request_shapes(), min_size=1, max_size=3)
 
 
@@ -74,7 +76,7 @@ class FuzzStats:
     """Counters shared by every run of one machine class. ``first_failure`` holds, per
     failure kind, the seconds from ``started`` to the step where it was first seen
     (before any shrinking); ``coverage`` the steps that took each rare path
-    (``fuzz.coverage``); ``tick`` is called as each example starts. ``max_examples``
+    (``fuzz.coverage``); ``tick`` is called as each example starts, and every TICK_EVERY steps. ``max_examples``
     and ``deadline`` (perf_counter) bound the examples run, shrinking included: see
     ``FuzzMachine.deploy``."""
 
@@ -251,6 +253,8 @@ class FuzzMachine(RuleBasedStateMachine):
         if record is None:
             return
         stats.steps += 1
+        if stats.tick is not None and not stats.steps % TICK_EVERY:  # a long drain shows progress too
+            stats.tick(stats)
         assert self.cfg is not None
         taken = paths_taken(_reference_of(self.execution.target, record), self.cfg)
         stats.coverage.update(taken)
@@ -484,7 +488,8 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
     strategy = config_strategy if config_strategy is not None else configs(policy)
     real_engine = target_name != "model"  # no ledger shows its budgets: the refund and input-stop paths drawn on purpose
     if config_strategy is None and real_engine:
-        strategy = st.one_of(strategy, same_step_refund_configs(policy), same_step_refund_configs(policy))
+        shaped = same_step_refund_configs(policy)
+        strategy = st.one_of(strategy, shaped, shaped, shaped)
     if config_name is None:
         config_name = "configs" if config_strategy is None else repr(config_strategy)
 
@@ -497,6 +502,22 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
         def start(self, cfg: BudgetConfig, requests: list[RequestShape]) -> None:
             self.deploy(cfg)
             self.add(requests)
+
+    if real_engine:
+        class Machine(FuzzMachine):  # type: ignore[no-redef]
+            @initialize(cfg=strategy, requests=first, later=staggered_arrivals())
+            def start(self, cfg: BudgetConfig, requests: list[RequestShape],
+                      later: tuple[int, list[RequestShape]]) -> None:
+                """As above, then (some runs) a few steps and more requests: later arrivals, more
+                urgent under PRIORITY, run behind less urgent ones (a same-step refund's order)."""
+                self.deploy(cfg)
+                self.add(requests)
+                wait, more = later
+                for _ in range(wait if more else 0):
+                    if self.broken or not self.live:
+                        break
+                    self._step({})
+                self.add(more)
 
     Machine.__name__ = Machine.__qualname__ = "Fuzz_" + "".join(c if c.isalnum() else "_" for c in policy_spec)
     Machine.policy_spec = policy_spec

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import time
 from pathlib import Path
 from typing import Sequence
 
@@ -25,7 +24,7 @@ from . import render
 from .args import (add_database, add_json, add_policy, add_verdict_options, at_most, folder,
                    positive_float, positive_int, seed)
 from .console import Console
-from .engine_path import add_engine_path
+from .engine_path import STARTED_ENV, add_engine_path, own_process_started
 from .exits import FAILED, INTERRUPTED, OK
 from .fuzz.database import open_database
 from .fuzz.parallel import Job, WorkerDied, fuzz_workers
@@ -56,14 +55,17 @@ MAX_SECONDS = 7 * 86400.0  # a week per policy
 
 
 def process_started() -> float:
-    """``time.time()`` when this process started (read from /proc on Linux; elsewhere, now):
-    ``--seconds`` counts from there, so importing and spawning workers are part of it."""
-    try:
-        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])  # since boot
-        uptime = float(Path("/proc/uptime").read_text().split()[0])
-        return time.time() - max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, IndexError):
-        return time.time()
+    """``time.time()`` when this command started: when its process started (read from /proc
+    on Linux; elsewhere, now), or, in the child ``--engine-path`` starts, when the parent
+    did (``engine_path.STARTED_ENV``). ``--seconds`` counts from there, so importing,
+    starting the child and spawning workers are part of it."""
+    parent = os.environ.get(STARTED_ENV)
+    if parent:
+        try:
+            return float(parent)
+        except ValueError:
+            pass
+    return own_process_started()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
