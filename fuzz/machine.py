@@ -85,7 +85,7 @@ class FuzzStats:
     steps: int = 0
     coverage: Counter[str] = field(default_factory=Counter)
     first_failure: dict[str, float] = field(default_factory=dict)
-    seen: dict[str, tuple[FuzzFailure, int]] = field(default_factory=dict)  # per kind: its first failure, and the example
+    seen: dict[str, tuple[FuzzFailure, int]] = field(default_factory=dict)  # per identity: its first failure, example
     raised_at: int = 0  # examples run when a failure was first raised
     raised_kind: str | None = None  # the kind of the first failure raised: the one Hypothesis shrinks
     tick: Callable[["FuzzStats"], None] | None = None
@@ -486,7 +486,8 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
     examples, and no other machine replays them.
     """
     strategy = config_strategy if config_strategy is not None else configs(policy)
-    real_engine = target_name != "model"  # no ledger shows its budgets: the refund and input-stop paths drawn on purpose
+    # a real engine shows no ledger: the same-step refund and the input-budget stop are drawn on purpose
+    real_engine = target_name != "model"
     if config_strategy is None and real_engine:
         shaped = same_step_refund_configs(policy)
         strategy = st.one_of(strategy, shaped, shaped, shaped)

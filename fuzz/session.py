@@ -38,6 +38,7 @@ from ..model.replay import BadInput, ReplayResult, replay_on_model
 from ..model.base_gap import replay_judged
 from ..spec.collector import PacedCollector
 from ..spec.invariants import work_conserving
+from ..spec.execution import Execution
 from ..spec.trace import Trace, ViolationExpectation, write_trace
 from .coverage import examples_per_path, steps_per_path
 from .failures import MODEL_ERROR, FuzzFailure, failure, identity, is_known, kind_of
@@ -125,9 +126,9 @@ class FuzzReport:
             "steps_per_second": round(self.steps_per_second, 1), "coverage": steps_per_path(self.coverage),
             "coverage_examples": examples_per_path(self.coverage),
             "violations": {
-                c.key: {"invariant": c.kind, "message": c.message, "first_seen_seconds": round(c.first_seen, 3), "example": c.example,
-                         "ops": len(c.trace.ops), "trace": c.paths[0] if c.paths else None,
-                         "program": c.paths[1] if c.paths else None}
+                c.key: {"invariant": c.kind, "message": c.message, "first_seen_seconds": round(c.first_seen, 3),
+                        "example": c.example, "ops": len(c.trace.ops), "trace": c.paths[0] if c.paths else None,
+                        "program": c.paths[1] if c.paths else None}
                 for c in self.counterexamples
             },
         }
@@ -377,8 +378,27 @@ def _counterexample(failure: FuzzFailure, first_seen: float, example: int, seed:
     """The counterexample of a failure, its trace reduced (``reduce``, until ``deadline``;
     ``max_work_gap``: the gap the machine judged against the base, if any)."""
     trace = reduce(failure.trace, failure.identity, target_factory, deadline, max_work_gap)
+    if failure.kind == CONFORMANCE:
+        trace = _with_engine_side(trace, target_factory)
     return Counterexample(failure.kind, trace.description or failure.kind, trace, tuple(failure.program),
                           len(failure.trace.ops), first_seen, example, seed, identity=failure.identity)
+
+
+def _with_engine_side(trace: Trace, target_factory: TargetFactory) -> Trace:
+    """A ``conformance`` trace with the real engine's side of the step where it parts from
+    the model as its expectation (the target's ``expectation``, ``spec.target.Target``), so
+    that it replays: on the model it shows the model's side against the engine's."""
+    try:
+        target = target_factory(BudgetConfig.from_dict(trace.config), get_policy(trace.policy))
+        execution = Execution(target)
+        for op in trace.ops:
+            execution.apply(op)
+            if getattr(target, "expectation", None) is not None or execution.crashed is not None:
+                break
+    except Exception:  # the trace as reduced no longer runs here: keep it as it is
+        return trace
+    found = getattr(target, "expectation", None)
+    return trace if found is None else replace(trace, expect=trace.expect + (found,))
 
 
 def save(found: Counterexample, corpus: str | Path) -> Counterexample:

@@ -1,7 +1,8 @@
 """DifferentialTarget: the real vLLM scheduler with the reference model stepped beside it.
 
 Every op goes to both: vLLM (``VllmTarget``) and the model of the same policy at the
-modelled version nearest to the vLLM driven (``ModelTarget``). The record returned is
+version the trace names, by default the modelled one nearest to the vLLM driven
+(``ModelTarget``). The record returned is
 vLLM's, judged by the spec as on any target; the comparison adds what the spec alone
 cannot see on vLLM, whose budgets are locals of ``schedule()`` (``judged``, in order):
 
@@ -17,7 +18,9 @@ cannot see on vLLM, whose budgets are locals of ``schedule()`` (``judged``, in o
   invariant, named by the finding; that step's error is then in ``explained_errors`` and
   is no ``model-error``. A crash no finding explains stays vLLM's ``model-error``.
 
-After the sides part the model is no longer stepped (their states differ); vLLM runs on,
+``expectation`` holds vLLM's side of the step where they parted (as ``conform`` writes it),
+so the trace of a ``conformance`` failure replays: on the model it shows the model's side
+against vLLM's, on ``--target vllm`` it meets it. After the sides part the model is no longer stepped (their states differ); vLLM runs on,
 judged by the spec alone. ``reference_run`` is the model's RunRecord: the findings'
 matchers and the coverage counters read it (it has the ledger vLLM lacks).
 """
@@ -32,7 +35,7 @@ from ...spec.execution import Execution
 from ...spec.invariants import Violation, check_step
 from ...spec.records import StepOutcome, StepRecord
 from ...spec.target import CONFORMANCE
-from ...spec.trace import AbortOp, AddOp, StepOp
+from ...spec.trace import AbortOp, AddOp, StepExpectation, StepOp
 from ..lockstep import StepView, view
 from .target import VllmTarget
 
@@ -47,12 +50,12 @@ class DifferentialTarget(VllmTarget):
 
     def __init__(self, cfg: BudgetConfig, policy: BudgetPolicy, validate: bool = True) -> None:
         super().__init__(cfg, policy, validate)
-        self.cfg = self.engine.cfg.replace(engine_version=self.version.model_version)
         self.reference = Execution(ModelTarget(self.cfg, policy, validate=False))
         self.reference_run = self.reference.run
         self.judged: list[Violation] = []
         self.explained_errors: set[int] = set()
         self.parted = False
+        self.expectation: StepExpectation | None = None  # vLLM's side of the step where the two parted
         self._running: tuple[str, ...] = ()  # the model's running queue before the pass
 
     def add(self, op: AddOp) -> None:
@@ -83,6 +86,8 @@ class DifferentialTarget(VllmTarget):
             message = (f"the model raised {model.error} where vLLM did not" if model.error is not None
                        else parting(model, record, running, fields, ours, theirs))
             self.judged.append(Violation(CONFORMANCE, record.step, message))
+            self.expectation = StepExpectation(record.step, dict(theirs.num_scheduled_tokens),
+                                               dict(theirs.scheduled_draft_tokens), theirs.preempted)
         return record, outcome
 
     def _explain_crash(self, record: StepRecord, model: StepRecord) -> None:
