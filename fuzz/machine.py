@@ -402,9 +402,10 @@ class FuzzMachine(RuleBasedStateMachine):
         run = getattr(self.execution.target, "reference_run", None)
         if engine is None or run is None or violation.invariant not in INVARIANTS:
             return None
+        cfg = getattr(self.execution.target, "cfg", None) or self.cfg  # as the target runs it: its engine's version
         try:
-            version = policy.engine_version(self.cfg)
-            found = shown_finding(engine, violation.invariant, self.cfg, run, version)
+            version = policy.engine_version(cfg)
+            found = shown_finding(engine, violation.invariant, cfg, run, version)
         except Exception:  # a user policy's own method failing here is judged elsewhere
             return None
         return None if found is None else found.id

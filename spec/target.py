@@ -35,8 +35,9 @@ class Target(Protocol):
     TargetUnavailable when the target cannot run here.
 
     A real engine's target may run the reference model beside it on the same ops
-    (``harness/vllm/differential.py``). It then also has ``reference_run`` (the model's
-    RunRecord, for the findings' matchers), ``explained_errors`` (the steps whose ``error``
+    (``harness/vllm/differential.py``). It then also has ``cfg`` (the config as it runs it,
+    its engine's version named), ``reference_run`` (the model's RunRecord, for the findings'
+    matchers), ``explained_errors`` (the steps whose ``error``
     a finding explains: that crash is the finding's violation, not a ``model-error``) and
     ``judged`` (the violations only the comparison shows, in order: ``conformance`` where
     the two part, a finding's invariant where the engine raised).
