@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..model.target import TargetFactory
+from .coverage import steps_per_path
 from .database import open_database
 from .parallel import (CONTEXT, Event, Live, Sender, drain, exit_with_parent, receive, sigint_held, start_workers,
                        stop_workers, stream_seed, worker_errors)
@@ -207,7 +208,7 @@ def _point(state: CampaignState, counts: Live) -> None:
     """Bring the state's counts up to date and add a point to its history."""
     before = state.history[-1] if state.history else None
     state.seconds, state.examples, state.steps = counts.seconds, counts.examples, counts.steps
-    state.coverage = dict(counts.coverage)
+    state.coverage = steps_per_path(counts.coverage)
     span = state.seconds - before["seconds"] if before else 0.0
     speed = (state.steps - before["steps"]) / span if before and span > 0 else 0.0
     state.history.append({"seconds": round(state.seconds, 2), "examples": state.examples, "steps": state.steps,

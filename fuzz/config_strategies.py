@@ -233,3 +233,54 @@ def _threshold(draw: Draw, k: int, model_len: int) -> int:
     if kind == "off":
         return 0
     return draw(st.integers(1, min(k + 1, model_len) if kind == "below-1+k" else model_len))
+
+
+def same_step_refund_configs(policy: BudgetPolicy, space: ConfigSpace | None = None) -> st.SearchStrategy[BudgetConfig]:
+    """Configs where a same-step refund is likely (``_refund_config``), those the policy
+    accepts; nothing when it has no priority scheduling."""
+    space = space or config_space(policy)
+    if "priority" not in space.scheduling_policies:
+        return st.nothing()
+    return _refund_config(policy, space).filter(lambda cfg: validates(policy, cfg))
+
+
+@st.composite
+def _refund_config(draw: Draw, policy: BudgetPolicy, space: ConfigSpace) -> BudgetConfig:
+    """Priority scheduling, speculation with d > 0 where a method of the table has it (the
+    input budget differs from the token budget only then), 3-8 seats and small blocks, aimed
+    at one of two paths. A same-step refund: a pool of one ``max_model_len`` sequence and a
+    few blocks more, where a request that arrived more urgent (``request_shapes.resolve``)
+    and runs behind less urgent ones, short of a block, preempts the least urgent, which the
+    running loop scheduled earlier in the same pass; B a little short of every seat's decode,
+    so the input budget binds after the refund (or, one run in three where T may be set, T
+    short of it, so the token budget does). The input-budget stop: B room for the decodes of
+    about half the seats and a part of one more, so the running loop grants a part and stops
+    on ``input budget <= d`` ahead of the rest."""
+    refund = draw(st.booleans())
+    k = draw(st.integers(min(2, space.max_k), max(1, min(4, space.max_k))))
+    table = methods.TABLES[policy.table]
+    choices = [(m, parallel) for m in space.methods if m is not None for parallel in (False, True)
+               if (not parallel or (space.parallel_drafting and table[m].parallel_draft_slots is not None))
+               and methods.draft_slots(policy.table, m, k, parallel) > 0]
+    if not choices:
+        choices = [(m, False) for m in space.methods]
+    method, parallel = draw(st.sampled_from(choices))
+    k = k if method else 0
+    d = int(methods.draft_slots(policy.table, method, k, parallel)) if method else 0
+    seqs = draw(st.integers(3, min(8, space.max_seqs)))
+    block_size = draw(st.sampled_from((1, 2, 4)))
+    model_len = max(space.min_model_len, draw(st.integers(16, 64)))
+    per_decode = 1 + k + d
+    scheduled = None
+    if refund:
+        budget = seqs * per_decode - draw(st.integers(1, 2 * per_decode))  # the input budget binds after the refund
+        if space.max_num_scheduled_tokens and draw(st.integers(0, 2)) == 0:
+            budget, scheduled = budget + seqs * d, budget  # the token budget binds instead
+    else:
+        budget = (seqs // 2) * per_decode + d + draw(st.integers(1, per_decode))
+    pool = cdiv(model_len, block_size) + draw(st.integers(0, 4)) if refund or draw(st.booleans()) else MAX_POOL
+    return BudgetConfig(
+        max_num_batched_tokens=max(budget, seqs, d + 1), max_num_seqs=seqs, max_num_scheduled_tokens=scheduled,
+        num_speculative_tokens=k, method=method, parallel_drafting=parallel, block_size=block_size,
+        max_model_len=model_len, num_kv_blocks=pool, scheduling_policy="priority",
+        enable_prefix_caching=draw(st.booleans()))

@@ -43,22 +43,25 @@ from hypothesis.internal.conjecture.engine import ConjectureRunner
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from ..model import POLICY_ERROR, BudgetConfig, BudgetPolicy, ConfigError, PolicyError, builtin_policies
+from ..model.findings import shown_finding
 from ..model.base_gap import base_policy, gap_against_base, gap_violation, same_state
 from ..spec import interrupts
-from ..spec.invariants import (RequestAccounting, Violation, check_step, drain_steps_left, ends_in_fixpoint,
+from ..spec.invariants import (INVARIANTS, RequestAccounting, Violation, check_step, drain_steps_left, ends_in_fixpoint,
                                no_request_lost, progress, work_gap)
 from ..spec.records import RequestState, StepRecord
 from ..spec.target import describe
 from ..spec.trace import AbortOp, Op, StepOp, Trace, ViolationExpectation
-from .config_strategies import asks_more_pool_of, configs
-from .coverage import paths_taken
+from .config_strategies import asks_more_pool_of, configs, same_step_refund_configs
+from .coverage import example_key, paths_taken
 from ..spec.collector import PacedCollector
 from ..spec.execution import Execution
-from .failures import MODEL_ERROR, FuzzFailure, error_kind, failure
+from .failures import MODEL_ERROR, FuzzFailure, error_kind, failure, identity, is_known, kind_of
 from ..model.target import ModelTarget, TargetFactory
-from .request_shapes import PATTERNS, RequestShape, accepted_drafts, bursts, request_shapes, resolve
+from .request_shapes import (PATTERNS, RequestShape, accepted_drafts, bursts, request_shapes, resolve,
+                             staggered_arrivals)
 
 DEFAULTS = BudgetConfig().to_dict()
+TICK_EVERY = 512  # steps between two calls of ``FuzzStats.tick`` inside one example (it paces its own output)
 REQUESTS = st.lists(request_shapes(), min_size=1, max_size=3)
 
 
@@ -73,7 +76,7 @@ class FuzzStats:
     """Counters shared by every run of one machine class. ``first_failure`` holds, per
     failure kind, the seconds from ``started`` to the step where it was first seen
     (before any shrinking); ``coverage`` the steps that took each rare path
-    (``fuzz.coverage``); ``tick`` is called as each example starts. ``max_examples``
+    (``fuzz.coverage``); ``tick`` is called as each example starts, and every TICK_EVERY steps. ``max_examples``
     and ``deadline`` (perf_counter) bound the examples run, shrinking included: see
     ``FuzzMachine.deploy``."""
 
@@ -82,7 +85,7 @@ class FuzzStats:
     steps: int = 0
     coverage: Counter[str] = field(default_factory=Counter)
     first_failure: dict[str, float] = field(default_factory=dict)
-    seen: dict[str, tuple[FuzzFailure, int]] = field(default_factory=dict)  # per kind: its first failure, and the example
+    seen: dict[str, tuple[FuzzFailure, int]] = field(default_factory=dict)  # per identity: its first failure, example
     raised_at: int = 0  # examples run when a failure was first raised
     raised_kind: str | None = None  # the kind of the first failure raised: the one Hypothesis shrinks
     tick: Callable[["FuzzStats"], None] | None = None
@@ -130,6 +133,8 @@ class FuzzMachine(RuleBasedStateMachine):
         self.max_row_use = 0.0  # the largest share of B a step's runner rows took
         self.max_preempted = 0  # the most requests one step preempted
         self.max_kv_use = 0.0  # the largest share of the KV pool a step held
+        self.num_judged = 0  # the target's own judgements (``judged``) already read
+        self.paths_seen: set[str] = set()  # the rare paths this example took
 
     # -- generate -----------------------------------------------------------------------
     def deploy(self, cfg: BudgetConfig) -> None:
@@ -248,8 +253,13 @@ class FuzzMachine(RuleBasedStateMachine):
         if record is None:
             return
         stats.steps += 1
+        if stats.tick is not None and not stats.steps % TICK_EVERY:  # a long drain shows progress too
+            stats.tick(stats)
         assert self.cfg is not None
-        stats.coverage.update(paths_taken(record, self.cfg))
+        taken = paths_taken(_reference_of(self.execution.target, record), self.cfg)
+        stats.coverage.update(taken)
+        stats.coverage.update(example_key(path) for path in taken if path not in self.paths_seen)
+        self.paths_seen.update(taken)
         for rid, state in self.execution.run.outcomes[-1].requests.items():
             if rid in self.live:
                 if state.status in ("finished", "aborted"):
@@ -259,9 +269,24 @@ class FuzzMachine(RuleBasedStateMachine):
         self.max_row_use = max(self.max_row_use, record.total_runner_rows / record.limits.max_num_batched_tokens)
         self.max_preempted = max(self.max_preempted, len(record.preempted))
         self.max_kv_use = max(self.max_kv_use, record.kv_blocks_in_use / record.limits.num_kv_blocks)
-        self._judge(tuple(check_step(record)), record.error)
+        self._judge(self._step_violations(record), record.error)
         if self.beside is not None and not self.broken:
             self._judge(self._gap_against_base(record))
+
+    def _step_violations(self, record: StepRecord) -> tuple[Violation, ...]:
+        """The spec's verdict on the step, and what a target that runs the model beside it
+        judged since the last step (``spec.target.Target``): a crash a finding explains is
+        that finding's violation, not a ``model-error``."""
+        assert self.execution is not None
+        target = self.execution.target
+        found = check_step(record)
+        judged = getattr(target, "judged", None)
+        if judged is None:
+            return tuple(found)
+        if record.step in target.explained_errors:
+            found = [v for v in found if v.invariant != MODEL_ERROR]
+        fresh, self.num_judged = judged[self.num_judged:], len(judged)
+        return tuple(found) + tuple(fresh)
 
     def _apply_beside(self, op: Op) -> None:
         """Apply the op to the base too, while the runs are in the same state; a base that
@@ -327,7 +352,7 @@ class FuzzMachine(RuleBasedStateMachine):
                 break  # a fixpoint: progress judges it now, and the rest of the drain would repeat it
             left = drain_steps_left(run) if left is None else left - 1
             repeats = repeats + 1 if len(run.steps) > 1 and _repeats(run.steps[-2], run.steps[-1]) else 0
-            if repeats >= STUCK_REPEATS and progress.id in type(self).known:
+            if repeats >= STUCK_REPEATS and any(kind_of(k) == progress.id for k in type(self).known):
                 self.broken = True  # looks stuck, and progress is known: the run ends quietly
                 return
         if not self.broken:
@@ -345,24 +370,45 @@ class FuzzMachine(RuleBasedStateMachine):
                      for step, message in self.accounting.feed(self.execution.run))
 
     def _judge(self, violations: tuple[Violation, ...], error: str | None = None) -> None:
-        """Raise the failure of the first violated invariant (or target error) not yet known;
-        a run that shows only known kinds ends quietly: its later rules do nothing."""
+        """Raise the failure of the first violation (or target error) whose identity
+        (``failures.identity``: its invariant and mechanism) is not yet known; a run that
+        shows only known ones ends quietly: its later rules do nothing."""
         if not violations and error is None:
             return
         self.broken = True
         extra = error_kind(error) if error else None
-        kinds = tuple(dict.fromkeys(v.invariant for v in violations)) + ((extra,) if extra else ())
+        identities = tuple(dict.fromkeys(identity(v, self._finding(v)) for v in violations)) + \
+            ((extra,) if extra else ())
+        kinds = tuple(dict.fromkeys(kind_of(i) for i in identities))
         stats = type(self).stats
-        for kind in kinds:
-            stats.first_failure.setdefault(kind, time.perf_counter() - stats.started)
-        new = [kind for kind in kinds if kind not in type(self).known]
+        for found in identities:
+            stats.first_failure.setdefault(found, time.perf_counter() - stats.started)
+        new = [found for found in identities if not is_known(found, type(self).known)]
         if new:
             trace = self._trace(kinds, violations, error)
-            for kind in new:  # a kind this run shows beside the one raised, or only while shrinking, is kept too
-                stats.seen.setdefault(kind, (failure(kind, violations, error, trace), stats.examples))
+            for found in new:  # one this run shows beside the one raised, or only while shrinking, is kept too
+                stats.seen.setdefault(found, (failure(found, violations, error, trace), stats.examples))
             stats.raised_at = stats.raised_at or stats.examples
             stats.raised_kind = stats.raised_kind or new[0]
             raise failure(new[0], violations, error, trace)
+
+    def _finding(self, violation: Violation) -> str | None:
+        """On a real engine's target that runs the model beside it: the id of the finding
+        about the policy's engine loop whose matcher recognises the violation in the model's
+        run. None elsewhere: on the model a policy's own record already names what it shows."""
+        assert self.cfg is not None and self.execution is not None
+        policy = type(self).policy
+        engine = getattr(policy, "engine", None)
+        run = getattr(self.execution.target, "reference_run", None)
+        if engine is None or run is None or violation.invariant not in INVARIANTS:
+            return None
+        cfg = getattr(self.execution.target, "cfg", None) or self.cfg  # as the target runs it: its engine's version
+        try:
+            version = policy.engine_version(cfg)
+            found = shown_finding(engine, violation.invariant, cfg, run, version)
+        except Exception:  # a user policy's own method failing here is judged elsewhere
+            return None
+        return None if found is None else found.id
 
     def _trace(self, kinds: tuple[str, ...], violations: tuple[Violation, ...], error: str | None) -> Trace:
         assert self.cfg is not None and self.execution is not None
@@ -375,10 +421,19 @@ class FuzzMachine(RuleBasedStateMachine):
             policy=type(self).policy_spec,
             config=compact_config(self.cfg),
             ops=tuple(self.ops),
-            expect=tuple(ViolationExpectation(kind) for kind in kinds if kind != POLICY_ERROR),
+            expect=tuple(ViolationExpectation(kind) for kind in kinds if kind in INVARIANTS),
             description="; ".join(parts),
             found_by=type(self).found_by,
         )
+
+
+def _reference_of(target: Any, record: StepRecord) -> StepRecord:
+    """The record the coverage counters read: the model's of the same step where the target
+    runs it beside it and the two have not parted (it has the ledger), else the target's own."""
+    run = getattr(target, "reference_run", None)
+    if run is None or getattr(target, "parted", False) or not run.steps or run.steps[-1].step != record.step:
+        return record
+    return run.steps[-1]
 
 
 STUCK_REPEATS = 16  # idle drain steps in a row, each equal to the one before, that end a run known to stall
@@ -432,18 +487,39 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
     examples, and no other machine replays them.
     """
     strategy = config_strategy if config_strategy is not None else configs(policy)
+    # a real engine shows no ledger: the same-step refund and the input-budget stop are drawn on purpose
+    real_engine = target_name != "model"
+    if config_strategy is None and real_engine:
+        shaped = same_step_refund_configs(policy)
+        strategy = st.one_of(strategy, shaped, shaped, shaped)
     if config_name is None:
         config_name = "configs" if config_strategy is None else repr(config_strategy)
 
     # A policy whose pool must hold more than one sequence (SGLang's) retracts decodes: its runs
     # may start with a burst of similar requests, which retract together at page boundaries.
-    first = st.one_of(REQUESTS, bursts()) if asks_more_pool_of(policy) else REQUESTS
+    first = st.one_of(REQUESTS, bursts()) if real_engine or asks_more_pool_of(policy) else REQUESTS
 
     class Machine(FuzzMachine):
         @initialize(cfg=strategy, requests=first)
         def start(self, cfg: BudgetConfig, requests: list[RequestShape]) -> None:
             self.deploy(cfg)
             self.add(requests)
+
+    if real_engine:
+        class Machine(FuzzMachine):  # type: ignore[no-redef]
+            @initialize(cfg=strategy, requests=first, later=staggered_arrivals())
+            def start(self, cfg: BudgetConfig, requests: list[RequestShape],
+                      later: tuple[int, list[RequestShape]]) -> None:
+                """As above, then (some runs) a few steps and more requests: later arrivals, more
+                urgent under PRIORITY, run behind less urgent ones (a same-step refund's order)."""
+                self.deploy(cfg)
+                self.add(requests)
+                wait, more = later
+                for _ in range(wait if more else 0):
+                    if self.broken or not self.live:
+                        break
+                    self._step({})
+                self.add(more)
 
     Machine.__name__ = Machine.__qualname__ = "Fuzz_" + "".join(c if c.isalnum() else "_" for c in policy_spec)
     Machine.policy_spec = policy_spec

@@ -296,9 +296,9 @@ def _add_tally(report: FuzzReport, delta: Tally) -> None:
 
 
 def _earliest_per_kind(found: Sequence[Counterexample]) -> list[Counterexample]:
-    """Each failure kind once, its earliest counterexample, in the order they were first seen."""
+    """Each failure identity once, its earliest counterexample, in the order they were first seen."""
     ordered = sorted(found, key=lambda c: c.first_seen)
-    return sorted({c.kind: c for c in reversed(ordered)}.values(), key=lambda c: c.first_seen)
+    return sorted({c.key: c for c in reversed(ordered)}.values(), key=lambda c: c.first_seen)
 
 
 def merge(reports: Sequence[FuzzReport]) -> FuzzReport:

@@ -62,6 +62,15 @@ def bursts() -> st.SearchStrategy[list[RequestShape]]:
     return st.tuples(shape, st.integers(2, MAX_BURST)).map(lambda pair: [pair[0]] * pair[1])
 
 
+def staggered_arrivals() -> st.SearchStrategy[tuple[int, list[RequestShape]]]:
+    """Steps to run after the first requests (1-8), then the requests that arrive after them
+    (none in one run of three): under PRIORITY they arrive more urgent (``resolve``), so they
+    run behind less urgent requests, whose grants a preemption for them then takes back in
+    the same pass (a same-step refund)."""
+    return st.tuples(st.integers(1, 8), st.one_of(st.just([]), bursts(), st.lists(request_shapes(), min_size=1,
+                                                                                      max_size=3)))
+
+
 def prompt_len(shape: RequestShape, cfg: BudgetConfig, chunk: int, draft_slots: int) -> int:
     """The prompt length of a shape under cfg, within 1 .. max_model_len - 1.
 

@@ -38,8 +38,11 @@ from ..model.replay import BadInput, ReplayResult, replay_on_model
 from ..model.base_gap import replay_judged
 from ..spec.collector import PacedCollector
 from ..spec.invariants import work_conserving
+from ..spec.execution import Execution
 from ..spec.trace import Trace, ViolationExpectation, write_trace
-from .failures import FuzzFailure, failure
+from .coverage import examples_per_path, steps_per_path
+from .failures import MODEL_ERROR, FuzzFailure, failure, identity, is_known, kind_of
+from ..spec.target import CONFORMANCE
 from .seeded_draws import seeded_draws
 from .machine import BudgetSpent, FuzzMachine, FuzzStats, machine_class
 from ..spec.shrink import shrink
@@ -85,6 +88,12 @@ class Counterexample:
     example: int
     seed: int
     paths: tuple[str, ...] = ()
+    identity: str = ""  # its invariant and mechanism (``failures.identity``); empty: the kind alone
+
+    @property
+    def key(self) -> str:
+        """What tells it from the session's other counterexamples: its identity."""
+        return self.identity or self.kind
 
 
 @dataclass
@@ -114,11 +123,12 @@ class FuzzReport:
         return {
             "ok": self.ok, "policy": self.policy, "target": self.target, "seed": self.seed,
             "examples": self.examples, "steps": self.steps, "seconds": round(self.seconds, 3),
-            "steps_per_second": round(self.steps_per_second, 1), "coverage": dict(self.coverage),
+            "steps_per_second": round(self.steps_per_second, 1), "coverage": steps_per_path(self.coverage),
+            "coverage_examples": examples_per_path(self.coverage),
             "violations": {
-                c.kind: {"message": c.message, "first_seen_seconds": round(c.first_seen, 3), "example": c.example,
-                         "ops": len(c.trace.ops), "trace": c.paths[0] if c.paths else None,
-                         "program": c.paths[1] if c.paths else None}
+                c.key: {"invariant": c.kind, "message": c.message, "first_seen_seconds": round(c.first_seen, 3),
+                        "example": c.example, "ops": len(c.trace.ops), "trace": c.paths[0] if c.paths else None,
+                        "program": c.paths[1] if c.paths else None}
                 for c in self.counterexamples
             },
         }
@@ -155,7 +165,7 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
     deadline = None if seconds is None else started + seconds
 
     def counts(stats: FuzzStats) -> Tally:
-        seen = [c.kind for c in report.counterexamples] + [k for k in stats.first_failure if k not in known]
+        seen = [c.key for c in report.counterexamples] + [k for k in stats.first_failure if not is_known(k, known)]
         return Tally(report.examples + stats.examples, report.steps + stats.steps,
                      dict(report.coverage + stats.coverage), tuple(dict.fromkeys(seen)),
                      tuple(report.counterexamples))
@@ -182,9 +192,9 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
         """The report with a counterexample for every kind seen that none stands for yet
         (shown beside the one raised, or only while shrinking), its trace as found, reduced
         when ``reduce``."""
-        reported = {c.kind for c in report.counterexamples}
+        reported = {c.key for c in report.counterexamples}
         for kind, (found, first_seen, example) in every_kind.items():
-            if kind in reported or kind in known:
+            if kind in reported or is_known(kind, known):
                 continue
             counterexample = (_counterexample(found, first_seen, example, seed, target_factory, reduce_by(), judged_gap)
                               if reduce else _as_found(found, first_seen, example, seed))
@@ -202,7 +212,7 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
             cls = machine_class(policy_spec, policy, target_factory, config_strategy, found_by, target_name,
                                 max_work_gap=max_work_gap)
             cls.stats, judged_gap = stats, cls.max_work_gap
-            cls.known = known | {c.kind for c in report.counterexamples}
+            cls.known = known | {c.key for c in report.counterexamples}
             scratch = InMemoryExampleDatabase() if database is not None and cls.known else None
             batch_database = database if scratch is None else MultiplexedDatabase(ReadOnlyDatabase(database), scratch)
             found = run_machine(cls, size, seed * 100_003 + batch, phases, database=batch_database)
@@ -225,7 +235,7 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
                 for key, values in scratch.data.items():
                     for value in values:
                         database.save(key, value)
-            first_seen = stats.first_failure.get(found.kind, time.perf_counter() - started)
+            first_seen = stats.first_failure.get(found.identity, time.perf_counter() - started)
             counterexample = _counterexample(found, first_seen, stats.raised_at, seed, target_factory, reduce_by(),
                                              judged_gap)
             report.counterexamples.append(counterexample if corpus is None else save(counterexample, corpus))
@@ -233,7 +243,8 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
         tally(counts(FuzzStats()))
         if found is not None and found.kind == POLICY_ERROR:
             return finish()  # every later example would fail the same way
-        if stop_when_found and stop_when_found <= {c.kind for c in report.counterexamples}:
+        if stop_when_found and stop_when_found <= {c.kind for c in report.counterexamples} | \
+                {c.key for c in report.counterexamples}:
             return finish()
         batch += 1
         if examples is not None:
@@ -256,7 +267,7 @@ def _keep_seen(seen: dict[str, tuple[FuzzFailure, float, int]], stats: FuzzStats
 def _as_found(found: FuzzFailure, first_seen: float, example: int, seed: int) -> Counterexample:
     """The counterexample of a failure as its run found it, neither shrunk nor reduced."""
     return Counterexample(found.kind, found.trace.description or found.kind, found.trace, tuple(found.program),
-                          len(found.trace.ops), first_seen, example, seed)
+                          len(found.trace.ops), first_seen, example, seed, identity=found.identity)
 
 
 def seconds_left(started: float, index: int, seconds: float) -> float:
@@ -332,6 +343,7 @@ def reduce(trace: Trace, kind: str, target_factory: TargetFactory, deadline: flo
     ``deadline`` (perf_counter) it stops reducing. The base replays beside a candidate only
     when ``kind`` is what it judges (``work-conserving``), and beside the reduced trace."""
 
+    wanted, kind = kind, kind_of(kind)
     base_judges_kind = kind == work_conserving.id
 
     def replayed(candidate: Trace, against_base: bool = base_judges_kind) -> ReplayResult | None:
@@ -348,7 +360,8 @@ def reduce(trace: Trace, kind: str, target_factory: TargetFactory, deadline: flo
             return []
         if kind == POLICY_ERROR:
             return [result.policy_error] if result.policy_error else []
-        return [str(v) for v in result.violations if v.invariant == kind]
+        return [str(v) for v in result.violations if v.invariant == kind and
+                (kind not in (MODEL_ERROR, CONFORMANCE) or identity(v) == wanted)]
 
     reduced = shrink(trace, lambda candidate: bool(shown(replayed(candidate))), deadline=deadline)
     result = replayed(reduced, against_base=True)
@@ -364,9 +377,28 @@ def _counterexample(failure: FuzzFailure, first_seen: float, example: int, seed:
                     max_work_gap: int | None = None) -> Counterexample:
     """The counterexample of a failure, its trace reduced (``reduce``, until ``deadline``;
     ``max_work_gap``: the gap the machine judged against the base, if any)."""
-    trace = reduce(failure.trace, failure.kind, target_factory, deadline, max_work_gap)
+    trace = reduce(failure.trace, failure.identity, target_factory, deadline, max_work_gap)
+    if failure.kind == CONFORMANCE:
+        trace = _with_engine_side(trace, target_factory)
     return Counterexample(failure.kind, trace.description or failure.kind, trace, tuple(failure.program),
-                          len(failure.trace.ops), first_seen, example, seed)
+                          len(failure.trace.ops), first_seen, example, seed, identity=failure.identity)
+
+
+def _with_engine_side(trace: Trace, target_factory: TargetFactory) -> Trace:
+    """A ``conformance`` trace with the real engine's side of the step where it parts from
+    the model as its expectation (the target's ``expectation``, ``spec.target.Target``), so
+    that it replays: on the model it shows the model's side against the engine's."""
+    try:
+        target = target_factory(BudgetConfig.from_dict(trace.config), get_policy(trace.policy))
+        execution = Execution(target)
+        for op in trace.ops:
+            execution.apply(op)
+            if getattr(target, "expectation", None) is not None or execution.crashed is not None:
+                break
+    except Exception:  # the trace as reduced no longer runs here: keep it as it is
+        return trace
+    found = getattr(target, "expectation", None)
+    return trace if found is None else replace(trace, expect=trace.expect + (found,))
 
 
 def save(found: Counterexample, corpus: str | Path) -> Counterexample:

@@ -94,7 +94,7 @@ class Lockstep:
         return self.vllm_raised and self.model is not None and bool(self.model.violations)
 
 
-def _view(record: StepRecord, outcome: StepOutcome, violations: tuple[str, ...] = ()) -> StepView:
+def view(record: StepRecord, outcome: StepOutcome, violations: tuple[str, ...] = ()) -> StepView:
     finished = frozenset(rid for rid in record.num_scheduled_tokens
                          if rid in outcome.requests and outcome.requests[rid].status == "finished")
     return StepView(
@@ -141,8 +141,8 @@ def run_lockstep(trace: Trace, engine: EngineFactory | None = None) -> Lockstep:
             assert m_record is not None
             features |= step_features(m_record, cfg.long_prefill_token_threshold, running)
             running = frozenset(m_record.running)
-            m = _view(m_record, model.run.outcomes[-1], tuple(sorted({v.invariant for v in check_step(m_record)})))
-            v = _view(*vllm.step(op.accepted))
+            m = view(m_record, model.run.outcomes[-1], tuple(sorted({v.invariant for v in check_step(m_record)})))
+            v = view(*vllm.step(op.accepted))
             fields = m.differs_in(v)
             if v.error is not None or m.error is not None or fields:
                 return Lockstep(agreeing, frozenset(features), agreeing, () if v.error else fields, m, v,

@@ -170,7 +170,18 @@ def replay_on_model(trace: Trace, policy: str | BudgetPolicy | None = None,
         version = _version_used(cfg, pol, target)
         if crash is not None and POLICY_ERROR + ":" in crash:
             return replace(_judge(trace, name, None, execution.run), errors=(crash,), engine_version=version)
-        return replace(_judge(trace, name, None, execution.run, crash, judge_more), engine_version=version)
+        return replace(_judge(trace, name, None, execution.run, crash, _with_target_judged(target, judge_more),
+                              frozenset(getattr(target, "explained_errors", ()))), engine_version=version)
+
+
+def _with_target_judged(target: object, judge_more: Callable[[RunRecord], Sequence[Violation]] | None
+                        ) -> Callable[[RunRecord], Sequence[Violation]] | None:
+    """``judge_more`` and what a target running the model beside it judged (``judged``:
+    ``spec.target.Target``)."""
+    judged = getattr(target, "judged", None)
+    if judged is None:
+        return judge_more
+    return lambda run: [*(judge_more(run) if judge_more is not None else ()), *judged]
 
 
 def _version_used(cfg: BudgetConfig, policy: BudgetPolicy, target: object) -> str | None:
@@ -245,10 +256,13 @@ def _repeat_fixpoint(run: RunRecord, steps: int) -> None:
 
 def _judge(trace: Trace, name: str, refusal: str | None, run: RunRecord | None,
            crash: str | None = None,
-           judge_more: Callable[[RunRecord], Sequence[Violation]] | None = None) -> ReplayResult:
-    """``crash``: what the model raised outside a step, a ``model-error`` of the run."""
+           judge_more: Callable[[RunRecord], Sequence[Violation]] | None = None,
+           explained: frozenset[int] = frozenset()) -> ReplayResult:
+    """``crash``: what the model raised outside a step, a ``model-error`` of the run;
+    ``explained``: the steps whose error a finding explains (no ``model-error`` there)."""
     records = run.steps if run else []
-    violations = tuple(check_run_columnar(run)) if run else ()  # check_run's verdict, large steps screened
+    violations = tuple(v for v in check_run_columnar(run)  # check_run's verdict, large steps screened
+                       if v.invariant != model_error.id or v.step not in explained) if run else ()
     if run and judge_more is not None:
         violations += tuple(judge_more(run))
     if crash is not None:

@@ -20,6 +20,9 @@ class TargetUnavailable(RuntimeError):
     verdict on the scheduler."""
 
 
+CONFORMANCE = "conformance"  # a real engine parted from the reference model run beside it on the same ops
+
+
 class Target(Protocol):
     """A scheduler that executes operations and reports what it did.
 
@@ -30,6 +33,14 @@ class Target(Protocol):
     them None; the spec then does not judge what needs them. An abort the target itself
     decides in a step is in that step's outcome, status "aborted". Construction raises
     TargetUnavailable when the target cannot run here.
+
+    A real engine's target may run the reference model beside it on the same ops
+    (``harness/vllm/differential.py``). It then also has ``cfg`` (the config as it runs it,
+    its engine's version named), ``reference_run`` (the model's RunRecord, for the findings'
+    matchers), ``explained_errors`` (the steps whose ``error``
+    a finding explains: that crash is the finding's violation, not a ``model-error``) and
+    ``judged`` (the violations only the comparison shows, in order: ``conformance`` where
+    the two part, a finding's invariant where the engine raised).
     """
 
     limits: StepLimits

@@ -3,7 +3,9 @@ checkout) instead of the installed one.
 
 The command runs again in a child process whose import path starts with DIR, with
 ``VLLM_TARGET_DEVICE=cpu``; the child knows it is the child by ``TOKENBUDGET_ENGINE_PATH``
-and checks that the vLLM it imports is DIR's. The parent returns the child's exit status.
+and checks that the vLLM it imports is DIR's, and when the parent started by
+``TOKENBUDGET_STARTED`` (a budget in seconds counts from there). The parent returns the
+child's exit status.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import TextIO
 
@@ -19,6 +22,17 @@ from .args import UsageError, folder
 from .harness.vllm.engine import ENGINE_PATH_ENV
 
 _CHILD = "import sys; from tokenbudget.cli import main; sys.exit(main())"
+STARTED_ENV = "TOKENBUDGET_STARTED"  # time.time() when the parent command started, for the child's --seconds
+
+
+def own_process_started() -> float:
+    """``time.time()`` when this process started (read from /proc on Linux; elsewhere, now)."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])  # since boot
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return time.time() - max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return time.time()
 
 
 def add_engine_path(parser: argparse.ArgumentParser) -> None:
@@ -50,6 +64,7 @@ def child_env(path: Path) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join([str(folder), *filter(None, [env.get("PYTHONPATH")])])
     env["VLLM_TARGET_DEVICE"] = "cpu"
     env[ENGINE_PATH_ENV] = str(folder)
+    env.setdefault(STARTED_ENV, repr(own_process_started()))
     return env
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import time
 from pathlib import Path
 from typing import Sequence
 
@@ -25,21 +24,22 @@ from . import render
 from .args import (add_database, add_json, add_policy, add_verdict_options, at_most, folder,
                    positive_float, positive_int, seed)
 from .console import Console
-from .engine_path import add_engine_path
+from .engine_path import STARTED_ENV, add_engine_path, own_process_started
 from .exits import FAILED, INTERRUPTED, OK
 from .fuzz.database import open_database
 from .fuzz.parallel import Job, WorkerDied, fuzz_workers
-from .fuzz.session import fuzz, save, seconds_left
+from .fuzz.session import Counterexample, fuzz, save, seconds_left
 from .harness.fastdeploy import runtime as fastdeploy_runtime
 from .harness.fastdeploy.conform import modelled_commit
 from .harness.fastdeploy.target import FastDeployTarget
-from .harness.vllm.target import VllmTarget
+from .harness.vllm.differential import DifferentialTarget
 from .model import POLICY_ERROR, BudgetConfig, PolicyError, builtin_policies, get_policy
 from .model.target import ModelTarget, TargetFactory
 from .spec.user_paths import writable_folder
 from .model.fastdeploy_commits import FASTDEPLOY_COMMITS
+from .model.findings import FINDINGS
 from .targets import FASTDEPLOY, MODEL, VLLM
-from .verdict import Judge, failed
+from .verdict import Judge, Verdict, failed
 
 HELP = "fuzz policies with Hypothesis; each counterexample becomes a trace"
 DESCRIPTION = ("Drive a target step by step with Hypothesis-generated requests, steps and aborts, judging "
@@ -48,21 +48,24 @@ DESCRIPTION = ("Drive a target step by step with Hypothesis-generated requests, 
                "replay`. Each violation is judged as check and prove judge it: exit 1 when one is the policy's "
                "own (or over its base, or known under --strict), else 0.")
 
-FACTORIES: dict[str, TargetFactory] = {MODEL: ModelTarget, VLLM: VllmTarget, FASTDEPLOY: FastDeployTarget}
+FACTORIES: dict[str, TargetFactory] = {MODEL: ModelTarget, VLLM: DifferentialTarget, FASTDEPLOY: FastDeployTarget}
 DEFAULT_SECONDS = 10.0
 MAX_EXAMPLES = 10**7  # per policy
 MAX_SECONDS = 7 * 86400.0  # a week per policy
 
 
 def process_started() -> float:
-    """``time.time()`` when this process started (read from /proc on Linux; elsewhere, now):
-    ``--seconds`` counts from there, so importing and spawning workers are part of it."""
-    try:
-        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])  # since boot
-        uptime = float(Path("/proc/uptime").read_text().split()[0])
-        return time.time() - max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, IndexError):
-        return time.time()
+    """``time.time()`` when this command started: when its process started (read from /proc
+    on Linux; elsewhere, now), or, in the child ``--engine-path`` starts, when the parent
+    did (``engine_path.STARTED_ENV``). ``--seconds`` counts from there, so importing,
+    starting the child and spawning workers are part of it."""
+    parent = os.environ.get(STARTED_ENV)
+    if parent:
+        try:
+            return float(parent)
+        except ValueError:
+            pass
+    return own_process_started()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -134,18 +137,28 @@ def run(args: argparse.Namespace, console: Console) -> int:
         for r in reports:
             r.counterexamples[:] = [save(c, corpus) for c in r.counterexamples]
     interrupted = reports[-1].policy if reports and reports[-1].interrupted else None
-    verdicts = {r.policy: [Judge(r.policy, args.max_work_gap).of_violation(c.kind, c.trace, c.message)
-                           for c in r.counterexamples] for r in reports}
+    verdicts = {r.policy: [_verdict(args, r.policy, c) for c in r.counterexamples] for r in reports}
     ok = not failed((v for judged in verdicts.values() for v in judged), args.strict)
     if args.json:
         console.json({"ok": ok, "target": args.target, "workers": args.workers, "database": args.database,
                       "corpus": str(corpus), "interrupted": interrupted, "strict": args.strict,
                       "policies": [{**r.to_json(), "ok": not failed(verdicts[r.policy], args.strict),
                                     "known": sorted(v.invariant for v in verdicts[r.policy] if v.known),
-                                    "judged": {v.invariant: v.kind for v in verdicts[r.policy]}} for r in reports]})
+                                    "judged": {c.key: v.kind for c, v in zip(r.counterexamples, verdicts[r.policy])}}
+                                   for r in reports]})
     else:
         console.text(render.fuzz(reports, verdicts, corpus, interrupted, args.strict))
     return INTERRUPTED if interrupted else OK if ok else FAILED
+
+
+def _verdict(args: argparse.Namespace, policy: str, found: Counterexample) -> Verdict:
+    """The verdict on a counterexample: on a real vLLM, known only where a finding's matcher
+    named its mechanism (its identity, ``fuzz.failures.identity``), never by its kind alone;
+    on another target by the one rule (``tokenbudget.verdict``)."""
+    if args.target != VLLM:
+        return Judge(policy, args.max_work_gap).of_violation(found.kind, found.trace, found.message)
+    finding = FINDINGS.get(found.key.partition("@")[2])
+    return Verdict(found.kind, found.message, known=None if finding is None else f"{finding.id}, {finding.spec}")
 
 
 def _worker_died(console: Console, as_json: bool, died: WorkerDied, users: Sequence[str]) -> int:

@@ -237,12 +237,12 @@ def fuzz(reports: Sequence[FuzzReport], verdicts: Mapping[str, Sequence[Verdict]
     one per counterexample, in order; ``tokenbudget.verdict``) and its trace; ``interrupted``
     the policy Ctrl-C stopped. The verdict line says what fails by the one rule."""
     rows = [[clean(r.policy, 60), str(r.examples), str(r.steps), f"{r.steps_per_second:.0f}", f"{r.seconds:.1f}",
-             ", ".join(c.kind for c in r.counterexamples) or "-"] for r in reports]
+             ", ".join(c.key for c in r.counterexamples) or "-"] for r in reports]
     lines = table(["policy", "examples", "steps", "steps/s", "seconds", "violated"], rows, right=(1, 2, 3, 4))
     for r in reports:
         for c, v in zip(r.counterexamples, verdicts[r.policy]):
             shrunk = f"shrunk to {len(c.trace.ops)} ops" if c.program else f"{len(c.trace.ops)} ops, no Hypothesis program"
-            lines.append(f"{clean(r.policy, 60)}: {c.kind} ({clean(_judged(v))}), first seen after {c.first_seen:.1f} s, "
+            lines.append(f"{clean(r.policy, 60)}: {c.key} ({clean(_judged(v))}), first seen after {c.first_seen:.1f} s, "
                          f"{shrunk}")
             lines.append(f"  {clean(c.message)}")
             lines += [f"  {clean(path)}" for path in c.paths]

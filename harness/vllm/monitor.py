@@ -16,7 +16,8 @@ What is judged per scheduler: every step invariant its ``observe.scope`` leaves 
 ``no-request-lost`` from the events in the order they happened (``RequestAccounting``).
 Not judged by the monitor: the run half of ``progress`` (a repeated state or a long
 drain), since a test drives the scheduler by hand (it may call ``schedule()`` on a
-scheduler it never feeds an output); the scope lists it.
+scheduler it never feeds an output); the scope lists it. The physical d and L come from our
+method table where it has the method (``physical_limits``), else from vLLM's own config.
 """
 from __future__ import annotations
 
@@ -24,11 +25,13 @@ import contextlib
 import itertools
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Optional
 
+from ...model import methods
+from ...model.vllm_versions import VLLM_VERSIONS, nearest_version
 from ...spec.invariants import STEP_CHECKS, RequestAccounting, Violation
-from ...spec.records import StepRecord
+from ...spec.records import StepLimits, StepRecord
 from . import observe
 from .engine import EngineUnavailable, not_importable
 
@@ -128,13 +131,30 @@ def watch() -> Iterator[Monitor]:
         yield monitor
 
 
+def physical_limits(sched: Any, observed: StepLimits) -> StepLimits:
+    """The scheduler's limits with d and L from our method table (``model.methods``, at the
+    modelled version nearest to the vLLM driven) where it has the method, vLLM's own
+    lookahead kept as the one it reserves: a slip in vLLM's own counts would hide in its
+    numbers. A method our table lacks keeps vLLM's d and L."""
+    spec = sched.vllm_config.speculative_config
+    if spec is None or observed.method is None:
+        return observed
+    from vllm import __version__ as release
+    table = VLLM_VERSIONS[nearest_version(release)].table
+    if observed.method not in methods.TABLES[table]:
+        return observed
+    k, parallel = observed.num_speculative_tokens, bool(getattr(spec, "parallel_drafting", False))
+    return replace(observed, draft_slots=int(methods.draft_slots(table, observed.method, k, parallel)),
+                   lookahead=int(methods.lookahead(table, observed.method, k)), reserved_lookahead=observed.lookahead)
+
+
 class SchedulerWatch:
     """One watched scheduler: its limits and scope, its request accounting, and the steps
     scheduled whose outputs have not been applied yet."""
 
     def __init__(self, monitor: Monitor, sched: Any, label: str) -> None:
         self.monitor, self.sched, self.label = monitor, sched, label
-        self.limits = observe.limits(sched)
+        self.limits = physical_limits(sched, observe.limits(sched))
         self.scope = observe.scope(sched)
         self.checks = tuple(inv for inv in STEP_CHECKS if self.scope.applies(inv.id))
         self.progress_why_not = observe.progress_judged(sched)

@@ -292,8 +292,14 @@ def error_record(step: int, lim: StepLimits, sched: Any, preempted: tuple[str, .
 
 
 def engine_error(exc: BaseException) -> str:
-    """``Type: message (file:line)`` of an exception raised inside vLLM."""
-    return describe(exc)
+    """``Type: message (file:line in function)`` of an exception raised inside vLLM: the
+    raising site names the function too, which a one-line change elsewhere in the file
+    does not move (a crash's identity, ``fuzz.failures.identity``)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    text = describe(exc)
+    return text if tb is None or not text.endswith(")") else f"{text[:-1]} in {tb.tb_frame.f_code.co_name})"
 
 
 def request_state(request: Any) -> RequestState:

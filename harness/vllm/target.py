@@ -28,8 +28,11 @@ Hence ``input-budget-nonnegative``, ``exact-refund`` and ``work-conserving`` are
 judged on this target; vLLM's own ``assert input_budget >= 0`` at the end of the pass
 still fires as an ``error``.
 
-The policy must be ``vllm-adaptive``: vLLM runs its own accounting, which is that
-policy; traces written for another policy cannot run on it. ``version`` is the vLLM release
+The policy must be ``vllm-adaptive`` or ``vllm-static``: vLLM runs its own accounting,
+which is ``vllm-adaptive``; under ``vllm-static`` it is deployed with the token budget that
+policy derives up front (T = B - d * S, as vLLM <= 0.27 did), under which vLLM's input
+budget never binds before its token budget, and the version must be one that policy models
+(0.32). Traces written for another policy cannot run on it. ``version`` is the vLLM release
 driven and the modelled version nearest to it (``engine.EngineVersion``).
 """
 from __future__ import annotations
@@ -44,7 +47,8 @@ from ...spec.trace import AddOp
 from ..engine_target import EngineTarget
 from .engine import EngineVersion, VllmEngine, VllmStep, engine_version
 
-VLLM_POLICY = "vllm-adaptive"
+VLLM_POLICY, STATIC_POLICY = "vllm-adaptive", "vllm-static"
+VLLM_POLICIES = (VLLM_POLICY, STATIC_POLICY)
 # vLLM's BlockPool (vllm/v1/core/block_pool.py, 0.32) makes a KVCacheBlock object per block
 # when it is built: 2^20 blocks added 140 MiB here, 10^8 took 7.2 GB. The target refuses more.
 MAX_VLLM_KV_BLOCKS = 2**20
@@ -54,14 +58,14 @@ VLLM_BYTES_PER_BLOCK = 140
 class VllmTarget(EngineTarget):
     """One deployment of vLLM's scheduler, validated at the config's ``engine_version`` (none:
     the modelled version of the vLLM driven). Construction raises EngineUnavailable without
-    vLLM, and ConfigError (one line) for another policy than ``vllm-adaptive``, a config
+    vLLM, and ConfigError (one line) for another policy than those two, a config
     the policy refuses (when ``validate``), a pool larger than MAX_VLLM_KV_BLOCKS (before
     vLLM is imported), or one vLLM's own config checks refuse."""
 
     def __init__(self, cfg: BudgetConfig, policy: BudgetPolicy, validate: bool = True) -> None:
-        if policy.name != VLLM_POLICY:
-            raise ConfigError(f"the vllm target runs vLLM's scheduler, whose policy is {VLLM_POLICY}, not "
-                              f"{policy.name}; replay this trace with --target model")
+        if policy.name not in VLLM_POLICIES:
+            raise ConfigError(f"the vllm target runs vLLM's scheduler, whose accounting is {' or '.join(VLLM_POLICIES)}"
+                              f"'s, not {policy.name}'s; replay this trace with --target model")
         if cfg.num_kv_blocks > MAX_VLLM_KV_BLOCKS:
             raise ConfigError(f"num_kv_blocks {cfg.num_kv_blocks} is more than the vllm target builds "
                               f"({MAX_VLLM_KV_BLOCKS}): vLLM's block pool makes every block up front, about "
@@ -70,8 +74,13 @@ class VllmTarget(EngineTarget):
             cfg = cfg.replace(engine_version=engine_version().model_version)
         if validate:
             policy.validate(cfg)
+        self.cfg = cfg
+        deployed = cfg
+        if policy.name == STATIC_POLICY and cfg.max_num_scheduled_tokens is None:
+            # T = B - d * S set up front, as vLLM <= 0.27 derived it: vLLM's own accounting is then that policy's
+            deployed = cfg.replace(max_num_scheduled_tokens=int(policy.token_cap(policy.params(cfg))))
         try:
-            self.engine = VllmEngine(cfg)
+            self.engine = VllmEngine(deployed)
         except ValueError as exc:
             raise ConfigError(f"vLLM refuses the config: {' '.join(str(exc).split())}") from None
         self.version: EngineVersion = self.engine.version

@@ -73,7 +73,7 @@ def test_no_violation_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     (["--examples", "0"], "expected a number > 0"),
     (["--examples", "5", "--seconds", "1"], "not allowed with argument"),
     (["--policy", "no-such-policy"], "unknown policy 'no-such-policy'"),
-    (["--target", "vllm", "--policy", "fastdeploy-v0"], "whose policy is vllm-adaptive"),
+    (["--target", "vllm", "--policy", "fastdeploy-v0"], "whose accounting is vllm-adaptive or vllm-static"),
     (["--target", "runner"], "invalid choice"),
 ])
 def test_bad_usage_exits_2_with_one_line(argv: list[str], words: str, capsys: pytest.CaptureFixture[str]) -> None:

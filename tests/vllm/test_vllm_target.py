@@ -88,7 +88,7 @@ def test_records_carry_what_vllm_exposes_and_leave_the_ledger_out() -> None:
 
 def test_the_vllm_target_refuses_other_policies_and_configs_vllm_refuses() -> None:
     cfg = BudgetConfig(max_num_batched_tokens=8, max_num_seqs=16, max_model_len=64, num_kv_blocks=8)
-    with pytest.raises(ConfigError, match="whose policy is vllm-adaptive"):
+    with pytest.raises(ConfigError, match="whose accounting is vllm-adaptive or vllm-static's"):
         VllmTarget(cfg, get_policy("fastdeploy-v0"))
     with pytest.raises(ConfigError, match="vLLM refuses the config"):
         VllmTarget(cfg, ADAPTIVE, validate=False)  # B < S
@@ -131,3 +131,19 @@ def test_the_physical_draft_slots_and_lookahead_are_the_method_tables_not_vllms(
     assert (target.limits.draft_slots, target.limits.lookahead) == (need.draft_slots, need.lookahead)
     assert target.limits.reserved_lookahead == target.engine.scheduler.num_lookahead_tokens
     assert target.engine.limits is target.limits  # the records the engine builds carry them
+
+
+def test_vllm_static_runs_vllm_with_its_token_budget_set_up_front_and_agrees_with_the_model() -> None:
+    from tokenbudget.harness.vllm.differential import DifferentialTarget
+    static = get_policy("vllm-static")
+    cfg = BudgetConfig(max_num_batched_tokens=64, max_num_seqs=4, max_model_len=128, num_kv_blocks=64,
+                       num_speculative_tokens=2, method="draft_model")  # d = 1: T = 64 - 4 = 60
+    target = DifferentialTarget(cfg, static)
+    assert target.engine.limits.max_num_scheduled_tokens == 60
+    run = Execution(target)
+    for i in range(5):
+        run.apply(AddOp(str(i), 30 + i, 6))
+    for _ in range(12):
+        run.apply(StepOp({}))
+    assert run.run.steps[0].total_scheduled_tokens == 60 and not target.judged and not target.parted
+

@@ -1,0 +1,77 @@
+"""One-line slips in vLLM 0.33.0's scheduler, planted one at a time into a copy of it.
+
+Each slip replaces one line (found by its text, the n-th time it occurs, so a slip names
+no line number) of a file of the vLLM folder. ``plant`` copies the folder's ``vllm``
+package to a new folder and changes that one line there; the original is never written.
+The bench (bench/bench_vllm_slips.py) fuzzes every slip; tests/vllm plants one.
+"""
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+SCHEDULER = "vllm/v1/core/sched/scheduler.py"
+SPECULATIVE = "vllm/config/speculative.py"
+
+
+@dataclass(frozen=True)
+class Slip:
+    name: str
+    what: str
+    file: str
+    old: str  # the line's text, stripped
+    new: str  # what replaces it, stripped (the indentation is kept)
+    occurrence: int = 1  # which line of that text
+
+
+SLIPS: tuple[Slip, ...] = (
+    Slip("refund-omits-draft-slots", "a same-step refund gives back the grant but not the draft slots",
+         SCHEDULER, "input_budget += restored + draft_slots", "input_budget += restored"),
+    Slip("refund-twice", "a same-step refund of the input budget applied twice",
+         SCHEDULER, "input_budget += restored + draft_slots", "input_budget += 2 * (restored + draft_slots)"),
+    Slip("token-refund-twice", "a same-step refund of the token budget applied twice",
+         SCHEDULER, "token_budget += restored", "token_budget += 2 * restored"),
+    Slip("running-loop-no-input-exit", "the running loop without its input_budget <= draft_slots exit",
+         SCHEDULER, "if input_budget <= draft_slots:", "if input_budget < 0:"),
+    Slip("draft-slots-are-k", "the scheduler's draft-slot count is k, not the method's slots",
+         SCHEDULER, "draft_slots = spec.max_num_new_slots_for_drafting if spec is not None else 0",
+         "draft_slots = spec.num_speculative_tokens if spec is not None else 0"),
+    Slip("draft-model-slots-zero", "the config counts no draft slot for a serial draft model (vLLM's own d)",
+         SPECULATIVE, "return 1", "return 0"),
+    Slip("waiting-loop-exit-loose", "the waiting loop stops at input_budget < draft_slots, not <=",
+         SCHEDULER, "if not request_queue or input_budget <= draft_slots:",
+         "if not request_queue or input_budget < draft_slots:"),
+    Slip("running-charge-omits-draft-slots", "the running loop charges the grant but not its draft slots",
+         SCHEDULER, "input_budget -= num_new_tokens + draft_slots", "input_budget -= num_new_tokens"),
+    Slip("waiting-charge-omits-draft-slots", "the waiting loop charges the grant but not its draft slots",
+         SCHEDULER, "input_budget -= num_new_tokens + draft_slots", "input_budget -= num_new_tokens", 2),
+    Slip("running-grant-ignores-draft-slots", "a running grant is bounded by the input budget, not less d",
+         SCHEDULER, "num_new_tokens, token_budget, input_budget - draft_slots",
+         "num_new_tokens, token_budget, input_budget"),
+    Slip("waiting-grant-ignores-draft-slots", "an admission is bounded by the input budget, not less d",
+         SCHEDULER, "request_token_budget = min(token_budget, input_budget - draft_slots)",
+         "request_token_budget = min(token_budget, input_budget)"),
+    Slip("priority-victim-min", "under priority the most urgent running request is preempted, not the least",
+         SCHEDULER, "preempted_req = max(", "preempted_req = min("),
+)
+BY_NAME = {s.name: s for s in SLIPS}
+
+
+def plant(engine: Path, slip: Slip | None, into: Path) -> Path:
+    """Copy ``engine``'s vllm package (and its dist-info) under ``into`` with the slip
+    planted (None: as it is); the new folder.
+    ValueError when the line is not there (the slip is for another vLLM)."""
+    for part in [engine / "vllm", *engine.glob("vllm-*.dist-info")]:
+        shutil.copytree(part, into / part.name, ignore=shutil.ignore_patterns("__pycache__"))
+    if slip is None:
+        return into
+    path = into / slip.file
+    lines = path.read_text().split("\n")
+    hits = [i for i, line in enumerate(lines) if line.strip() == slip.old]
+    if len(hits) < slip.occurrence:
+        raise ValueError(f"{slip.file} has {len(hits)} lines {slip.old!r}, not {slip.occurrence}")
+    i = hits[slip.occurrence - 1]
+    lines[i] = lines[i][:len(lines[i]) - len(lines[i].lstrip())] + slip.new
+    path.write_text("\n".join(lines))
+    return into
