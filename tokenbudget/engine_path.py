@@ -38,8 +38,9 @@ def own_process_started() -> float:
 def add_engine_path(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine-path", type=folder, metavar="DIR",
                         help="run the vLLM in DIR (an unpacked wheel or a vLLM checkout) instead of the installed one; "
-                             "with --target fastdeploy, the FastDeploy checkout in DIR (default "
-                             "$TOKENBUDGET_FASTDEPLOY_PATH)")
+                             "with --target sglang, the folder holding SGLang's sglang/ package (default "
+                             "$TOKENBUDGET_SGLANG_PATH); with --target fastdeploy, the FastDeploy checkout in DIR "
+                             "(default $TOKENBUDGET_FASTDEPLOY_PATH)")
 
 
 def engine_folder(path: Path) -> Path:

@@ -32,13 +32,14 @@ from .fuzz.session import Counterexample, fuzz, save, seconds_left
 from .harness.fastdeploy import runtime as fastdeploy_runtime
 from .harness.fastdeploy.conform import modelled_commit
 from .harness.fastdeploy.target import FastDeployTarget
+from .harness.sglang.differential import SglangDifferentialTarget
 from .harness.vllm.differential import DifferentialTarget
 from .model import POLICY_ERROR, BudgetConfig, PolicyError, builtin_policies, get_policy
 from .model.target import ModelTarget, TargetFactory
 from .spec.user_paths import writable_folder
 from .model.fastdeploy_commits import FASTDEPLOY_COMMITS
 from .model.findings import FINDINGS
-from .targets import FASTDEPLOY, MODEL, VLLM
+from .targets import FASTDEPLOY, MODEL, SGLANG, VLLM
 from .verdict import Judge, Verdict, failed
 
 HELP = "fuzz policies with Hypothesis; each counterexample becomes a trace"
@@ -48,7 +49,9 @@ DESCRIPTION = ("Drive a target step by step with Hypothesis-generated requests, 
                "replay`. Each violation is judged as check and prove judge it: exit 1 when one is the policy's "
                "own (or over its base, or known under --strict), else 0.")
 
-FACTORIES: dict[str, TargetFactory] = {MODEL: ModelTarget, VLLM: DifferentialTarget, FASTDEPLOY: FastDeployTarget}
+FACTORIES: dict[str, TargetFactory] = {MODEL: ModelTarget, VLLM: DifferentialTarget, SGLANG: SglangDifferentialTarget,
+                                        FASTDEPLOY: FastDeployTarget}
+DEFAULT_POLICY = {VLLM: "vllm-adaptive", SGLANG: "sglang-0.5.23"}  # the built-in that models the engine driven
 DEFAULT_SECONDS = 10.0
 MAX_EXAMPLES = 10**7  # per policy
 MAX_SECONDS = 7 * 86400.0  # a week per policy
@@ -70,11 +73,13 @@ def process_started() -> float:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_policy(parser, "fuzz this policy (repeatable; default: every built-in; for --target vllm: vllm-adaptive; "
-                       "for --target fastdeploy: the policy of the FastDeploy commit driven)")
+                       "for --target sglang: sglang-0.5.23; for --target fastdeploy: the policy of the FastDeploy "
+                       "commit driven)")
     parser.add_argument("--target", choices=tuple(FACTORIES), default=MODEL,
                         help="what executes the ops: the reference model, the real vLLM scheduler (the importable one, "
-                             "or --engine-path's), or FastDeploy's (--engine-path DIR or $TOKENBUDGET_FASTDEPLOY_PATH, "
-                             "in a child process)")
+                             "or --engine-path's) or SGLang's (--engine-path DIR or $TOKENBUDGET_SGLANG_PATH, in a "
+                             "child process), both judged in lockstep with the model, or FastDeploy's (--engine-path "
+                             "DIR or $TOKENBUDGET_FASTDEPLOY_PATH, in a child process)")
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--examples", type=at_most(positive_int, MAX_EXAMPLES), metavar="N",
                         help="Hypothesis examples per policy, shrinking included")
@@ -96,7 +101,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, console: Console) -> int:
     started = process_started()
-    default = ["vllm-adaptive"] if args.target == VLLM else list(builtin_policies())
+    default = [DEFAULT_POLICY[args.target]] if args.target in DEFAULT_POLICY else list(builtin_policies())
     if args.target == FASTDEPLOY:  # FastDeploy missing: bad input, now; by default its commit's policy
         fd = fastdeploy_runtime.load()
         default = [FASTDEPLOY_COMMITS[modelled_commit(fd["folder"], fd["commit"])[0]].policy]
@@ -106,7 +111,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         writable_folder(args.corpus, "--corpus")
     for policy in policies:  # unknown policy, vLLM missing, a policy the target cannot run: bad input, now
         try:
-            if args.target == FASTDEPLOY:
+            if args.target in (FASTDEPLOY, SGLANG):  # the engine was found before the child started
                 get_policy(policy)
             else:
                 factory(BudgetConfig(), get_policy(policy))

@@ -78,10 +78,11 @@ class SglangStep:
     prefill: set[str] = field(default_factory=set)
     preempted: tuple[str, ...] = ()
     aborted: tuple[str, ...] = ()
-    running: tuple[str, ...] = ()
+    running: Optional[tuple[str, ...]] = None  # the running batch after the pass, before its outputs (the model's)
     waiting: tuple[str, ...] = ()
     kv_blocks_in_use: int = 0
     block_tables: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    block_keys: dict[int, object] = field(default_factory=dict)  # pages more than one table holds: their tokens
     requests: dict[str, RequestState] = field(default_factory=dict)
     error: Optional[str] = None
     fingerprint: Hashable = None  # the scheduler state before the step (``SglangEngine.fingerprint``)
@@ -206,9 +207,12 @@ class SglangEngine:
                 self._decode(out, accepted)
         except Exception as exc:  # an exception inside SGLang's code: the target is dead after it
             self.dead = out.error = describe(exc)
-        out.running = tuple(r.rid for r in self.running if r.rid not in out.aborted)
+        if out.running is None:  # no batch ran: the running batch as it is
+            out.running = tuple(r.rid for r in self.running)
+        out.running = tuple(rid for rid in out.running if rid not in out.aborted)
         out.waiting = tuple(r.rid for r in self.waiting)
         out.kv_blocks_in_use = self.cfg.num_kv_blocks - self.allocator.available_size() // self.page
+        out.block_keys = self._shared_page_keys(out.block_tables)
         touched = set(out.num_scheduled_tokens) | set(out.preempted) | set(out.aborted)
         out.requests = {rid: self.state(rid) for rid in touched}
         return out
@@ -305,6 +309,8 @@ class SglangEngine:
                 req.kv.kv_allocated_len = before
             self._grow(req, end)
             req.kv.kv_committed_len = end
+        out.block_tables = {r.rid: self._pages(r) for r in batch}  # what the step wrote to, before any release
+        out.running = tuple(r.rid for r in self.running) + tuple(r.rid for r in batch)  # the batch merges in
         for req in batch:
             if req is self.chunked:
                 continue  # a chunk: nothing sampled, checkpointed at the next step's start
@@ -314,7 +320,6 @@ class SglangEngine:
                 self.running.append(req)  # the prefill batch merges into the running batch
         if any(req is self.chunked or req.finished() for req in batch):
             self.batch_is_full = False  # the filtered prefill batch shrank (scheduler.py:3938-3950)
-        out.block_tables = {r.rid: self._pages(r) for r in batch if r.kv.holds_kv}
 
     def _decode(self, out: SglangStep, accepted: Mapping[str, int]) -> None:
         """``update_running_batch`` (scheduler.py:4459-4550), then the verify."""
@@ -352,6 +357,7 @@ class SglangEngine:
         if self.abort_pending:  # the aborted request ran this decode and leaves at the next filter_batch
             self.batch_is_full = self.abort_pending = False
         out.block_tables = {r.rid: self._pages(r) for r in self.running}
+        out.running = tuple(r.rid for r in self.running)
         for req in list(self.running):
             self._commit(req, 1 + min(max(0, accepted.get(req.rid, 0)), self.k))
             if req.finished():
@@ -382,6 +388,19 @@ class SglangEngine:
             self.req_to_token_pool.write((req.kv.req_pool_idx, slice(first * self.page, last * self.page)),
                                          slots.to(self.torch.int32))
         req.kv.kv_allocated_len = max(have, length)
+
+    def _shared_page_keys(self, tables: Mapping[str, tuple[int, ...]]) -> dict[int, object]:
+        """The pages more than one table holds (the radix tree's shared prefix pages), each keyed
+        by the tokens up to its end in the first table that holds it."""
+        holders: dict[int, tuple[str, int]] = {}
+        shared: dict[int, object] = {}
+        for rid, table in tables.items():
+            for index, page in enumerate(table):
+                first = holders.setdefault(page, (rid, index))
+                if first[0] != rid and page not in shared:
+                    req = self.reqs[first[0]]
+                    shared[page] = tuple((list(req.origin_input_ids) + list(req.output_ids))[:(first[1] + 1) * self.page])
+        return shared
 
     def _pages(self, req: Any) -> tuple[int, ...]:
         n = -(-req.kv.kv_allocated_len // self.page)

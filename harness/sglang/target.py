@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...model import BudgetConfig, BudgetPolicy
+from ...model import BudgetConfig, BudgetPolicy, ConfigError
 from ...model.sglang_loop import context_headroom
 from ...spec.records import StepLimits, StepRecord
 from ...spec.trace import AddOp
@@ -28,6 +28,9 @@ class SglangTarget(EngineTarget):
     own code). Raises SglangUnavailable without SGLang."""
 
     def __init__(self, cfg: BudgetConfig, policy: BudgetPolicy | None = None, path: Path | None = None) -> None:
+        if not cfg.num_speculative_tokens:  # SGLang's decode without it allocates one token a step (alloc_for_decode)
+            raise ConfigError("the SGLang target drives speculative decoding (EAGLE's verify rows and their "
+                              "reservation); set num_speculative_tokens >= 1")
         self.engine = SglangEngine(cfg, path)
         self.limits = StepLimits(
             max_num_batched_tokens=cfg.max_num_batched_tokens, max_num_scheduled_tokens=cfg.max_num_batched_tokens,
@@ -51,6 +54,7 @@ def _record(step: int, limits: StepLimits, s: SglangStep) -> StepRecord:
         scheduled_draft_tokens={rid: s.scheduled_draft_tokens.get(rid, 0) for rid in grants},
         runner_rows=dict(grants), computed_before=dict(s.computed_before), num_tokens=dict(s.num_tokens),
         padded=frozenset(), prefill=frozenset(s.prefill), preempted=s.preempted, running=s.running,
-        waiting=s.waiting, kv_blocks_in_use=s.kv_blocks_in_use, block_tables=dict(s.block_tables), block_keys={},
+        waiting=s.waiting, kv_blocks_in_use=s.kv_blocks_in_use, block_tables=dict(s.block_tables),
+        block_keys=dict(s.block_keys),
         error=s.error, fingerprint=s.fingerprint,
     )
