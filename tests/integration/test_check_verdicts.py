@@ -52,9 +52,12 @@ def test_an_exception_inside_the_model_is_a_model_error_whose_trace_replays(tmp_
     done = run_process(cwd, "fuzz", "--policy", "verdict_policies:Crashing", "--examples", "30", "--workers", "1",
                        "--corpus", str(corpus), "--json")
     found = json.loads(done.stdout)["policies"][0]["violations"]
-    assert done.returncode == 1 and list(found) == ["model-error"], done.stderr
-    assert "planted crash in the output update (verdict_policies.py:" in found["model-error"]["message"]
-    code, out, _ = run("replay", found["model-error"]["trace"], "--policy", "verdict_policies:Crashing")
+    # a failure is keyed by its identity: the invariant and, for a crash, its raising site
+    assert done.returncode == 1 and len(found) == 1, (done.stdout, done.stderr)
+    (identity, crash), = found.items()
+    assert identity.startswith("model-error@verdict_policies.py:") and crash["invariant"] == "model-error", found
+    assert "planted crash in the output update (verdict_policies.py:" in crash["message"]
+    code, out, _ = run("replay", crash["trace"], "--policy", "verdict_policies:Crashing")
     assert code == 1 and "violated, as expected (model-error)" in out
     # the example database went to the user's cache, nothing to the current directory
     assert list(cwd.iterdir()) == [] and (tmp_path / "cache" / "tokenbudget" / "examples").is_dir()
