@@ -195,7 +195,7 @@ class SglangEngine:
     def step(self, accepted: Mapping[str, int]) -> SglangStep:
         out = SglangStep(fingerprint=self.fingerprint())
         if self.dead is not None:
-            out.error = self.dead
+            out.error, out.running = self.dead, ()
             return out
         try:
             if self.chunked is not None and self.chunked.extend_end > self.chunked.prefix_len:
