@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from ..model import BudgetConfig, BudgetPolicy, ConfigError, methods
+from ..model import BudgetConfig, BudgetPolicy, ConfigError, OnePassLoop, methods
 from ..model.config_edges import largest_accepted, least_pool, validates
 from ..spec.intlike import cdiv
 
@@ -82,7 +82,7 @@ def config_space(policy: BudgetPolicy) -> ConfigSpace:
         chunked_prefill_off=validates(policy, probe.replace(enable_chunked_prefill=False)),
         min_model_len=min((m for m in (2, 4, 8, 16, 32, 64) if validates(
             policy, probe.replace(max_model_len=m, max_num_seqs=64, max_num_batched_tokens=64 * m))), default=2),
-        long_prefill_threshold=policy.loop.applies_long_prefill_threshold,
+        long_prefill_threshold=issubclass(policy.loop, OnePassLoop) and policy.loop.applies_long_prefill_threshold,
     )
 
 

@@ -11,6 +11,7 @@ from .policy_guard import POLICY_ERROR, PolicyError
 from .registry import builtin_policies, get_policy
 from .fastdeploy_loop import FastDeployLoop
 from .loop import SchedulerLoop, scheduler_for
+from .one_pass_loop import OnePassLoop
 from .vllm_loop import VllmLoop
 from .trtllm_loop import TrtllmLoop
 from .sglang_loop import SglangLoop
@@ -18,7 +19,7 @@ from ..spec.intlike import BoolLike, IntLike, and_, cdiv, ite, max_, min_, not_,
 
 __all__ = [
     "BudgetConfig", "ConfigError", "Requirement", "ALL_METHODS", "TABLES", "BudgetParams", "BudgetPolicy", "Budgets",
-    "POLICY_ERROR", "PolicyError", "builtin_policies", "get_policy", "SchedulerLoop", "scheduler_for", "VllmLoop", "FastDeployLoop",
-    "TrtllmLoop", "SglangLoop",
+    "POLICY_ERROR", "PolicyError", "builtin_policies", "get_policy", "SchedulerLoop", "OnePassLoop", "scheduler_for",
+    "VllmLoop", "FastDeployLoop", "TrtllmLoop", "SglangLoop",
     "BoolLike", "IntLike", "and_", "cdiv", "ite", "max_", "min_", "not_", "or_",
 ]

@@ -34,7 +34,7 @@ import numpy as np
 from ..spec import grant_rules
 from ..spec.records import LedgerEntry, RequestState, StepOutcome, StepRecord
 from . import decisions
-from .loop import HOOKS
+from .one_pass_loop import HOOKS, VARIANT_FLAGS
 from .policy import Budgets
 from .request import Request, Status
 from .step_pass import StepPass
@@ -67,7 +67,6 @@ RULES: dict[str, ColumnarRules] = {
     "vllm-static": ColumnarRules(lambda t, i, d: t > 0, lambda t, i, d: t, None),
 }
 _POLICY_METHODS = ("initial_budgets", "may_schedule", "grant", "charge", "spend", "runner_rows")
-_HOOK_FLAGS = ("running_checks_exit_rule", "waiting_checks_exit_rule", "unschedules_refunded")
 
 
 def _own(fn: Any) -> bool:
@@ -107,9 +106,9 @@ def applies(loop: Any) -> bool:
         return False
     if not _builtin_methods(cls):
         return False
-    if not all(getattr(loop, flag) for flag in _HOOK_FLAGS):
+    if not all(getattr(loop, flag) for flag in VARIANT_FLAGS):
         return False
-    if not all(_own(fn) and fn.__qualname__ == f"SchedulerLoop.{hook}"
+    if not all(_own(fn) and fn.__qualname__ == f"OnePassLoop.{hook}"
                for hook in HOOKS for fn in [getattr(type(loop), hook).__func__]):
         return False
     return all(getattr(decisions, name) is fn for name, fn in _DECISIONS.items()) \

@@ -12,7 +12,7 @@ A paused decode runs 0 rows: it is listed in the StepRecord's ``paused``, never 
 
 Preemption (``_trigger_preempt``, :387-443) pops the tail of the running list (the shared
 ``victim`` under FCFS, the only order FastDeploy schedules in) and never refunds. The waiting pass is the shared one
-(``SchedulerLoop._schedule_waiting``), unpadded; ``long_prefill_token_threshold`` is not
+(``OnePassLoop._schedule_waiting``), unpadded; ``long_prefill_token_threshold`` is not
 read by the V1 scheduler. Without a commit the KV pool and its admission gate are the
 model's vLLM-like ones (SPEC.md §5).
 
@@ -34,19 +34,19 @@ from ..spec.records import StepOutcome, StepRecord
 from . import decisions
 from . import fastdeploy_commits as commits
 from . import fastdeploy_worker as worker
-from .loop import SchedulerLoop
+from .one_pass_loop import OnePassLoop
 from .request import Request, Status
 from .step_pass import StepPass
 
 
-class FastDeployLoop(SchedulerLoop):
+class FastDeployLoop(OnePassLoop):
     drafts_in_grant = False
     pads_short_admissions = False
     decodes_bypass_budget = True
     applies_long_prefill_threshold = False
     # FCFS only: the victim is the tail, which the running pass has not granted yet, so
     # unschedules_refunded is never read.
-    honours = SchedulerLoop.honours - {"unschedules_refunded"}
+    honours = OnePassLoop.honours - {"unschedules_refunded"}
     decodes_run_decode_rows = True  # the worker runs 1 + k rows of a decode granted 1
 
     @classmethod

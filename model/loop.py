@@ -1,37 +1,28 @@
 """SchedulerLoop: what every engine's scheduling loop shares, and ``scheduler_for``.
 
 A loop holds the requests, the WAITING and RUNNING queues, the KV pool and the step
-ledger (``StepPass``). One ``schedule()`` runs the running pass, then (unless it
-preempted) the waiting pass, and returns a StepRecord; ``update_from_output`` applies
-sampled and accepted tokens, finishes requests and proposes drafts for the next step.
+ledger (``StepPass``). One ``schedule()`` hands a fresh ``StepPass`` to the engine's step
+(``_schedule_step``) and returns a StepRecord; ``update_from_output`` applies sampled and
+accepted tokens, finishes requests and proposes drafts for the next step.
 
-An engine family subclasses it (``vllm_loop.VllmLoop``, ``fastdeploy_loop.FastDeployLoop``)
-and supplies the control flow: the running pass, the victim of a failed allocation and
-whether progress was possible (the waiting pass and its admission gate are shared; a loop
-may override them); it states that control flow in class attributes, which the
-prover's pass skeleton (``proofs/pass_skeleton.py``) follows. A policy names
-its loop (``BudgetPolicy.loop``); the policy parametrizes the budget arithmetic.
-
-A loop variant (a user's change to an engine's loop) subclasses an engine loop and sets a
-flag or overrides a hook: the classmethods ``running_grant``, ``admission``, ``victim``
-and ``cursor_after_preemption`` are written over IntLike, and the loop calls them on ints
-as the pass skeleton calls them on z3 terms, so ``check``, ``prove`` and ``fuzz`` judge the
-variant as they judge a policy.
+An engine family subclasses it with its step: ``one_pass_loop.OnePassLoop`` (a running
+pass then a waiting pass, whose control flow the prover's pass skeleton follows and a loop
+variant changes by its hooks and flags) for vLLM, FastDeploy and TensorRT-LLM, or a step of
+its own (``sglang_loop.SglangLoop``: a prefill batch or a decode batch). A policy names its
+loop (``BudgetPolicy.loop``); the policy parametrizes the budget arithmetic.
 """
 from __future__ import annotations
 
 import bisect
-from typing import ClassVar, Hashable, Optional, Sequence
+from typing import ClassVar, Hashable, Optional
 
-from ..spec import grant_rules
-from ..spec.intlike import BoolLike, IntLike, ite
 from ..spec.queue_ids import QueueIds
 from ..spec.records import RequestState, StepLimits, StepOutcome, StepRecord
 from . import decisions, methods
 from .config import BudgetConfig
 from .kv_pool import KVBlockPool
 from .physical_need import physical_need
-from .policy import BudgetParams, BudgetPolicy, Budgets
+from .policy import BudgetPolicy
 from .request import Request, Status
 from .step_pass import StepPass
 from .waiting_snapshot import WaitingSnapshot
@@ -46,10 +37,6 @@ _QUEUE_STATUS = {
 }
 
 
-HOOKS = ("running_grant", "admission", "victim", "cursor_after_preemption")  # a loop variant's classmethods
-VARIANT_FLAGS = ("running_checks_exit_rule", "waiting_checks_exit_rule", "unschedules_refunded")  # and its flags
-
-
 def _priority_order(req: Request) -> tuple[int, int]:
     return req.priority, req.arrival
 
@@ -62,23 +49,12 @@ def scheduler_for(cfg: BudgetConfig, policy: BudgetPolicy, validate: bool = True
 
 
 class SchedulerLoop:
-    """The shared state, bookkeeping and waiting pass of a scheduling loop; subclasses
-    supply the running pass and ``_progress_possible``."""
+    """The shared state, bookkeeping and output handling of a scheduling loop; subclasses
+    supply the step (``_schedule_step``) and ``_progress_possible``."""
 
-    # The loop's control flow, as the prover's pass skeleton follows it; each loop sets all three.
-    drafts_in_grant: ClassVar[bool]  # a decode's grant counts its scheduled drafts
-    pads_short_admissions: ClassVar[bool]  # a 1-token admission is padded to 1 + k
-    decodes_bypass_budget: ClassVar[bool]  # an unvisited decode still runs, on the KV blocks it holds
-    applies_long_prefill_threshold: ClassVar[bool] = True  # the engine reads long_prefill_token_threshold
-    running_checks_exit_rule: ClassVar[bool] = True  # the running pass stops when the policy's exit rule says so
-    waiting_checks_exit_rule: ClassVar[bool] = True  # the waiting pass admits only while the exit rule lets it
-    unschedules_refunded: ClassVar[bool] = True  # a same-step preemption takes the victim's grant off the step too
-    one_pass_skeleton: ClassVar[bool] = True  # the prover's pass skeleton models this loop's step
+    # The engine's facts the shared output handling and the physical need read; each loop sets the first.
+    drafts_in_grant: ClassVar[bool]  # a decode's grant counts its scheduled drafts (its output rolls back the rejected)
     drafts_after_sampling: ClassVar[bool] = True  # a model drafter drafts (and writes KV) in the step that sampled
-    # The hooks and variant flags this loop's step calls or reads, declared once per loop
-    # (``tests/integration/test_loop_hooks.py`` runs each loop and holds it to this); a variant
-    # that changes one outside it is refused when it loads (``ignored_overrides``).
-    honours: ClassVar[frozenset[str]] = frozenset(HOOKS + VARIANT_FLAGS)
     # The engine's physical facts (``physical_need``), read from the loop class the model defines:
     decodes_run_decode_rows: ClassVar[bool] = False  # a decode runs its method's decode_rows whatever it was granted
 
@@ -86,57 +62,6 @@ class SchedulerLoop:
     def method_table(cls, version: Optional[str]) -> str:
         """The method table the engine runs at ``version`` (a key of ``methods.TABLES``)."""
         return methods.DEFAULT_TABLE
-
-    # -- the hooks of a loop variant (IntLike: the pass skeleton calls them on z3 terms) ---
-    @classmethod
-    def running_grant(cls, policy: BudgetPolicy, p: BudgetParams, budgets: Budgets, demand: IntLike,
-                      computed: IntLike, threshold: IntLike, max_model_len: IntLike, bypass: BoolLike) -> IntLike:
-        """Tokens for a running request that wants ``demand`` (<= 0: skip it and go on): the
-        threshold, then the policy's grant, then the clip to max_model_len (``decisions.running_grant``)."""
-        return decisions.running_grant(policy, p, budgets, demand, computed, threshold, max_model_len, bypass)
-
-    @classmethod
-    def admission(cls, policy: BudgetPolicy, p: BudgetParams, budgets: Budgets, demand: IntLike, computed: IntLike,
-                  threshold: IntLike, max_model_len: IntLike, k: IntLike, prefill_scheduled: BoolLike,
-                  running_scheduled: BoolLike, chunked_prefill: BoolLike) -> decisions.Admission:
-        """The decision for the head of the waiting queue: padding (when ``pads_short_admissions``)
-        and its max_model_len gate, then the threshold, then the policy (``decisions.admission``)."""
-        return decisions.admission(policy, p, budgets, demand, computed, threshold, max_model_len, k,
-                                   cls.pads_short_admissions, prefill_scheduled, running_scheduled, chunked_prefill)
-
-    @classmethod
-    def victim(cls, priority_scheduling: BoolLike, running: Sequence[BoolLike], priority: Sequence[IntLike],
-               arrival: Sequence[IntLike]) -> list[BoolLike]:
-        """One-hot over the running queue: the request preempted when an allocation fails
-        (``decisions.victim``); all False when none runs."""
-        return decisions.victim(priority_scheduling, running, priority, arrival)  # type: ignore[no-any-return]
-
-    @classmethod
-    def cursor_after_preemption(cls, index: IntLike, victim_index: IntLike) -> IntLike:
-        """The running pass's cursor (``index``, the request being scheduled) after the
-        victim at ``victim_index`` left the running queue: one back when it stood before."""
-        return ite(victim_index < index, index - 1, index)
-
-    @classmethod
-    def structure_changes(cls) -> list[str]:
-        """The flags and hooks of the pass's structure this loop changes from the shared
-        loop's (the prover's induction assumes none of them changed)."""
-        out = [name for name in ("running_checks_exit_rule", "waiting_checks_exit_rule", "unschedules_refunded")
-               if not getattr(cls, name)]
-        for name in ("victim", "cursor_after_preemption"):
-            if getattr(cls, name).__func__ is not getattr(SchedulerLoop, name).__func__:
-                out.append(name)
-        return out
-
-    @classmethod
-    def ignored_overrides(cls) -> list[tuple[str, type["SchedulerLoop"]]]:
-        """The hooks this loop overrides and the variant flags it sets, with the loop that
-        declares ``honours`` (the nearest in its bases, itself when it restates it), that the
-        declaring loop neither calls nor reads: a change the step would silently ignore."""
-        declarer = next(c for c in cls.__mro__ if "honours" in vars(c))
-        changed = [hook for hook in HOOKS if getattr(cls, hook).__func__ is not getattr(declarer, hook).__func__]
-        changed += [flag for flag in VARIANT_FLAGS if getattr(cls, flag) != getattr(declarer, flag)]
-        return [(name, declarer) for name in changed if name not in declarer.honours]
 
     def __init__(self, cfg: BudgetConfig, policy: BudgetPolicy, validate: bool = True) -> None:
         """Raises ConfigError when ``validate`` and the policy refuses cfg."""
@@ -230,7 +155,7 @@ class SchedulerLoop:
 
     # -- the pass -------------------------------------------------------------------
     def schedule(self) -> StepRecord:
-        """Run one scheduling pass; computed tokens advance by the grants."""
+        """Run one scheduling step (``_schedule_step``); computed tokens advance by the grants."""
         policy, params = self.policy, self.params
         fingerprint = self.fingerprint()
         self.aborted_in_step = []
@@ -238,13 +163,7 @@ class SchedulerLoop:
         initial = policy.initial_budgets(params, num_decoding)
         step = StepPass(policy, params, initial, self.need)
         progress_possible = self._progress_possible(step)
-        num_eligible = len(self.running) + len(self.waiting)
-        applies = num_eligible > 1 and self.applies_long_prefill_threshold
-        threshold = self.cfg.long_prefill_token_threshold if applies else 0
-
-        self._schedule_running(step, threshold)
-        if not step.preempted:
-            self._schedule_waiting(step, threshold)
+        self._schedule_step(step)
 
         for rid, grant in step.grants.items():
             req = self.requests[rid]
@@ -303,76 +222,13 @@ class SchedulerLoop:
         self.waiting_snapshot.update(self.waiting)
         return self.waiting_snapshot.ids
 
-    def _schedule_running(self, step: StepPass, threshold: int) -> None:
-        """The running pass: grant running requests in queue order (``_grant_running``)."""
+    def _schedule_step(self, step: StepPass) -> None:
+        """The engine's step: grant, preempt and admit into ``step`` (the step's ledger)."""
         raise NotImplementedError
-
-    def _pick_victim(self) -> Request:
-        """The running request to preempt when an allocation fails (``victim``)."""
-        running = self.running
-        onehot = self.victim(self.cfg.scheduling_policy == "priority", [True] * len(running),
-                             [r.priority for r in running], [r.arrival for r in running])
-        return running[onehot.index(True)]
 
     def _progress_possible(self, step: StepPass) -> bool:
-        """Could some request take a token at the start of the pass?"""
+        """Could some request take a token at the start of the step?"""
         raise NotImplementedError
-
-    def _grant_running(self, step: StepPass, index: int, grant: int, num_drafts: int, kv_tokens: int) -> Optional[int]:
-        """Allocate KV for running request ``index`` to run ``kv_tokens`` more, preempting
-        victims (refunding a victim granted earlier in the pass) until it fits, and record
-        its grant. Returns the index of the next request to visit, or None when the request
-        preempted itself (the running pass ends)."""
-        req = self.running[index]
-        computed = req.num_computed_tokens
-        slots = grant_rules.kv_slots_needed(computed, kv_tokens, self.lookahead, self.cfg.max_model_len)
-        while not self.pool.allocate(req, slots, []):
-            victim = self._pick_victim()
-            victim_index = self.running.index(victim)
-            del self.running[victim_index]
-            index = int(self.cursor_after_preemption(index, victim_index))
-            if victim.request_id in step.grants:
-                step.record_refund(victim, unschedule=self.unschedules_refunded)
-                if self.unschedules_refunded:
-                    step.scheduled_running.remove(victim)
-            self._preempt(victim)
-            step.preempted.append(victim.request_id)
-            if victim is req:
-                return None
-        self.pool.cache_full_blocks(req, min(computed + grant, req.num_tokens))
-        step.record_grant(req, grant, num_drafts, padded=False)
-        step.scheduled_running.append(req)
-        step.prefill_scheduled |= req.is_prefill_chunk  # vLLM never clears it, even on a refund
-        return index + 1
-
-    def _schedule_waiting(self, step: StepPass, threshold: int) -> None:
-        """The waiting pass: admit the head of the queue while the exit rule, the sequence
-        cap, the admission decision and the KV pool let it; stop at the first that cannot."""
-        policy, cfg, k = self.policy, self.cfg, self.k
-        while self.waiting and (step.may_schedule() or not self.waiting_checks_exit_rule):
-            if len(self.running) >= self._admission_seq_cap():
-                break
-            req = self.waiting[0]
-            hits = self.pool.find_cached_prefix(req) if req.num_computed_tokens == 0 else []
-            computed = req.num_computed_tokens + len(hits) * cfg.block_size
-            decision = self.admission(
-                policy, self.params, step.budgets, req.num_tokens - computed, computed, threshold,
-                cfg.max_model_len, k, step.prefill_scheduled, bool(step.scheduled_running),
-                self.params.enable_chunked_prefill,
-            )
-            if decision.stop:
-                break
-            grant = decision.grant
-            assert grant > 0, f"waiting loop granted {grant} with budgets {step.budgets}"
-            slots = grant_rules.kv_slots_needed(computed, grant, self.lookahead, cfg.max_model_len)
-            if not self._whole_sequence_fits(req, hits) or not self.pool.allocate(req, slots, hits):
-                break
-            del self.waiting[0]
-            self.running.append(req)
-            req.status = Status.RUNNING
-            req.num_computed_tokens = computed
-            self.pool.cache_full_blocks(req, min(computed + grant, req.num_tokens))
-            step.record_grant(req, grant, k if decision.padded else 0, decision.padded)
 
     def _caches_blocks_at_output(self) -> bool:
         """Whether a decode's output publishes the blocks its new tokens complete (else the
@@ -393,34 +249,6 @@ class SchedulerLoop:
         before the last accepted one) takes them off the computed count too."""
         return False
 
-    def _admission_seq_cap(self) -> int:
-        """The most requests the waiting pass lets run: max_num_seqs, unless the engine caps it."""
-        return self.cfg.max_num_seqs
-
-    def _whole_sequence_fits(self, req: Request, hits: list[int]) -> bool:
-        """The admission gate, vLLM's ``scheduler_reserve_full_isl`` (on by default, and
-        shared by the FastDeploy model: SPEC.md §5): a waiting request is admitted only if
-        the free blocks could hold its whole sequence so far (prompt and outputs, at most
-        max_model_len), not only its first chunk."""
-        whole = min(req.num_tokens, self.cfg.max_model_len)
-        return self.pool.blocks_needed(req, whole, hits) <= self.pool.num_free
-
-    def _room_for_a_token(self, admit: bool) -> bool:
-        """Could the KV pool give some request one more token: a running one, or (when
-        ``admit``, a budget and a sequence slot being left) the head of the waiting queue?"""
-        free, cfg = self.pool.num_free, self.cfg
-        for req in self.running:
-            if req.num_computed_tokens + 1 >= cfg.max_model_len:
-                continue
-            slots = grant_rules.kv_slots_needed(req.num_computed_tokens, 1, self.lookahead, cfg.max_model_len)
-            if self.pool.blocks_needed(req, slots, []) <= free:
-                return True
-        if self.waiting and len(self.running) < self._admission_seq_cap() and admit:
-            req = self.waiting[0]
-            hits = self.pool.find_cached_prefix(req)
-            slots = grant_rules.kv_slots_needed(len(hits) * cfg.block_size, 1, self.lookahead, cfg.max_model_len)
-            return self.pool.blocks_needed(req, slots, hits) <= free and self._whole_sequence_fits(req, hits)
-        return False
 
     def _shared_block_keys(self) -> dict[int, object]:
         """Content keys of the blocks more than one live request holds (prefix sharing)."""

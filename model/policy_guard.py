@@ -13,9 +13,10 @@ through the wrappers too, so the innermost failing method is the one named. Ever
 command turns a PolicyError into a clean verdict ``policy-error``; the prover, whose
 arguments are z3 terms, into bad input naming the IntLike helper to use instead.
 
-Before that, ``guard`` checks the flags of the policy's loop (``LOOP_FLAGS``): each one a
+Before that, ``guard`` checks the flags of the policy's loop (``loop_flags``): each one a
 bool, and no combination the model cannot run (``INCONSISTENT_FLAGS``); and that a loop
-variant changes only hooks and flags its loop's step reads (``SchedulerLoop.honours``). A
+variant changes only hooks and flags its loop's step reads (``OnePassLoop.honours``; none
+for a loop that is no ``OnePassLoop``: ``one_pass_loop.ignored_overrides``). A
 loop that fails is refused at load with one ConfigError line naming the flags or the hook
 and the fix (exit 2), never left to surface as the model's internal AssertionError mid-run
 nor ignored.
@@ -32,7 +33,7 @@ from ..spec.invariants import POLICY_ERROR  # the verdict every command gives a 
 from .config import ConfigError
 from . import user_code
 from .frozen_inputs import FrozenInputError, frozen, thawed
-from .loop import HOOKS, SchedulerLoop
+from .one_pass_loop import ENGINE_FLAGS, HOOKS, OnePassLoop, ignored_overrides
 from .policy import BudgetParams, BudgetPolicy, Budgets
 
 INT, BOOL = "an int", "a bool"
@@ -55,7 +56,6 @@ KEPT: dict[str, Callable[[Any], Any]] = {
 HELPER_NAMES = "ite, min_, max_, and_, or_, not_"  # the IntLike helpers a policy uses on z3 terms
 HELPERS = f"{HELPER_NAMES} from tokenbudget.model"
 
-LOOP_FLAGS = ("drafts_in_grant", "pads_short_admissions", "decodes_bypass_budget", "applies_long_prefill_threshold")
 # (flag values that cannot go together, why, the fix)
 INCONSISTENT_FLAGS: tuple[tuple[dict[str, bool], str, str], ...] = (
     ({"pads_short_admissions": True, "drafts_in_grant": False},
@@ -92,26 +92,33 @@ def guard(policy: BudgetPolicy) -> BudgetPolicy:
 
 def check_loop_flags(policy_name: str, loop: type) -> None:
     """ConfigError, one line, when a flag of ``loop`` is not a bool or the flags are inconsistent."""
-    for flag in LOOP_FLAGS:
+    checked = loop_flags(loop)
+    for flag in checked:
         value = getattr(loop, flag, None)
         if not isinstance(value, bool):
             raise ConfigError(f"{POLICY_ERROR}: {policy_name} runs on {loop.__name__}, whose {flag} is "
                               f"{_short(value)}, not a bool; set {flag} = True or False on the loop")
     for flags, why, fix in INCONSISTENT_FLAGS:
-        if all(getattr(loop, flag) == value for flag, value in flags.items()):
+        if set(flags) <= set(checked) and all(getattr(loop, flag) == value for flag, value in flags.items()):
             both = " with ".join(f"{flag}={value}" for flag, value in flags.items())
             raise ConfigError(f"{POLICY_ERROR}: {policy_name} runs on {loop.__name__}, whose flags disagree: "
                               f"{both} ({why}); {fix}")
 
 
+def loop_flags(loop: type) -> tuple[str, ...]:
+    """The engine flags ``loop`` must set: a decode's grant counting its drafts (the shared
+    output reads it), and for a ``OnePassLoop`` the facts its pass skeleton follows."""
+    return ("drafts_in_grant",) + (ENGINE_FLAGS if issubclass(loop, OnePassLoop) else ())
+
+
 def check_loop_hooks(policy_name: str, loop: type) -> None:
-    """ConfigError, one line, when ``loop`` overrides a hook or sets a variant flag that the
-    loop it derives from never calls or reads (``SchedulerLoop.ignored_overrides``)."""
-    for name, declarer in loop.ignored_overrides():
+    """ConfigError, one line, when ``loop`` overrides a hook or sets a flag that the loop it
+    derives from never calls or reads (``one_pass_loop.ignored_overrides``)."""
+    for name, declarer in ignored_overrides(loop):
         hook = name in HOOKS
         what, uses = ("overrides", "calls") if hook else ("sets", "reads")
-        honoured = ", ".join(sorted(declarer.honours)) or "none of them"
-        others = ", ".join(c.__name__ for c in _engine_loops() if name in c.honours) or "none"
+        honoured = ", ".join(sorted(getattr(declarer, "honours", ()))) or "none of them"
+        others = ", ".join(c.__name__ for c in _engine_loops() if name in c.honours or name in ENGINE_FLAGS) or "none"
         raise ConfigError(f"{POLICY_ERROR}: {policy_name} runs on {loop.__name__}, which {what} {name}, but "
                           f"{declarer.__name__} never {uses} it (its step uses {honoured}); remove {name} from "
                           f"{loop.__name__}, or subclass a loop that {uses} it ({others})")
@@ -154,10 +161,11 @@ def _guarded_hook(loop: type, name: str, func: Callable[..., Any]) -> Callable[.
     return call
 
 
-def _engine_loops() -> list[type[SchedulerLoop]]:
-    """The engine loops of this package (the direct subclasses of SchedulerLoop in model/)."""
-    package = SchedulerLoop.__module__.rpartition(".")[0]
-    return [c for c in SchedulerLoop.__subclasses__() if c.__module__.rpartition(".")[0] == package]
+def _engine_loops() -> list[type[OnePassLoop]]:
+    """The one-pass engine loops of this package (the direct subclasses of OnePassLoop in model/),
+    the only loops whose step calls a hook or reads a flag."""
+    package = OnePassLoop.__module__.rpartition(".")[0]
+    return [c for c in OnePassLoop.__subclasses__() if c.__module__.rpartition(".")[0] == package]
 
 
 def _guarded(cls: type, name: str, method: Callable[..., Any]) -> Callable[..., Any]:

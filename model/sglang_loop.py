@@ -103,13 +103,11 @@ class PrefillBudget:
 
 
 class SglangLoop(SchedulerLoop):
-    drafts_in_grant = True
-    pads_short_admissions = False
-    decodes_bypass_budget = False
-    applies_long_prefill_threshold = False
-    one_pass_skeleton = False  # a step prefills or decodes, never both
+    """A step that prefills or decodes, never both (``_schedule_step``): no one-pass skeleton,
+    hook or variant flag applies to it."""
+
+    drafts_in_grant = True  # a decode's grant is its 1 + k verify rows
     drafts_after_sampling = False  # EAGLE drafts at the start of the next decode, in its KV reservation
-    honours = frozenset()  # a prefill or a decode batch of its own: no shared hook or variant flag is read
 
     @classmethod
     def method_table(cls, version: Optional[str]) -> str:
@@ -166,7 +164,7 @@ class SglangLoop(SchedulerLoop):
         return max(0, min(left, CLIP_MAX_NEW_TOKENS))
 
     # -- the step ------------------------------------------------------------------------
-    def _schedule_running(self, step: StepPass, threshold: int) -> None:
+    def _schedule_step(self, step: StepPass) -> None:
         """The whole SGLang step: a prefill batch if one forms, else a decode batch."""
         self.prefilled = set()
         if self.stash is not None:  # stash_chunked_request (scheduler.py:3911-3919, :3772-3776)
@@ -179,9 +177,6 @@ class SglangLoop(SchedulerLoop):
         if self._prefill(step):
             return
         self._decode(step)
-
-    def _schedule_waiting(self, step: StepPass, threshold: int) -> None:
-        """Admission happens in the prefill half of ``_schedule_running``."""
 
     def _seats(self) -> int:
         """``get_num_allocatable_reqs`` (scheduler.py:4027): the request slots (max_running_requests)

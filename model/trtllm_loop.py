@@ -28,13 +28,13 @@ from __future__ import annotations
 from typing import Optional
 
 from . import decisions
-from .loop import SchedulerLoop
+from .one_pass_loop import OnePassLoop
 from .request import Request
 from .step_pass import StepPass
 from ..spec.records import StepOutcome, StepRecord
 
 
-class TrtllmLoop(SchedulerLoop):
+class TrtllmLoop(OnePassLoop):
     drafts_in_grant = False
     pads_short_admissions = False
     decodes_bypass_budget = False

@@ -9,7 +9,7 @@ preempted skips the waiting pass. The victim is ``max(running, key=(priority,
 arrival))`` under priority scheduling and the tail under FCFS (lines 796-802: the shared
 ``victim``); removing a victim that stood before the request being scheduled moves the
 cursor back one (808-812: the shared ``cursor_after_preemption``). The waiting pass
-(``SchedulerLoop._schedule_waiting``) pads a 1-token admission to 1 + k (lines 1131-1153), then applies the long-prefill
+(``OnePassLoop._schedule_waiting``) pads a 1-token admission to 1 + k (lines 1131-1153), then applies the long-prefill
 threshold (1155-1156), and admits only what the whole-sequence gate lets through.
 
 Versions differ in data (``vllm_versions.VLLM_VERSIONS``), read through ``rules``: in vLLM
@@ -25,17 +25,17 @@ from functools import cached_property
 from typing import Optional
 
 from . import columnar_vllm, decisions, methods
-from .loop import SchedulerLoop
+from .one_pass_loop import OnePassLoop
 from ..spec.records import StepOutcome, StepRecord
 from .step_pass import StepPass
 from .vllm_versions import DRAFT_PASS_METHODS, VLLM_VERSIONS, VllmVersion, rules_for
 
 
-class VllmLoop(SchedulerLoop):
+class VllmLoop(OnePassLoop):
     drafts_in_grant = True
     pads_short_admissions = True
     decodes_bypass_budget = False
-    honours = SchedulerLoop.honours
+    honours = OnePassLoop.honours
     columnar_min_running: Optional[int] = columnar_vllm.MIN_RUNNING  # None: every step scalar
 
     def schedule(self) -> StepRecord:

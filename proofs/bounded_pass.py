@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import z3
 
-from ..model import BudgetPolicy
+from ..model import BudgetPolicy, OnePassLoop
 from ..spec.intlike import BoolLike, IntLike, ite
 from .pass_skeleton import PassConfig, Slot, run_pass, scheduler_victim
 from .solving import check, solver
@@ -137,8 +137,8 @@ def holds_up_to(policy: BudgetPolicy, violated: Callable[[AbstractState], BoolLi
     """True when no pass from any reachable state of at most ``n`` requests is ``violated``,
     for each setting of ``max_num_scheduled_tokens`` in ``scheduled_tokens_set`` (unset,
     set). Raises Unknown on a z3 timeout. Only for a loop the pass skeleton models
-    (``one_pass_skeleton``)."""
-    assert policy.loop.one_pass_skeleton, f"the pass skeleton does not model {policy.loop.__name__} ({what})"
+    (a ``OnePassLoop``)."""
+    assert issubclass(policy.loop, OnePassLoop), f"the pass skeleton does not model {policy.loop.__name__} ({what})"
     for scheduled_set in scheduled_tokens_set:
         state = AbstractState(policy, n, scheduled_set, assume_seq_cap, fixed=fixed, check_validation=check_validation)
         if check(solver(timeout_s, *state.facts, violated(state)), f"{what} (one pass, {n} requests)"):

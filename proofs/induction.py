@@ -61,7 +61,7 @@ from .solving import check, solver, value
 from .violations import MODEL_ERROR
 from .symbolic import SymbolicConfig
 
-# The loop variants' structure changes the steps below widen to (``SchedulerLoop.structure_changes``):
+# The loop variants' structure changes the steps below widen to (``OnePassLoop.structure_changes``):
 # a victim rule of any order, a cursor that skips a request after a preemption, a loop that
 # does not stop at the exit rule. A cursor moved back (a revisit) is not followed.
 _FOLLOWED = frozenset({"victim", "cursor_after_preemption", "running_checks_exit_rule", "waiting_checks_exit_rule"})

@@ -1,7 +1,7 @@
 """Obligations of a loop the pass skeleton does not model: a bounded trace search over the model.
 
-The pass skeleton (``pass_skeleton.py``) follows a one-pass loop (running requests, then
-waiting ones). A loop whose class sets ``one_pass_skeleton = False`` (SGLang's
+The pass skeleton (``pass_skeleton.py``) follows a one-pass loop (``model.one_pass_loop.OnePassLoop``:
+running requests, then waiting ones). A loop that is no ``OnePassLoop`` (SGLang's
 prefill-or-decode step, ``model.sglang_loop``) is judged instead by running the model itself
 over a bounded family of traces, smallest first: 1 to N requests (N = ``--max-requests``,
 at most ``MAX_REQUESTS``) of one shape each, added together, then steps until they drain
@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator, Optional
 
 from ..model import BudgetConfig, BudgetPolicy, builtin_policies, get_policy
 from ..model.config_edges import least_pool, validates
+from ..model.one_pass_loop import OnePassLoop
 from ..model.registry import policy_spec
 from ..model.replay import replay_on_model
 from ..model.target import ModelTarget
@@ -39,8 +40,8 @@ SEARCHED = tuple(inv.id for inv in INVARIANTS.values() if inv.kind in JUDGED_KIN
 
 
 def skeleton_models(policy: BudgetPolicy) -> bool:
-    """Whether the pass skeleton models the policy's loop (its class says so)."""
-    return policy.loop.one_pass_skeleton
+    """Whether the pass skeleton models the policy's loop: a one-pass loop."""
+    return issubclass(policy.loop, OnePassLoop)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 This is the prover's loop skeleton: the only code here that is not the model's. It
 strings the slots together the way the policy's loop (``model/vllm_loop.py``,
-``model/fastdeploy_loop.py``, both on ``model/loop.py``) walks its queues, following the
+``model/fastdeploy_loop.py``, ``model/trtllm_loop.py``: each a ``OnePassLoop``,
+``model/one_pass_loop.py``) walks its queues, following the
 loop's stated control flow (``drafts_in_grant``, ``pads_short_admissions``,
 ``decodes_bypass_budget``, ``applies_long_prefill_threshold``, ``running_checks_exit_rule``,
 ``waiting_checks_exit_rule``, ``unschedules_refunded``), and for every decision calls the model itself: the policy's

@@ -1,21 +1,26 @@
-"""Each engine loop's ``honours`` declaration is true: run every loop, instrumented, on the
-corpus traces of its policies and on a workload that fills a small KV pool; a hook or
-variant flag it declares is called or read, one it does not declare never is. And a
-variant that changes one its loop never uses is refused when it loads."""
+"""Each one-pass engine loop's ``honours`` declaration is true: run every such loop,
+instrumented, on the corpus traces of its policies and on a workload that fills a small KV
+pool; a hook or variant flag it declares is called or read, one it does not declare never
+is. An engine loop that is no ``OnePassLoop`` has none of them. And a variant that changes
+one its loop never uses is refused when it loads."""
 from __future__ import annotations
 
+import io
 import sys
 import textwrap
+from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
 
+from tokenbudget.cli import main
 from tokenbudget.model import BudgetConfig, ConfigError, builtin_policies, get_policy, scheduler_for
 from tokenbudget.model.config_edges import least_pool, validates
-from tokenbudget.model.loop import HOOKS, VARIANT_FLAGS, SchedulerLoop
+from tokenbudget.model.one_pass_loop import ENGINE_FLAGS, HOOKS, VARIANT_FLAGS, OnePassLoop
 from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.corpus import load_corpus
 
 ENGINE_LOOPS = sorted({cls.loop for cls in builtin_policies().values()}, key=lambda c: c.__name__)
+ONE_PASS_LOOPS = [loop for loop in ENGINE_LOOPS if issubclass(loop, OnePassLoop)]
 
 
 class _Read:
@@ -29,7 +34,7 @@ class _Read:
         return self.value
 
 
-def instrumented(loop: type[SchedulerLoop], seen: set[str]) -> type[SchedulerLoop]:
+def instrumented(loop: type[OnePassLoop], seen: set[str]) -> type[OnePassLoop]:
     """``loop`` with every hook and variant flag noting its use in ``seen``, unchanged otherwise."""
     namespace: dict[str, object] = {}
     for hook in HOOKS:
@@ -42,13 +47,13 @@ def instrumented(loop: type[SchedulerLoop], seen: set[str]) -> type[SchedulerLoo
     return type(f"Counting{loop.__name__}", (loop,), namespace)
 
 
-def _on(policy_name: str, loop: type[SchedulerLoop]):  # type: ignore[no-untyped-def]
+def _on(policy_name: str, loop: type[OnePassLoop]):  # type: ignore[no-untyped-def]
     policy = builtin_policies()[policy_name]()
     policy.loop = loop
     return policy
 
 
-def _fill_the_pool(policy_name: str, loop: type[SchedulerLoop], cfg: BudgetConfig) -> None:
+def _fill_the_pool(policy_name: str, loop: type[OnePassLoop], cfg: BudgetConfig) -> None:
     """Eight requests on the least pool the policy accepts, every draft accepted, until they drain:
     admissions, decodes and preemptions."""
     policy = _on(policy_name, loop)
@@ -66,7 +71,7 @@ def _fill_the_pool(policy_name: str, loop: type[SchedulerLoop], cfg: BudgetConfi
         sched.update_from_output(record, {rid: cfg.num_speculative_tokens for rid in record.num_scheduled_tokens})
 
 
-@pytest.mark.parametrize("engine_loop", ENGINE_LOOPS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("engine_loop", ONE_PASS_LOOPS, ids=lambda c: c.__name__)
 def test_a_loop_uses_exactly_the_hooks_and_flags_it_declares(engine_loop):
     seen: set[str] = set()
     loop = instrumented(engine_loop, seen)
@@ -80,10 +85,18 @@ def test_a_loop_uses_exactly_the_hooks_and_flags_it_declares(engine_loop):
         f"{engine_loop.__name__} declares {sorted(engine_loop.honours)}, its step used {sorted(seen)}")
 
 
-def test_every_engine_loop_states_its_declaration():
-    for loop in ENGINE_LOOPS:
+def test_every_one_pass_engine_loop_states_its_declaration():
+    assert {loop.__name__ for loop in ONE_PASS_LOOPS} == {"VllmLoop", "FastDeployLoop", "TrtllmLoop"}
+    for loop in ONE_PASS_LOOPS:
         assert "honours" in vars(loop), f"{loop.__name__} inherits its honours instead of stating them"
         assert set(loop.honours) <= set(HOOKS + VARIANT_FLAGS)
+
+
+def test_a_loop_of_its_own_step_has_no_hook_nor_one_pass_flag():
+    others = [loop for loop in ENGINE_LOOPS if loop not in ONE_PASS_LOOPS]
+    assert [loop.__name__ for loop in others] == ["SglangLoop"]
+    for loop in others:
+        assert not [name for name in HOOKS + VARIANT_FLAGS + ENGINE_FLAGS + ("honours",) if hasattr(loop, name)]
 
 
 VARIANTS = '''
@@ -119,6 +132,24 @@ VARIANTS = '''
 
     class SglangNoRunningExit(Sglang):
         loop = NoRunningExit
+
+
+    class SglangGrant(SglangLoop):
+        @classmethod
+        def running_grant(cls, policy, p, budgets, demand, computed, threshold, max_model_len, bypass):
+            return demand
+
+
+    class SglangGrantAll(Sglang):
+        loop = SglangGrant
+
+
+    class SglangPadded(SglangLoop):
+        pads_short_admissions = True
+
+
+    class SglangPads(Sglang):
+        loop = SglangPadded
 
 
     class OwnPass(TrtllmLoop):
@@ -158,6 +189,8 @@ def variants(tmp_path_factory):  # type: ignore[no-untyped-def]
     ("TrtllmGrantAll", "running_grant", "TrtllmLoop", "calls", "FastDeployLoop, VllmLoop"),
     ("TrtllmHeadVictim", "victim", "TrtllmLoop", "calls", "FastDeployLoop, VllmLoop"),
     ("SglangNoRunningExit", "running_checks_exit_rule", "SglangLoop", "reads", "FastDeployLoop, VllmLoop"),
+    ("SglangGrantAll", "running_grant", "SglangLoop", "calls", "FastDeployLoop, VllmLoop"),
+    ("SglangPads", "pads_short_admissions", "SglangLoop", "reads", "FastDeployLoop, TrtllmLoop, VllmLoop"),
 ])
 def test_a_variant_of_a_hook_its_loop_never_uses_is_refused_at_load(variants, cls, name, loop, uses, others):
     with pytest.raises(ConfigError) as refused:
@@ -166,6 +199,17 @@ def test_a_variant_of_a_hook_its_loop_never_uses_is_refused_at_load(variants, cl
     assert "\n" not in message
     assert f"{name}, but {loop} never {uses} it" in message, message
     assert f"subclass a loop that {uses} it ({others})" in message, message
+
+
+@pytest.mark.parametrize("command", [["check"], ["prove"]])
+def test_a_one_pass_hook_on_sglangs_loop_is_one_error_line_exit_2(variants, command):
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main([*command, "--policy", f"{variants}:SglangGrantAll"])
+    message = err.getvalue()
+    assert code == 2 and out.getvalue() == "" and message.count("\n") == 1, (code, out.getvalue(), message)
+    assert "SglangGrantAll runs on SglangGrant, which overrides running_grant, but SglangLoop never calls it" in message
+    assert "Traceback" not in message
 
 
 def test_a_variant_of_a_hook_its_loop_uses_loads(variants):

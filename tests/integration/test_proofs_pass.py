@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tokenbudget.model import (
-    TABLES, BudgetConfig, ConfigError, SchedulerLoop, get_policy, scheduler_for,
+    TABLES, BudgetConfig, ConfigError, OnePassLoop, SchedulerLoop, get_policy, scheduler_for,
 )
 from tokenbudget.model.request import Request, Status
 from tokenbudget.proofs.pass_skeleton import PassConfig, PassResult, Slot, run_pass, scheduler_victim
@@ -139,7 +139,7 @@ def test_every_loop_is_compared() -> None:
     """The comparisons below run every built-in policy: every loop must have one, or the
     skeleton would follow a loop that nothing pins it to."""
     assert {get_policy(name).loop for name in skeleton_policies()} == {
-        loop for loop in SchedulerLoop.__subclasses__() if loop.one_pass_skeleton}
+        loop for loop in OnePassLoop.__subclasses__()}
 
 
 @pytest.mark.parametrize("policy", skeleton_policies())

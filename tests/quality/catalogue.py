@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 import pytest
 
 from tokenbudget.model import BudgetConfig, BudgetPolicy, Budgets
-from tokenbudget.model import decisions, loop, step_pass, vllm_policies
+from tokenbudget.model import decisions, loop, one_pass_loop, step_pass, vllm_policies
 from tokenbudget.spec.intlike import and_, ite, min_
 from tokenbudget.model.findings import FINDINGS, findings_of
 from tokenbudget.model.request import Request, Status
@@ -101,9 +101,9 @@ class _NoDraftCharge:
 
 
 def _waiting_loop_skips_draft_slots(mp: pytest.MonkeyPatch) -> None:
-    original = loop.SchedulerLoop._schedule_waiting
+    original = one_pass_loop.OnePassLoop._schedule_waiting
 
-    def schedule_waiting(self: loop.SchedulerLoop, step: step_pass.StepPass, threshold: int) -> None:
+    def schedule_waiting(self: one_pass_loop.OnePassLoop, step: step_pass.StepPass, threshold: int) -> None:
         charging = step.policy
         step.policy = _NoDraftCharge(charging)  # type: ignore[assignment]
         try:
@@ -111,7 +111,7 @@ def _waiting_loop_skips_draft_slots(mp: pytest.MonkeyPatch) -> None:
         finally:
             step.policy = charging
 
-    mp.setattr(loop.SchedulerLoop, "_schedule_waiting", schedule_waiting)
+    mp.setattr(one_pass_loop.OnePassLoop, "_schedule_waiting", schedule_waiting)
 
 
 def _exit_rule(loose: bool) -> Patch:

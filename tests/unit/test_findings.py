@@ -6,7 +6,7 @@ import pytest
 
 from tokenbudget.verdict import Judge
 from tokenbudget.model import BudgetConfig, get_policy
-from tokenbudget.model.loop import SchedulerLoop
+from tokenbudget.model.one_pass_loop import OnePassLoop
 from tokenbudget.model.findings import FINDINGS, Finding, explaining_finding
 from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.corpus import FINDINGS_DIR, corpus_paths
@@ -59,7 +59,7 @@ def test_a_violation_is_known_only_where_a_findings_mechanism_shows(monkeypatch:
     assert explaining_finding(f2, "progress", "fastdeploy-v0") is None  # no finding about that engine
     assert "F2" in (Judge("vllm-adaptive").known_why("progress", f2) or "")
     assert Judge("vllm-static").known_why("progress", f2) is not None
-    monkeypatch.setattr(SchedulerLoop, "_schedule_waiting", lambda self, step, threshold: None)
+    monkeypatch.setattr(OnePassLoop, "_schedule_waiting", lambda self, step, threshold: None)
     stalled = load_trace(CLEAN[0])  # nothing is ever admitted: a progress violation no finding explains
     assert "progress" in {v.invariant for v in replay_on_model(stalled).violations}
     assert Judge("vllm-adaptive").known_why("progress", stalled) is None
