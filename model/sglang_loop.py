@@ -413,8 +413,7 @@ class SglangLoop(SchedulerLoop):
                 self._forget(last)
                 last.status = Status.ABORTED
                 self.aborted_in_step.append(last.request_id)
-            self.new_token_ratio = min(1.0, (sum(r.num_output_tokens for r in order) + RETRACT_DECODE_STEPS * len(order))
-                                       / (sum(r.max_tokens for r in order) + 1))
+            self.new_token_ratio = self._ratio_after_retract(order)
             self.batch_is_full = False
             batch = order
             kept = set(map(id, order))  # filter_batch(keep_indices=sorted_indices): the batch takes the retraction
@@ -435,6 +434,15 @@ class SglangLoop(SchedulerLoop):
             step.scheduled_running.append(req)
         if self.abort_pending:  # the aborted request decoded with this batch and leaves it
             self.batch_is_full = self.abort_pending = False
+
+    def _ratio_after_retract(self, kept: list[Request]) -> float:
+        """``estimate_new_token_ratio_after_retract`` (new_token_ratio_tracker.py:41-49):
+        ``min(1, (decoded + 20 * bs) / (sum max_new + 1))`` over the batch kept, max_new being
+        ``sampling_params.max_new_tokens``, max_tokens clipped to max_model_len - prompt (the
+        tokenizer's rule), not to 4096."""
+        decoded = sum(r.num_output_tokens for r in kept)
+        max_new = sum(min(r.max_tokens, self.cfg.max_model_len - r.num_prompt_tokens) for r in kept)
+        return min(1.0, (decoded + RETRACT_DECODE_STEPS * len(kept)) / (max_new + 1))
 
     def _evict_for_decode(self, batch: list[Request], targets: list[int]) -> None:
         """``alloc_for_spec_decode`` (allocation.py:780-848): the tokens the batch's allocated

@@ -207,11 +207,11 @@ class SglangEngine:
                 self._decode(out, accepted)
         except Exception as exc:  # an exception inside SGLang's code: the target is dead after it
             self.dead = out.error = describe(exc)
-        if out.running is None:  # no batch ran: the running batch as it is
+        if out.running is None:  # no batch ran: the running batch and the pages as they are
             out.running = tuple(r.rid for r in self.running)
+            out.kv_blocks_in_use = self._pages_in_use()
         out.running = tuple(rid for rid in out.running if rid not in out.aborted)
         out.waiting = tuple(r.rid for r in self.waiting)
-        out.kv_blocks_in_use = self.cfg.num_kv_blocks - self.allocator.available_size() // self.page
         out.block_keys = self._shared_page_keys(out.block_tables)
         touched = set(out.num_scheduled_tokens) | set(out.preempted) | set(out.aborted)
         out.requests = {rid: self.state(rid) for rid in touched}
@@ -310,6 +310,7 @@ class SglangEngine:
             self._grow(req, end)
             req.kv.kv_committed_len = end
         out.block_tables = {r.rid: self._pages(r) for r in batch}  # what the step wrote to, before any release
+        out.kv_blocks_in_use = self._pages_in_use()
         out.running = tuple(r.rid for r in self.running) + tuple(r.rid for r in batch)  # the batch merges in
         for req in batch:
             if req is self.chunked:
@@ -357,6 +358,7 @@ class SglangEngine:
         if self.abort_pending:  # the aborted request ran this decode and leaves at the next filter_batch
             self.batch_is_full = self.abort_pending = False
         out.block_tables = {r.rid: self._pages(r) for r in self.running}
+        out.kv_blocks_in_use = self._pages_in_use()
         out.running = tuple(r.rid for r in self.running)
         for req in list(self.running):
             self._commit(req, 1 + min(max(0, accepted.get(req.rid, 0)), self.k))
@@ -388,6 +390,10 @@ class SglangEngine:
             self.req_to_token_pool.write((req.kv.req_pool_idx, slice(first * self.page, last * self.page)),
                                          slots.to(self.torch.int32))
         req.kv.kv_allocated_len = max(have, length)
+
+    def _pages_in_use(self) -> int:
+        """The pages neither free nor evicted: the requests' and the radix tree's."""
+        return self.cfg.num_kv_blocks - self.allocator.available_size() // self.page
 
     def _shared_page_keys(self, tables: Mapping[str, tuple[int, ...]]) -> dict[int, object]:
         """The pages more than one table holds (the radix tree's shared prefix pages), each keyed
