@@ -498,10 +498,16 @@ class SglangLoop(SchedulerLoop):
     def _loop_state(self) -> tuple[object, ...]:
         """The admission latch, a pending abort, the chunked request and ``new_token_ratio`` (which decays
         at every decode step, so a decoding SGLang step is never a fixpoint until it bottoms out); with
-        the radix cache, its clock (every match and insert ticks it) and the refreshes asked."""
+        the radix cache, its recency order (``RadixCache.recency``), evictable pages and stashed chunk.
+
+        Not the tree's clock, which every match ticks, nor the refreshes asked: a stall that judges
+        the same waiting request each step is a fixpoint. Both reach a later pass only through
+        the recency order, which decides only what is evicted; a pass whose fingerprint repeats
+        granted nothing, so it allocated and evicted nothing, and admission reads no times. Such a
+        stall repeats for ever, though one more waiting-prefix refresh may still reorder the tree."""
         own = (self.batch_is_full, self.abort_pending, None if self.chunked is None else self.chunked.request_id,
                self.new_token_ratio)
         if self.tree is None:
             return own
-        return (*own, self.tree.clock, self.tree.evictable_pages, self.refreshes,
+        return (*own, self.tree.recency(), self.tree.evictable_pages,
                 None if self.stash is None else self.stash.request_id)

@@ -44,9 +44,11 @@ _ANCESTOR_STEP = 0.00001  # unified_tree_core.py:1033
 
 
 class RadixNode:
-    __slots__ = ("parent", "children", "keys", "blocks", "lock_ref", "time")
+    __slots__ = ("parent", "children", "keys", "blocks", "lock_ref", "time", "serial")
 
-    def __init__(self, parent: Optional["RadixNode"], keys: list[Hashable], blocks: list[int], time: float) -> None:
+    def __init__(self, parent: Optional["RadixNode"], keys: list[Hashable], blocks: list[int], time: float,
+                 serial: int) -> None:
+        self.serial = serial  # the node's identity in ``recency``: one a node created, never reused
         self.parent = parent
         self.children: dict[Hashable, RadixNode] = {}
         self.keys = keys
@@ -64,7 +66,8 @@ class RadixCache:
         self.page = pool.block_size
         self.lookahead = lookahead  # 1 with EAGLE's bigram keys
         self.clock = 0.0
-        self.root = RadixNode(None, [], [], self._tick())
+        self.nodes_created = 0
+        self.root = RadixNode(None, [], [], self._tick(), 0)
         self.evictable_pages = 0
         self.lock_of: dict[str, RadixNode] = {}  # request id -> the node its lock sits on
         self.protected: dict[str, int] = {}  # request id -> pages of its row the tree owns (cache_protected_len)
@@ -75,7 +78,8 @@ class RadixCache:
         return now
 
     def _new_node(self, parent: Optional[RadixNode], keys: list[Hashable], blocks: list[int]) -> RadixNode:
-        node = RadixNode(parent, keys, blocks, self._tick())
+        self.nodes_created += 1
+        node = RadixNode(parent, keys, blocks, self._tick(), self.nodes_created)
         self._tick()  # creation_time
         return node
 
@@ -259,6 +263,19 @@ class RadixCache:
                 out.append(node)
             stack.extend(node.children.values())
         return out
+
+    def recency(self) -> tuple[int, ...]:
+        """The tree's nodes, least recent first, by serial: what its times decide (which
+        node LRU evicts first), not the clock they are read on. A node's serial stands for its
+        keys and blocks (a split makes a new node); its locks are the loop's to fingerprint.
+        Touching the path touched last changes nothing here."""
+        nodes, stack = [], [self.root]
+        while stack:
+            node = stack.pop()
+            nodes.append(node)
+            stack.extend(node.children.values())
+        nodes.sort(key=lambda n: n.time)
+        return tuple(n.serial for n in nodes)
 
     def state(self) -> tuple[object, ...]:
         """The tree as a value: every node's keys, lock count and time, depth first."""
