@@ -498,7 +498,8 @@ class SglangLoop(SchedulerLoop):
     def _loop_state(self) -> tuple[object, ...]:
         """The admission latch, a pending abort, the chunked request and ``new_token_ratio`` (which decays
         at every decode step, so a decoding SGLang step is never a fixpoint until it bottoms out); with
-        the radix cache, its recency order (``RadixCache.recency``), evictable pages and stashed chunk.
+        the radix cache, the changes to its recency order (``RadixCache.recency``), its evictable pages
+        and the stashed chunk.
 
         Not the tree's clock, which every match ticks, nor the refreshes asked: a stall that judges
         the same waiting request each step is a fixpoint. Both reach a later pass only through

@@ -49,17 +49,18 @@ def whole_state(loop: SchedulerLoop) -> tuple[object, ...]:
 
 
 def radix_tree(loop: SchedulerLoop) -> tuple[object, ...]:
-    """SGLang's radix cache up to its clock: every node's keys, blocks and locks, and their
-    recency order (``SglangLoop._loop_state`` says why the clock is left out)."""
+    """SGLang's radix cache up to its clock: every node's keys, blocks and locks, depth first,
+    and the recency order of all but the root (``SglangLoop._loop_state`` says why the clock is left out)."""
     tree = getattr(loop, "tree", None)
     if tree is None:
         return ()
     nodes, stack = [], [tree.root]
     while stack:
         node = stack.pop()
-        nodes.append((node.serial, tuple(map(repr, node.keys)), tuple(node.blocks), node.lock_ref))
-        stack.extend(node.children.values())
-    return tuple(sorted(nodes)), tree.recency()
+        nodes.append(node)
+        stack.extend(node.children[k] for k in sorted(node.children, key=repr))
+    shape = tuple((tuple(map(repr, n.keys)), tuple(n.blocks), n.lock_ref) for n in nodes)
+    return shape, tuple(sorted(range(1, len(nodes)), key=lambda i: nodes[i].time))
 
 
 def random_ops(trace: Trace, rng: random.Random, count: int) -> list:
