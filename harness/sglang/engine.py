@@ -80,7 +80,7 @@ class SglangStep:
     aborted: tuple[str, ...] = ()
     running: Optional[tuple[str, ...]] = None  # the running batch after the pass, before its outputs (the model's)
     waiting: tuple[str, ...] = ()
-    kv_blocks_in_use: int = 0
+    kv_blocks_in_use: int = 0  # the allocator's pages not free after the pass, before its output (the model's)
     block_tables: dict[str, tuple[int, ...]] = field(default_factory=dict)
     block_keys: dict[int, object] = field(default_factory=dict)  # pages more than one table holds: their tokens
     requests: dict[str, RequestState] = field(default_factory=dict)
