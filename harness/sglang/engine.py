@@ -153,6 +153,8 @@ class SglangEngine:
         self.tokens = _Tokens()
         self.ratio = sg["NewTokenRatioTracker"].from_config()
         self.reqs: dict[str, Any] = {}
+        self.tables: dict[str, tuple[int, ...]] = {}  # each request's last block table, shared by records while equal
+        self.page_keys: dict[tuple[str, int], tuple[int, ...]] = {}  # (request, page index) -> its tokens to the page's end
         self.max_tokens: dict[str, int] = {}
         self.waiting: list[Any] = []
         self.running: list[Any] = []
@@ -404,14 +406,31 @@ class SglangEngine:
             for index, page in enumerate(table):
                 first = holders.setdefault(page, (rid, index))
                 if first[0] != rid and page not in shared:
-                    req = self.reqs[first[0]]
-                    shared[page] = tuple((list(req.origin_input_ids) + list(req.output_ids))[:(first[1] + 1) * self.page])
+                    shared[page] = self._tokens_to_page_end(*first)
         return shared
 
+    def _tokens_to_page_end(self, rid: str, index: int) -> tuple[int, ...]:
+        """The request's tokens up to the end of its page ``index``: a full page's never change
+        (a retracted request keeps its tokens), so one tuple serves every record."""
+        key = self.page_keys.get((rid, index))
+        if key is None:
+            req, end = self.reqs[rid], (index + 1) * self.page
+            key = tuple((list(req.origin_input_ids) + list(req.output_ids))[:end])
+            if len(key) == end:
+                self.page_keys[(rid, index)] = key
+        return key
+
     def _pages(self, req: Any) -> tuple[int, ...]:
+        """The request's block table, sharing the last one read (records hold one a step): the
+        same tuple while unchanged, its entries while it only grew."""
         n = -(-req.kv.kv_allocated_len // self.page)
         row = self.req_to_token_pool.req_to_token[req.kv.req_pool_idx, : n * self.page : self.page]
-        return tuple(int(x) // self.page for x in row)
+        table = tuple(int(x) // self.page for x in row)
+        last = self.tables.get(req.rid, ())
+        if table[:len(last)] == last:
+            table = last + table[len(last):] if len(table) > len(last) else last
+        self.tables[req.rid] = table
+        return table
 
     def _batch(self, reqs: list[Any]) -> Any:
         """A ``ScheduleBatch`` over ``reqs`` with the tensors ``filter_batch`` narrows."""
