@@ -3,7 +3,7 @@ whichever is importable, compared with the model of the nearest modelled version
 
 ``run_conformance(seed, n)`` runs workloads ``0 .. n-1`` of ``harness.conform_workloads`` on
 both sides in lockstep (``harness.lockstep``) and compares every step: grants, scheduled drafts,
-preemptions (in order) and finished requests. A workload agrees when every step does.
+preemptions (in order), finished requests and KV blocks in use. A workload agrees when every step does.
 
 Every workload that does not agree is a divergence. Its trace is shrunk (``spec.shrink``)
 while it still diverges the same way, cut after the divergent step and written to the
@@ -195,7 +195,8 @@ def _annotated(trace: Trace, result: Lockstep, seed: int, index: int, known: Kno
         expect: tuple[Any, ...] = tuple(ViolationExpectation(inv) for inv in m.violations)
     else:
         what = "; ".join(f"{f}: model {_show(getattr(m, f))}, {label} {_show(getattr(v, f))}" for f in result.fields)
-        expect = (StepExpectation(step, dict(v.num_scheduled_tokens), dict(v.scheduled_draft_tokens), v.preempted),)
+        expect = (StepExpectation(step, dict(v.num_scheduled_tokens), dict(v.scheduled_draft_tokens), v.preempted,
+                                  v.kv_blocks_in_use),)
     why = f" Explained by {known.spec}: {known.summary}." if known else " Unexplained."
     return replace(
         trace, expect=expect,

@@ -8,12 +8,12 @@ returned is the engine's, judged by the spec as on any target; the comparison ad
 spec alone cannot see on an engine whose budgets are locals of its scheduling call
 (``judged``, in order):
 
-* ``conformance`` at the first step whose grants, scheduled drafts, preemptions (in order)
-  or finished requests part (``harness.lockstep.StepView``). Its message names the rule of
+* ``conformance`` at the first step whose grants, scheduled drafts, preemptions (in order),
+  finished requests or KV blocks in use part (``harness.lockstep.StepView``). Its message names the rule of
   the model's pass where they part, the request and the quantities: the running or the
   waiting loop's grant and the bound that set it (demand, token budget, input budget less
   d, long_prefill_token_threshold, max_model_len), the loop's exit on the input budget, a
-  same-step refund, a preemption. A slip in the engine's refund, its loops' exits or its
+  same-step refund, a preemption, the blocks in use. A slip in the engine's refund, its loops' exits or its
   draft-slot count shows here even where no invariant of its own record breaks.
 * the engine raised where the model reports a violation that a finding explains (the
   finding's matcher: ``model.findings``, as ``conform`` explains a divergence): the
@@ -46,6 +46,7 @@ from .lockstep import StepView, view
 RUNNING_GRANT, WAITING_GRANT = "running-loop grant", "waiting-loop grant"
 RUNNING_EXIT, WAITING_EXIT = "running-loop exit", "waiting-loop exit"
 REFUND, PREEMPTION, DRAFTS, FINISH = "same-step refund", "preemption", "scheduled drafts", "finish"
+KV_IN_USE = "blocks in use"
 
 
 class Differential:
@@ -94,7 +95,8 @@ class Differential:
                        else parting(model, record, running, fields, ours, theirs, self.label))
             self.judged.append(Violation(CONFORMANCE, record.step, message))
             self.expectation = StepExpectation(record.step, dict(theirs.num_scheduled_tokens),
-                                               dict(theirs.scheduled_draft_tokens), theirs.preempted)
+                                               dict(theirs.scheduled_draft_tokens), theirs.preempted,
+                                               theirs.kv_blocks_in_use)
         return record, outcome
 
     def _explain_crash(self, record: StepRecord, model: StepRecord) -> None:
@@ -112,8 +114,8 @@ class Differential:
 def parting(model: StepRecord, engine: StepRecord, running_before: tuple[str, ...], fields: tuple[str, ...],
             ours: StepView, theirs: StepView, label: str) -> str:
     """``rule: request: what the model's pass did, and what the engine's did`` for the first
-    request (in the model's pass order) whose grant differs; else the preemptions, drafts
-    or finished requests that differ."""
+    request (in the model's pass order) whose grant differs; else the preemptions, drafts,
+    finished requests or blocks in use that differ."""
     lim = model.limits
     d = lim.draft_slots
     order = [e.request_id for e in model.ledger or ()] + list(model.num_scheduled_tokens)
@@ -145,6 +147,9 @@ def parting(model: StepRecord, engine: StepRecord, running_before: tuple[str, ..
     if "scheduled_draft_tokens" in fields:
         return (f"{DRAFTS}: the model schedules {dict(ours.scheduled_draft_tokens)}, {label} "
                 f"{dict(theirs.scheduled_draft_tokens)}")
+    if "finished" not in fields:
+        return (f"{KV_IN_USE}: after the pass the model holds {ours.kv_blocks_in_use} of {lim.num_kv_blocks} "
+                f"KV blocks, {label} {theirs.kv_blocks_in_use}")
     return (f"{FINISH}: the model finishes {sorted(ours.finished)}, {label} "
             f"{sorted(theirs.finished)}")
 

@@ -1,8 +1,8 @@
 """Run one trace on the reference model and on real vLLM in lockstep, step by step.
 
 Both sides get the same ops. After every step op the observable part of the step
-(``StepView``: grants, scheduled drafts, preemptions in order, finished requests) is
-compared; the run stops at the first step that differs, at the first step where vLLM
+(``StepView``: grants, scheduled drafts, preemptions in order, finished requests, KV pages
+in use after the pass) is compared; the run stops at the first step that differs, at the first step where vLLM
 raised, or when the ops end. Nothing here writes files or knows about workloads.
 """
 from __future__ import annotations
@@ -21,20 +21,23 @@ from ..model.target import ModelTarget
 from .vllm.engine import engine_version
 from .vllm.target import VllmTarget
 
-COMPARED = ("num_scheduled_tokens", "scheduled_draft_tokens", "preempted", "finished")
+COMPARED = ("num_scheduled_tokens", "scheduled_draft_tokens", "preempted", "finished", "kv_blocks_in_use")
 
 
 @dataclass(frozen=True)
 class StepView:
     """What both sides expose of one step. ``scheduled_draft_tokens`` lists only requests
-    with at least one draft; ``preempted`` is in preemption order; ``error`` is an
-    exception raised inside the side's scheduler (the record's ``error``);
+    with at least one draft; ``preempted`` is in preemption order; ``kv_blocks_in_use`` the
+    record's: the KV blocks not free after the pass, before its output (vLLM counts a cached
+    free block as free, SGLang's radix tree holds its pages); ``error`` is an exception raised
+    inside the side's scheduler (the record's ``error``);
     ``violations`` are the invariant ids the model's StepRecord breaks (model side only)."""
 
     num_scheduled_tokens: Mapping[str, int]
     scheduled_draft_tokens: Mapping[str, int]
     preempted: tuple[str, ...]
     finished: frozenset[str]
+    kv_blocks_in_use: int = 0
     error: str | None = None
     violations: tuple[str, ...] = ()
 
@@ -48,6 +51,7 @@ class StepView:
             "scheduled_draft_tokens": dict(self.scheduled_draft_tokens),
             "preempted": list(self.preempted),
             "finished": sorted(self.finished),
+            "kv_blocks_in_use": self.kv_blocks_in_use,
         }
         if self.error is not None:
             doc["error"] = self.error
@@ -102,6 +106,7 @@ def view(record: StepRecord, outcome: StepOutcome, violations: tuple[str, ...] =
         scheduled_draft_tokens={rid: n for rid, n in record.scheduled_draft_tokens.items() if n},
         preempted=tuple(record.preempted),
         finished=finished,
+        kv_blocks_in_use=record.kv_blocks_in_use,
         error=record.error,
         violations=violations,
     )

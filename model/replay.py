@@ -299,8 +299,10 @@ def _nonzero(counts: Mapping[str, int]) -> dict[str, int]:
     return {rid: n for rid, n in counts.items() if n}
 
 
-def _normal(value: Mapping[str, int] | Sequence[str]) -> dict[str, int] | list[str]:
+def _normal(value: Mapping[str, int] | Sequence[str] | int) -> dict[str, int] | list[str] | int:
     """Maps without their zero entries (a request left out has 0); sequences as lists."""
+    if isinstance(value, int):
+        return value
     return _nonzero(value) if isinstance(value, Mapping) else list(value)
 
 
@@ -336,6 +338,7 @@ def _step_expectation(e: StepExpectation, records: Sequence[StepRecord]) -> Expe
         ("num_scheduled_tokens", e.num_scheduled_tokens, rec.num_scheduled_tokens),
         ("scheduled_draft_tokens", e.scheduled_draft_tokens, rec.scheduled_draft_tokens),
         ("preempted", e.preempted, rec.preempted),
+        ("kv_blocks_in_use", e.kv_blocks_in_use, rec.kv_blocks_in_use),
     ):
         if want is None:
             continue

@@ -408,8 +408,7 @@ class SglangLoop(SchedulerLoop):
                 self._forget(last)
                 last.status = Status.ABORTED
                 self.aborted_in_step.append(last.request_id)
-            self.new_token_ratio = min(1.0, (sum(r.num_output_tokens for r in order) + RETRACT_DECODE_STEPS * len(order))
-                                       / (sum(r.max_tokens for r in order) + 1))
+            self.new_token_ratio = self._ratio_after_retract(order)
             self.batch_is_full = False
             batch = order
             kept = set(map(id, order))  # filter_batch(keep_indices=sorted_indices): the batch takes the retraction
@@ -430,6 +429,15 @@ class SglangLoop(SchedulerLoop):
             step.scheduled_running.append(req)
         if self.abort_pending:  # the aborted request decoded with this batch and leaves it
             self.batch_is_full = self.abort_pending = False
+
+    def _ratio_after_retract(self, kept: list[Request]) -> float:
+        """``estimate_new_token_ratio_after_retract`` (new_token_ratio_tracker.py:41-49):
+        ``min(1, (decoded + 20 * bs) / (sum max_new + 1))`` over the batch kept, max_new being
+        ``sampling_params.max_new_tokens``, max_tokens clipped to max_model_len - prompt (the
+        tokenizer's rule), not to 4096."""
+        decoded = sum(r.num_output_tokens for r in kept)
+        max_new = sum(min(r.max_tokens, self.cfg.max_model_len - r.num_prompt_tokens) for r in kept)
+        return min(1.0, (decoded + RETRACT_DECODE_STEPS * len(kept)) / (max_new + 1))
 
     def _evict_for_decode(self, batch: list[Request], targets: list[int]) -> None:
         """``alloc_for_spec_decode`` (allocation.py:780-848): the tokens the batch's allocated
@@ -485,10 +493,17 @@ class SglangLoop(SchedulerLoop):
     def _loop_state(self) -> tuple[object, ...]:
         """The admission latch, a pending abort, the chunked request and ``new_token_ratio`` (which decays
         at every decode step, so a decoding SGLang step is never a fixpoint until it bottoms out); with
-        the radix cache, its clock (every match and insert ticks it) and the refreshes asked."""
+        the radix cache, the changes to its recency order (``RadixCache.recency``), its evictable pages
+        and the stashed chunk.
+
+        Not the tree's clock, which every match ticks, nor the refreshes asked: a stall that judges
+        the same waiting request each step is a fixpoint. Both reach a later pass only through
+        the recency order, which decides only what is evicted; a pass whose fingerprint repeats
+        granted nothing, so it allocated and evicted nothing, and admission reads no times. Such a
+        stall repeats for ever, though one more waiting-prefix refresh may still reorder the tree."""
         own = (self.batch_is_full, self.abort_pending, None if self.chunked is None else self.chunked.request_id,
                self.new_token_ratio)
         if self.tree is None:
             return own
-        return (*own, self.tree.clock, self.tree.evictable_pages, self.refreshes,
+        return (*own, self.tree.recency(), self.tree.evictable_pages,
                 None if self.stash is None else self.stash.request_id)

@@ -65,6 +65,9 @@ class RadixCache:
         self.lookahead = lookahead  # 1 with EAGLE's bigram keys
         self.clock = 0.0
         self.root = RadixNode(None, [], [], self._tick())
+        self.order_changes = 0  # ``recency``
+        self._top: list[RadixNode] = []  # the most recent nodes, most recent first, as far as known
+        self._touched: list[RadixNode] = []  # the nodes given a time since ``recency`` last read, in time order
         self.evictable_pages = 0
         self.lock_of: dict[str, RadixNode] = {}  # request id -> the node its lock sits on
         self.protected: dict[str, int] = {}  # request id -> pages of its row the tree owns (cache_protected_len)
@@ -77,6 +80,7 @@ class RadixCache:
     def _new_node(self, parent: Optional[RadixNode], keys: list[Hashable], blocks: list[int]) -> RadixNode:
         node = RadixNode(parent, keys, blocks, self._tick())
         self._tick()  # creation_time
+        self._touched.append(node)
         return node
 
     # -- keys ---------------------------------------------------------------------------
@@ -110,6 +114,7 @@ class RadixCache:
         child.parent = head
         child.keys, child.blocks = child.keys[pages:], child.blocks[pages:]
         child.time = self._tick()
+        self._touched.append(child)
         return head
 
     def match(self, keys: list[Hashable]) -> tuple[RadixNode, list[int]]:
@@ -127,11 +132,13 @@ class RadixCache:
             node = child
             blocks += child.blocks
             i += n
-        time, walk = self._tick(), node
+        time, walk, path = self._tick(), node, []
         while walk is not None:
             walk.time = time
             time -= _ANCESTOR_STEP
+            path.append(walk)
             walk = walk.parent
+        self._touched += reversed(path[:-1])  # oldest first; the root is never evicted: no part of the order
         return node, blocks
 
     def insert(self, req: Request, keys: list[Hashable], prev_pages: int) -> RadixNode:
@@ -143,6 +150,7 @@ class RadixCache:
         while i < len(keys) and keys[i] in node.children:
             child = node.children[keys[i]]
             child.time = self._tick()
+            self._touched.append(child)
             n = self._common(child, keys, i)
             if n < len(child.keys):
                 child = self._split(child, n)
@@ -235,6 +243,7 @@ class RadixCache:
             return
         heap = [(n.time, n) for n in self._leaves()]
         heapq.heapify(heap)
+        evicted: set[RadixNode] = set()
         while heap and pool.num_free * page < free_tokens:
             _, node = heapq.heappop(heap)
             if not self._is_leaf(node):
@@ -242,11 +251,16 @@ class RadixCache:
             parent = node.parent
             assert parent is not None
             del parent.children[node.keys[0]]
+            evicted.add(node)
             self.evictable_pages -= len(node.keys)
             for block in node.blocks:
                 pool.drop(block)
             if self._is_leaf(parent):
                 heapq.heappush(heap, (parent.time, parent))
+        if evicted:  # the order loses them; what is known of its top stays known
+            self.order_changes += 1
+            self._top = [n for n in self._top if n not in evicted]
+            self._touched = [n for n in self._touched if n not in evicted]
 
     def evict_all(self) -> None:
         self.evict(self.pool.num_blocks * self.page + 1)
@@ -259,6 +273,27 @@ class RadixCache:
                 out.append(node)
             stack.extend(node.children.values())
         return out
+
+    # -- recency ----------------------------------------------------------------------------
+    def recency(self) -> int:
+        """A count of the changes to the tree's recency order (its nodes but the root by time:
+        what LRU evicts first), not the clock the times are read on. The nodes given a time
+        since the last read (matched, walked by an insert, created) changed it unless, most
+        recent first, they are the most recent nodes already, in that order: re-matching the
+        path matched last, or a waiting-prefix refresh over the paths it refreshed last,
+        changes nothing; an eviction always does. Costs the nodes timed since, and the known
+        top of the order when it changed."""
+        if self._touched:
+            latest: dict[RadixNode, None] = {}
+            for node in self._touched:
+                latest.pop(node, None)
+                latest[node] = None
+            top = list(reversed(latest))
+            if top != self._top[:len(top)]:
+                self.order_changes += 1
+                self._top = top + [n for n in self._top if n not in latest]  # the rest keep their order
+            self._touched = []
+        return self.order_changes
 
     def state(self) -> tuple[object, ...]:
         """The tree as a value: every node's keys, lock count and time, depth first."""

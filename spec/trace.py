@@ -68,13 +68,15 @@ Op = Union[AddOp, StepOp, AbortOp]
 class StepExpectation:
     """What step ``step`` (0-based, counting step ops) scheduled; None fields are not checked.
 
-    Requests left out of a map are expected to have 0; ``preempted`` is in preemption order.
+    Requests left out of a map are expected to have 0; ``preempted`` is in preemption order;
+    ``kv_blocks_in_use`` the KV blocks not free after the pass (the record's).
     """
 
     step: int
     num_scheduled_tokens: Mapping[str, int] | None = None
     scheduled_draft_tokens: Mapping[str, int] | None = None
     preempted: tuple[str, ...] | None = None
+    kv_blocks_in_use: int | None = None
 
 
 @dataclass(frozen=True)

@@ -80,7 +80,7 @@ class SglangStep:
     aborted: tuple[str, ...] = ()
     running: Optional[tuple[str, ...]] = None  # the running batch after the pass, before its outputs (the model's)
     waiting: tuple[str, ...] = ()
-    kv_blocks_in_use: int = 0
+    kv_blocks_in_use: int = 0  # the allocator's pages not free after the pass, before its output (the model's)
     block_tables: dict[str, tuple[int, ...]] = field(default_factory=dict)
     block_keys: dict[int, object] = field(default_factory=dict)  # pages more than one table holds: their tokens
     requests: dict[str, RequestState] = field(default_factory=dict)
@@ -153,6 +153,8 @@ class SglangEngine:
         self.tokens = _Tokens()
         self.ratio = sg["NewTokenRatioTracker"].from_config()
         self.reqs: dict[str, Any] = {}
+        self.tables: dict[str, tuple[int, ...]] = {}  # each request's last block table, shared by records while equal
+        self.page_keys: dict[tuple[str, int], tuple[int, ...]] = {}  # (request, page index) -> its tokens to the page's end
         self.max_tokens: dict[str, int] = {}
         self.waiting: list[Any] = []
         self.running: list[Any] = []
@@ -207,11 +209,11 @@ class SglangEngine:
                 self._decode(out, accepted)
         except Exception as exc:  # an exception inside SGLang's code: the target is dead after it
             self.dead = out.error = describe(exc)
-        if out.running is None:  # no batch ran: the running batch as it is
+        if out.running is None:  # no batch ran: the running batch and the pages as they are
             out.running = tuple(r.rid for r in self.running)
+            out.kv_blocks_in_use = self._pages_in_use()
         out.running = tuple(rid for rid in out.running if rid not in out.aborted)
         out.waiting = tuple(r.rid for r in self.waiting)
-        out.kv_blocks_in_use = self.cfg.num_kv_blocks - self.allocator.available_size() // self.page
         out.block_keys = self._shared_page_keys(out.block_tables)
         touched = set(out.num_scheduled_tokens) | set(out.preempted) | set(out.aborted)
         out.requests = {rid: self.state(rid) for rid in touched}
@@ -310,6 +312,7 @@ class SglangEngine:
             self._grow(req, end)
             req.kv.kv_committed_len = end
         out.block_tables = {r.rid: self._pages(r) for r in batch}  # what the step wrote to, before any release
+        out.kv_blocks_in_use = self._pages_in_use()
         out.running = tuple(r.rid for r in self.running) + tuple(r.rid for r in batch)  # the batch merges in
         for req in batch:
             if req is self.chunked:
@@ -357,6 +360,7 @@ class SglangEngine:
         if self.abort_pending:  # the aborted request ran this decode and leaves at the next filter_batch
             self.batch_is_full = self.abort_pending = False
         out.block_tables = {r.rid: self._pages(r) for r in self.running}
+        out.kv_blocks_in_use = self._pages_in_use()
         out.running = tuple(r.rid for r in self.running)
         for req in list(self.running):
             self._commit(req, 1 + min(max(0, accepted.get(req.rid, 0)), self.k))
@@ -389,6 +393,10 @@ class SglangEngine:
                                          slots.to(self.torch.int32))
         req.kv.kv_allocated_len = max(have, length)
 
+    def _pages_in_use(self) -> int:
+        """The pages neither free nor evicted: the requests' and the radix tree's."""
+        return self.cfg.num_kv_blocks - self.allocator.available_size() // self.page
+
     def _shared_page_keys(self, tables: Mapping[str, tuple[int, ...]]) -> dict[int, object]:
         """The pages more than one table holds (the radix tree's shared prefix pages), each keyed
         by the tokens up to its end in the first table that holds it."""
@@ -398,14 +406,31 @@ class SglangEngine:
             for index, page in enumerate(table):
                 first = holders.setdefault(page, (rid, index))
                 if first[0] != rid and page not in shared:
-                    req = self.reqs[first[0]]
-                    shared[page] = tuple((list(req.origin_input_ids) + list(req.output_ids))[:(first[1] + 1) * self.page])
+                    shared[page] = self._tokens_to_page_end(*first)
         return shared
 
+    def _tokens_to_page_end(self, rid: str, index: int) -> tuple[int, ...]:
+        """The request's tokens up to the end of its page ``index``: a full page's never change
+        (a retracted request keeps its tokens), so one tuple serves every record."""
+        key = self.page_keys.get((rid, index))
+        if key is None:
+            req, end = self.reqs[rid], (index + 1) * self.page
+            key = tuple((list(req.origin_input_ids) + list(req.output_ids))[:end])
+            if len(key) == end:
+                self.page_keys[(rid, index)] = key
+        return key
+
     def _pages(self, req: Any) -> tuple[int, ...]:
+        """The request's block table, sharing the last one read (records hold one a step): the
+        same tuple while unchanged, its entries while it only grew."""
         n = -(-req.kv.kv_allocated_len // self.page)
         row = self.req_to_token_pool.req_to_token[req.kv.req_pool_idx, : n * self.page : self.page]
-        return tuple(int(x) // self.page for x in row)
+        table = tuple(int(x) // self.page for x in row)
+        last = self.tables.get(req.rid, ())
+        if table[:len(last)] == last:
+            table = last + table[len(last):] if len(table) > len(last) else last
+        self.tables[req.rid] = table
+        return table
 
     def _batch(self, reqs: list[Any]) -> Any:
         """A ``ScheduleBatch`` over ``reqs`` with the tensors ``filter_batch`` narrows."""

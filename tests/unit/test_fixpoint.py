@@ -42,10 +42,25 @@ def whole_state(loop: SchedulerLoop) -> tuple[object, ...]:
     plain = tuple(sorted((name, value.request_id if isinstance(value, Request) else value)
                          for name, value in vars(loop).items()
                          if isinstance(value, (int, float, bool, str, Request, type(None)))
-                         and name not in ("num_steps", "state_changes")))
+                         and name not in ("num_steps", "state_changes", "refreshes")))  # reaches a pass only as the tree's clock does
     paused = tuple(sorted(getattr(loop, "worker_paused", ())))  # FastDeploy at a commit: the worker's pauses
     return (tuple(r.request_id for r in loop.running), tuple(r.request_id for r in loop.waiting), requests, blocks,
-            plain, paused)
+            plain, paused, radix_tree(loop))
+
+
+def radix_tree(loop: SchedulerLoop) -> tuple[object, ...]:
+    """SGLang's radix cache up to its clock: every node's keys, blocks and locks, depth first,
+    and the recency order of all but the root (``SglangLoop._loop_state`` says why the clock is left out)."""
+    tree = getattr(loop, "tree", None)
+    if tree is None:
+        return ()
+    nodes, stack = [], [tree.root]
+    while stack:
+        node = stack.pop()
+        nodes.append(node)
+        stack.extend(node.children[k] for k in sorted(node.children, key=repr))
+    shape = tuple((tuple(map(repr, n.keys)), tuple(n.blocks), n.lock_ref) for n in nodes)
+    return shape, tuple(sorted(range(1, len(nodes)), key=lambda i: nodes[i].time))
 
 
 def random_ops(trace: Trace, rng: random.Random, count: int) -> list:
@@ -66,6 +81,14 @@ def random_ops(trace: Trace, rng: random.Random, count: int) -> list:
     return ops
 
 
+SGLANG_STALL_CONFIG = dict(max_num_batched_tokens=64, max_num_seqs=8, num_speculative_tokens=2, method="eagle3",
+                           block_size=1, num_kv_blocks=24, max_model_len=32)
+SGLANG_STALL = Trace(  # a's prompt is cached; b0 shares it but never fits the pool (validation bypassed)
+    policy="sglang-0.5.23", config=SGLANG_STALL_CONFIG, source="an SGLang stall on the radix cache",
+    ops=[AddOp("a", 6, 1, prefix_group="g", prefix_len=6), StepOp({}),
+         *[AddOp(f"b{i}", 8, 24, prefix_group="g", prefix_len=6) for i in range(3)], *[StepOp({})] * 40])
+
+
 def runs_with_states():
     """(policy, fingerprints, states, events) of every corpus trace, continued by random ops;
     of sglang-0.5.23 (no corpus trace of its own) on an SGLang trace's config with the pool
@@ -75,6 +98,7 @@ def runs_with_states():
     traces.append((Trace(policy="sglang-0.5.23", config={**sglang.config, "num_kv_blocks": 20}, ops=sglang.ops,
                          source="sglang-0.5.23 on sglang-v1-retract's config"), True))
     traces.append((SGLANG_ABORTS_LAST, False))
+    traces.append((SGLANG_STALL, False))
     traces += [(replace(t, config={**t.config, "engine_version": commit}, source=f"{t.source} at {commit}"), True)
                for t, _ in list(traces) for commit in getattr(get_policy(t.policy), "versions", ())
                if get_policy(t.policy).engine == "fastdeploy"]  # FastDeploy's block rules, by commit
@@ -198,3 +222,21 @@ def test_replay_writes_the_steps_after_a_fixpoint_as_running_them_would():
         assert result.run.events == ran.events and result.run.outcomes == ran.outcomes, path.name
         assert result.run.steps == ran.steps, path.name
         assert list(result.violations) == check_run(ran), path.name
+
+
+def test_an_sglang_stall_that_matches_the_waiting_head_each_step_is_a_fixpoint():
+    """With the radix cache on, every pass matches the waiting head against the tree (its clock
+    ticks) and asks for a waiting-prefix refresh; neither is in the fingerprint, the tree's
+    recency order is: b0 never fits, so step 1 repeats for ever, across a refresh (one pass in 32)."""
+    target = ModelTarget(BudgetConfig.from_dict(SGLANG_STALL.config), get_policy(SGLANG_STALL.policy), validate=False)
+    execution = Execution(target)
+    clock = None
+    for op in SGLANG_STALL.ops:
+        execution.apply(op)
+        if clock is None and isinstance(op, AddOp) and op.id == "b2":
+            clock = target.scheduler.tree.clock
+    run = execution.run
+    assert all(not rec.num_scheduled_tokens for rec in run.steps[1:]) and target.scheduler.tree.clock > clock + 40
+    assert target.scheduler.refreshes > 32
+    assert [step for step, _ in first_fixpoint(run)] == [1]
+    assert len({rec.fingerprint for rec in run.steps[1:]}) == 1

@@ -204,3 +204,18 @@ def test_the_batch_left_after_a_retraction_keeps_the_retraction_order() -> None:
     key = {r.request_id: (r.num_output_tokens, -r.num_prompt_tokens) for r in loop.running}
     assert len(kept) > 1 and kept == sorted(kept, key=key.__getitem__, reverse=True)
     assert kept != sorted(kept)  # not the arrival order: the shorter prompts run first now
+
+
+def test_the_ratio_after_a_retraction_divides_by_max_new_clipped_to_the_context() -> None:
+    """``estimate_new_token_ratio_after_retract`` sums ``sampling_params.max_new_tokens``, max_tokens
+    clipped to max_model_len - prompt: r0's 46 counts 17, so (2 outputs + 20 * 2) / (17 + 2 + 1) is
+    past 1 and the ratio is 1.0, which keeps the retracted r2 waiting while r0 decodes."""
+    t = ModelTarget(_cfg(max_num_batched_tokens=60, max_num_seqs=10, num_speculative_tokens=5, num_kv_blocks=36,
+                         max_model_len=18), get_policy("sglang-0.5.23"))
+    for i, max_tokens in enumerate([46, 2, 6]):
+        t.add(AddOp(f"r{i}", 1, max_tokens))
+    t.step({})
+    rec, _ = t.step({})
+    assert rec.preempted == ("r2",) and t.scheduler.new_token_ratio == 1.0
+    rec, _ = t.step({})
+    assert rec.num_scheduled_tokens == {"r0": 6}

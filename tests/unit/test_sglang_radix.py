@@ -101,3 +101,43 @@ def test_a_match_part_way_into_a_node_splits_it() -> None:
     node, hit = tree.match(tree.keys(short, 2))
     assert hit == blocks[:2] == tree.match(tree.keys(long, 2))[1] and len(node.keys) == 2
     assert list(node.children.values())[0].keys == tree.keys(long, 3)[2:]
+
+
+def _order(tree: RadixCache) -> tuple[object, ...]:
+    """The nodes but the root, least recent first, each by its first key and its blocks."""
+    nodes, stack = [], list(tree.root.children.values())
+    while stack:
+        node = stack.pop()
+        nodes.append(node)
+        stack.extend(node.children.values())
+    return tuple((repr(n.keys[0]), tuple(n.blocks)) for n in sorted(nodes, key=lambda n: n.time))
+
+
+def test_recency_counts_exactly_the_changes_of_the_order_not_the_clock() -> None:
+    """Matches, a refresh's batch of them, inserts and evictions at random: ``recency`` moves
+    between two reads exactly when the order of the nodes' times did; re-matching the path
+    matched last, or the same batch again, leaves it where it was."""
+    import random
+
+    rng = random.Random(7)
+    pool = KVBlockPool(64, 4, False)
+    tree = RadixCache(pool, lookahead=0)
+    cached = [_cached(tree, pool, f"r{i}", f"g{i % 3}", rng.choice([4, 8, 12])) for i in range(6)]
+    before, count = _order(tree), tree.recency()
+    moved = stayed = 0
+    for _ in range(400):
+        roll = rng.random()
+        if roll < 0.6:  # one match, or a batch of them (a waiting-prefix refresh)
+            batch = [rng.choice(cached)[0] for _ in range(rng.choice([1, 1, 3]))]
+            for _ in range(rng.choice([1, 2])):  # sometimes the same again
+                for req in batch:
+                    tree.match(tree.keys(req, rng.randint(1, req.num_prompt_tokens // 4)))
+        elif roll < 0.8:
+            cached.append(_cached(tree, pool, f"n{len(cached)}", f"g{rng.randrange(4)}", rng.choice([4, 8, 12])))
+        else:
+            tree.evict((pool.num_free + rng.randint(1, 4)) * 4)
+        after, now = _order(tree), tree.recency()
+        assert (now != count) == (after != before), (after, before)
+        moved, stayed = moved + (now != count), stayed + (now == count)
+        before, count = after, now
+    assert moved > 50 and stayed > 50, (moved, stayed)
