@@ -51,14 +51,14 @@ from ..spec.invariants import (INVARIANTS, RequestAccounting, Violation, check_s
 from ..spec.records import RequestState, StepRecord
 from ..spec.target import describe
 from ..spec.trace import AbortOp, Op, StepOp, Trace, ViolationExpectation
-from .config_strategies import asks_more_pool_of, configs, same_step_refund_configs
+from .config_strategies import asks_more_pool_of, configs, priority_wave_configs, same_step_refund_configs
 from .coverage import example_key, paths_taken
 from ..spec.collector import PacedCollector
 from ..spec.execution import Execution
 from .failures import MODEL_ERROR, FuzzFailure, error_kind, failure, identity, is_known, kind_of
 from ..model.target import ModelTarget, TargetFactory
-from .request_shapes import (PATTERNS, RequestShape, accepted_drafts, bursts, request_shapes, resolve,
-                             staggered_arrivals)
+from .request_shapes import (PATTERNS, RequestShape, accepted_drafts, bursts, priority_waves, request_shapes,
+                             resolve, staggered_arrivals)
 
 DEFAULTS = BudgetConfig().to_dict()
 TICK_EVERY = 512  # steps between two calls of ``FuzzStats.tick`` inside one example (it paces its own output)
@@ -506,12 +506,17 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
             self.add(requests)
 
     if real_engine:
+        plans = st.tuples(strategy, first, staggered_arrivals())
+        if config_strategy is None:  # one run in three: a wave of short prompts behind a least-urgent request
+            waves = st.tuples(priority_wave_configs(policy), priority_waves()).map(lambda p: (p[0], *p[1]))
+            plans = st.one_of(plans, plans, waves)
+
         class Machine(FuzzMachine):  # type: ignore[no-redef]
-            @initialize(cfg=strategy, requests=first, later=staggered_arrivals())
-            def start(self, cfg: BudgetConfig, requests: list[RequestShape],
-                      later: tuple[int, list[RequestShape]]) -> None:
+            @initialize(plan=plans)
+            def start(self, plan: tuple[BudgetConfig, list[RequestShape], tuple[int, list[RequestShape]]]) -> None:
                 """As above, then (some runs) a few steps and more requests: later arrivals, more
                 urgent under PRIORITY, run behind less urgent ones (a same-step refund's order)."""
+                cfg, requests, later = plan
                 self.deploy(cfg)
                 self.add(requests)
                 wait, more = later
