@@ -320,7 +320,7 @@ def _wave_config(draw: Draw, policy: BudgetPolicy, space: ConfigSpace) -> Budget
     held = draw(st.integers(3, 4))  # the decodes the budget grants whole
     part = draw(st.integers(d + 1, k + d))  # and the rest, a part of one more
     scheduled = None
-    if space.max_num_scheduled_tokens and draw(st.integers(0, 2)) == 0:
+    if space.max_num_scheduled_tokens and draw(st.integers(0, 2)) == 2:  # Hypothesis leans to 0: B binds then
         scheduled = held * (1 + k) + part - d
         budget = scheduled + seqs * d
     else:

@@ -61,6 +61,7 @@ from .request_shapes import (PATTERNS, RequestShape, accepted_drafts, bursts, pr
                              resolve, staggered_arrivals)
 
 DEFAULTS = BudgetConfig().to_dict()
+WAVE_PASSES = 2  # a priority wave's admission and the pass after it, where it preempts and refunds
 TICK_EVERY = 512  # steps between two calls of ``FuzzStats.tick`` inside one example (it paces its own output)
 REQUESTS = st.lists(request_shapes(), min_size=1, max_size=3)
 
@@ -210,6 +211,13 @@ class FuzzMachine(RuleBasedStateMachine):
         rid = list(self.live)[index % len(self.live)]
         self._apply(AbortOp(rid))
         del self.live[rid]
+
+    def _idle_steps(self, count: int) -> None:
+        """Up to ``count`` steps accepting no draft, while the run is live."""
+        for _ in range(count):
+            if self.broken or not self.live:
+                return
+            self._step({})
 
     # -- execute ------------------------------------------------------------------------
     def _apply(self, op: Op) -> StepRecord | None:
@@ -506,25 +514,25 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
             self.add(requests)
 
     if real_engine:
-        plans = st.tuples(strategy, first, staggered_arrivals())
+        plans = st.tuples(strategy, first, staggered_arrivals()).map(lambda p: (*p, 0))
         if config_strategy is None:  # one run in three: a wave of short prompts behind a least-urgent request
-            waves = st.tuples(priority_wave_configs(policy), priority_waves()).map(lambda p: (p[0], *p[1]))
+            waves = st.tuples(priority_wave_configs(policy), priority_waves()).map(
+                lambda p: (p[0], *p[1], WAVE_PASSES))
             plans = st.one_of(plans, plans, waves)
 
         class Machine(FuzzMachine):  # type: ignore[no-redef]
             @initialize(plan=plans)
-            def start(self, plan: tuple[BudgetConfig, list[RequestShape], tuple[int, list[RequestShape]]]) -> None:
+            def start(self, plan: tuple[BudgetConfig, list[RequestShape], tuple[int, list[RequestShape]], int]) -> None:
                 """As above, then (some runs) a few steps and more requests: later arrivals, more
-                urgent under PRIORITY, run behind less urgent ones (a same-step refund's order)."""
-                cfg, requests, later = plan
+                urgent under PRIORITY, run behind less urgent ones (a same-step refund's order);
+                after a priority wave, the passes that admit it and refund, before any other rule."""
+                cfg, requests, later, passes = plan
                 self.deploy(cfg)
                 self.add(requests)
                 wait, more = later
-                for _ in range(wait if more else 0):
-                    if self.broken or not self.live:
-                        break
-                    self._step({})
+                self._idle_steps(wait if more else 0)
                 self.add(more)
+                self._idle_steps(passes)
 
     Machine.__name__ = Machine.__qualname__ = "Fuzz_" + "".join(c if c.isalnum() else "_" for c in policy_spec)
     Machine.policy_spec = policy_spec
