@@ -306,14 +306,15 @@ def priority_wave_configs(policy: BudgetPolicy, space: ConfigSpace | None = None
 def _wave_config(draw: Draw, policy: BudgetPolicy, space: ConfigSpace) -> BudgetConfig:
     """Priority scheduling, d > 0 where a method has it, 6-8 seats and blocks of 2 or 4, for
     ``request_shapes.priority_waves``. The budget covers the decodes of 3 or 4 requests and a
-    part of one more: the input budget B (grants plus d each) or, one run in three where T
-    may be set, the token budget T (grants only; B then has room for every seat's d too). The
-    pool (one ``max_model_len`` sequence) holds 2-4 more such requests' first decodes (a prompt
-    of 2, 1 + k, and k slots of lookahead) than that. The wave's prompts cost less to admit
-    than a decode, so more are admitted than the next pass can grant; in that pass the running
-    loop grants the least-urgent request first, a wave request short of a block preempts it
-    (a same-step refund), and the requests behind ask for more than is left. Tuned on the
-    model: the refund with the budget spent in the same step in about half of these runs."""
+    part of one more: the input budget B (grants plus d each) or, one draw in three where T
+    may be set (the one Hypothesis leans away from), the token budget T (grants only; B then
+    has room for every seat's d too). The pool (one ``max_model_len`` sequence) holds 2-4 more
+    such requests' first decodes (a prompt of 2, 1 + k, and k slots of lookahead) than that.
+    The wave's prompts cost less to admit than a decode, so more are admitted than the next
+    pass can grant; in that pass the running loop grants the least-urgent request first, a
+    wave request short of a block preempts it (a same-step refund), and the requests behind
+    ask for more than is left. Tuned on the model: the refund with the budget spent in the
+    same pass in about half of these runs."""
     method, parallel, k, d = _with_draft_slots(draw, policy, space)
     seqs = draw(st.integers(min(6, space.max_seqs), min(8, space.max_seqs)))
     block_size = draw(st.sampled_from((2, 4)))

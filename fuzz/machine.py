@@ -515,7 +515,7 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
 
     if real_engine:
         plans = st.tuples(strategy, first, staggered_arrivals()).map(lambda p: (*p, 0))
-        if config_strategy is None:  # one run in three: a wave of short prompts behind a least-urgent request
+        if config_strategy is None:  # one draw in three: a wave of short prompts behind a least-urgent request
             waves = st.tuples(priority_wave_configs(policy), priority_waves()).map(
                 lambda p: (p[0], *p[1], WAVE_PASSES))
             plans = st.one_of(plans, plans, waves)
