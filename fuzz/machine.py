@@ -515,9 +515,9 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
 
     if real_engine:
         plans = st.tuples(strategy, first, staggered_arrivals()).map(lambda p: (*p, 0))
-        if config_strategy is None:  # one draw in three: a wave of short prompts behind a least-urgent request
-            waves = st.tuples(priority_wave_configs(policy), priority_waves()).map(
-                lambda p: (p[0], *p[1], WAVE_PASSES))
+        wave_configs = priority_wave_configs(policy) if config_strategy is None else st.nothing()
+        if not wave_configs.is_empty:  # one draw in three: a wave of short prompts behind a least-urgent request
+            waves = st.tuples(wave_configs, priority_waves()).map(lambda p: (p[0], *p[1], WAVE_PASSES))
             plans = st.one_of(plans, plans, waves)
 
         class Machine(FuzzMachine):  # type: ignore[no-redef]
