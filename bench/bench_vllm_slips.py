@@ -8,12 +8,16 @@ Run after ``pip install -e .`` from the repository root::
 ``--engine`` defaults to $TOKENBUDGET_VLLM033_PATH (.ci/run sets it). For the unpatched
 engine and then each slip of tests/vllm/vllm_slips.py it copies the engine to a temp dir,
 plants the slip, runs ``tokenbudget fuzz --target vllm --engine-path DIR --seconds S --seed N
---json`` (no database) in a process of its own and prints, per engine: caught or missed
-(caught: some counterexample's verdict is not known), the seconds to the first one that is
+--database none --json`` in a process of its own (no example database: its key names no
+engine folder, so what one slip's session saved would be replayed on the next, and the seed
+would no longer decide the run) and prints, per engine: caught or missed (caught: some counterexample's verdict is not known), the seconds to the first one that is
 not known (seconds into the session, before shrinking), the command's wall time, the
 examples run and how many took a same-step refund and an input-budget stop, and every
 counterexample's identity with its verdict (one line per engine as it ends; on stderr
 under --json, which prints the rows at the end). The unpatched engine must show known ones only.
+A slip marked ``equivalent`` (it leaves the scheduler doing the same, SPEC.md §7) is reported
+"equivalent (cannot be caught)" when nothing of its own is found, and counted neither caught
+nor missed; a catch on it fails the argument and is reported so.
 """
 from __future__ import annotations
 
@@ -33,7 +37,7 @@ def fuzz_once(engine: Path, seconds: float, seed: int, workers: int | None,
               examples: int | None = None) -> dict[str, object]:
     budget = ["--examples", str(examples)] if examples else ["--seconds", f"{seconds:g}"]
     argv = [sys.executable, "-m", "tokenbudget.cli", "fuzz", "--target", "vllm", "--engine-path", str(engine),
-            *budget, "--seed", str(seed), "--json"]
+            *budget, "--seed", str(seed), "--database", "none", "--json"]
     if workers is not None:
         argv += ["--workers", str(workers)]
     started = time.perf_counter()
@@ -52,14 +56,24 @@ def fuzz_once(engine: Path, seconds: float, seed: int, workers: int | None,
             "seconds_to_catch": min(own) if own else None}
 
 
+def verdict(result: dict, unpatched: bool) -> str:
+    """The unpatched engine must show known findings only; a slip is caught or missed; an
+    equivalent slip (``Slip.equivalent``: the scheduler does the same) is reported as such,
+    and a catch on it is a failure of the argument, not a catch."""
+    caught = result.get("caught")
+    if unpatched:
+        return "FAIL: own" if caught else "ok: known only"
+    if result.get("equivalent"):
+        return "FAIL: equivalent caught" if caught else "equivalent (cannot be caught)"
+    return f"caught in {result['seconds_to_catch']:.1f} s" if caught else "missed"
+
+
 def line(result: dict, unpatched: bool) -> str:
-    """One engine's row: caught or missed, the time to catch, the wall time, examples and what was found."""
+    """One engine's row: its verdict, the wall time, examples and what was found."""
     found = ", ".join(f"{f['identity']} ({f['verdict']}, {f['first_seen']:.1f} s)"
                       for f in result.get("found", ())) or result.get("error") or "-"
-    verdict = ("ok: known only" if not result.get("caught") else "FAIL: own") if unpatched else \
-        (f"caught in {result['seconds_to_catch']:.1f} s" if result.get("caught") else "missed")
     cover = result.get("coverage_examples", {})
-    return (f"{result['slip']:34} {verdict:18} wall {result['wall']:5.1f} s  {result.get('examples', 0)} examples "
+    return (f"{result['slip']:34} {verdict(result, unpatched):29} wall {result['wall']:5.1f} s  {result.get('examples', 0)} examples "
             f"(refund in {cover.get('same-step-refund', 0)}, input stop in {cover.get('input-budget-stop', 0)})  "
             f"{found}")
 
@@ -89,14 +103,18 @@ def main() -> int:
             result = fuzz_once(plant(args.engine, slip, Path(tmp)), args.seconds, args.seed, args.workers,
                                args.examples)
         result["slip"] = slip.name if slip else "none"
+        result["equivalent"] = bool(slip and slip.equivalent)
         rows.append(result)
         print(line(result, slip is None), file=sys.stderr if args.json else sys.stdout, flush=True)
     if args.json:
         print(json.dumps(rows, indent=1))
-    caught = sum(bool(r.get("caught")) for r in rows if r["slip"] != "none")
+    slips = [r for r in rows if r["slip"] != "none" and not r["equivalent"]]
+    caught = sum(bool(r.get("caught")) for r in slips)
     if not args.json:
         budget = f"{args.examples} examples" if args.examples else f"{args.seconds:g} s"
-        print(f"caught {caught} of {sum(r['slip'] != 'none' for r in rows)} slips ({budget} each, seed {args.seed})")
+        equivalent = sum(r["equivalent"] for r in rows)
+        print(f"caught {caught} of {len(slips)} slips ({budget} each, seed {args.seed})"
+              + (f"; {equivalent} equivalent, not counted (SPEC.md §7)" if equivalent else ""))
     return 0
 
 

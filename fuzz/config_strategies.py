@@ -257,16 +257,7 @@ def _refund_config(draw: Draw, policy: BudgetPolicy, space: ConfigSpace) -> Budg
     about half the seats and a part of one more, so the running loop grants a part and stops
     on ``input budget <= d`` ahead of the rest."""
     refund = draw(st.booleans())
-    k = draw(st.integers(min(2, space.max_k), max(1, min(4, space.max_k))))
-    table = methods.TABLES[policy.table]
-    choices = [(m, parallel) for m in space.methods if m is not None for parallel in (False, True)
-               if (not parallel or (space.parallel_drafting and table[m].parallel_draft_slots is not None))
-               and methods.draft_slots(policy.table, m, k, parallel) > 0]
-    if not choices:
-        choices = [(m, False) for m in space.methods]
-    method, parallel = draw(st.sampled_from(choices))
-    k = k if method else 0
-    d = int(methods.draft_slots(policy.table, method, k, parallel)) if method else 0
+    method, parallel, k, d = _with_draft_slots(draw, policy, space)
     seqs = draw(st.integers(3, min(8, space.max_seqs)))
     block_size = draw(st.sampled_from((1, 2, 4)))
     model_len = max(space.min_model_len, draw(st.integers(16, 64)))
@@ -284,3 +275,60 @@ def _refund_config(draw: Draw, policy: BudgetPolicy, space: ConfigSpace) -> Budg
         num_speculative_tokens=k, method=method, parallel_drafting=parallel, block_size=block_size,
         max_model_len=model_len, num_kv_blocks=pool, scheduling_policy="priority",
         enable_prefix_caching=draw(st.booleans()))
+
+
+def _with_draft_slots(draw: Draw, policy: BudgetPolicy, space: ConfigSpace) -> tuple[str | None, bool, int, int]:
+    """Method, parallel drafting, k (2-4 where allowed) and d: a method with d > 0 where the
+    policy's table has one (the input budget differs from the token budget only then)."""
+    k = draw(st.integers(min(2, space.max_k), max(1, min(4, space.max_k))))
+    table = methods.TABLES[policy.table]
+    choices = [(m, parallel) for m in space.methods if m is not None for parallel in (False, True)
+               if (not parallel or (space.parallel_drafting and table[m].parallel_draft_slots is not None))
+               and methods.draft_slots(policy.table, m, k, parallel) > 0]
+    if not choices:
+        choices = [(m, False) for m in space.methods]
+    method, parallel = draw(st.sampled_from(choices))
+    k = k if method else 0
+    return method, parallel, k, int(methods.draft_slots(policy.table, method, k, parallel)) if method else 0
+
+
+def priority_wave_configs(policy: BudgetPolicy, space: ConfigSpace | None = None) -> st.SearchStrategy[BudgetConfig]:
+    """Configs for a wave of short prompts behind a least-urgent request
+    (``request_shapes.priority_waves``), those the policy accepts; nothing when it has no
+    priority scheduling."""
+    space = space or config_space(policy)
+    if "priority" not in space.scheduling_policies:
+        return st.nothing()
+    return _wave_config(policy, space).filter(lambda cfg: validates(policy, cfg))
+
+
+@st.composite
+def _wave_config(draw: Draw, policy: BudgetPolicy, space: ConfigSpace) -> BudgetConfig:
+    """Priority scheduling, d > 0 where a method has it, 6-8 seats and blocks of 2 or 4, for
+    ``request_shapes.priority_waves``. The budget covers the decodes of 3 or 4 requests and a
+    part of one more: the input budget B (grants plus d each) or, one draw in three where T
+    may be set (the one Hypothesis leans away from), the token budget T (grants only; B then
+    has room for every seat's d too). The pool (one ``max_model_len`` sequence) holds 2-4 more
+    such requests' first decodes (a prompt of 2, 1 + k, and k slots of lookahead) than that.
+    The wave's prompts cost less to admit than a decode, so more are admitted than the next
+    pass can grant; in that pass the running loop grants the least-urgent request first, a
+    wave request short of a block preempts it (a same-step refund), and the requests behind
+    ask for more than is left. Tuned on the model: the refund with the budget spent in the
+    same pass in about half of these runs."""
+    method, parallel, k, d = _with_draft_slots(draw, policy, space)
+    seqs = draw(st.integers(min(6, space.max_seqs), min(8, space.max_seqs)))
+    block_size = draw(st.sampled_from((2, 4)))
+    held = draw(st.integers(3, 4))  # the decodes the budget grants whole
+    part = draw(st.integers(d + 1, k + d))  # and the rest, a part of one more
+    scheduled = None
+    if space.max_num_scheduled_tokens and draw(st.integers(0, 2)) == 2:  # Hypothesis leans to 0: B binds then
+        scheduled = held * (1 + k) + part - d
+        budget = scheduled + seqs * d
+    else:
+        budget = held * (1 + k + d) + part
+    pool = cdiv((held + draw(st.integers(2, 4))) * (2 + 1 + 2 * k), block_size)
+    return BudgetConfig(
+        max_num_batched_tokens=max(budget, seqs, d + 1), max_num_seqs=seqs, max_num_scheduled_tokens=scheduled,
+        num_speculative_tokens=k, method=method, parallel_drafting=parallel, block_size=block_size,
+        max_model_len=max(space.min_model_len, pool * block_size), num_kv_blocks=pool,
+        scheduling_policy="priority", enable_prefix_caching=draw(st.booleans()))

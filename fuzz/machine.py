@@ -51,16 +51,17 @@ from ..spec.invariants import (INVARIANTS, RequestAccounting, Violation, check_s
 from ..spec.records import RequestState, StepRecord
 from ..spec.target import describe
 from ..spec.trace import AbortOp, Op, StepOp, Trace, ViolationExpectation
-from .config_strategies import asks_more_pool_of, configs, same_step_refund_configs
+from .config_strategies import asks_more_pool_of, configs, priority_wave_configs, same_step_refund_configs
 from .coverage import example_key, paths_taken
 from ..spec.collector import PacedCollector
 from ..spec.execution import Execution
 from .failures import MODEL_ERROR, FuzzFailure, error_kind, failure, identity, is_known, kind_of
 from ..model.target import ModelTarget, TargetFactory
-from .request_shapes import (PATTERNS, RequestShape, accepted_drafts, bursts, request_shapes, resolve,
-                             staggered_arrivals)
+from .request_shapes import (PATTERNS, RequestShape, accepted_drafts, bursts, priority_waves, request_shapes,
+                             resolve, staggered_arrivals)
 
 DEFAULTS = BudgetConfig().to_dict()
+WAVE_PASSES = 2  # a priority wave's admission and the pass after it, where it preempts and refunds
 TICK_EVERY = 512  # steps between two calls of ``FuzzStats.tick`` inside one example (it paces its own output)
 REQUESTS = st.lists(request_shapes(), min_size=1, max_size=3)
 
@@ -210,6 +211,13 @@ class FuzzMachine(RuleBasedStateMachine):
         rid = list(self.live)[index % len(self.live)]
         self._apply(AbortOp(rid))
         del self.live[rid]
+
+    def _idle_steps(self, count: int) -> None:
+        """Up to ``count`` steps accepting no draft, while the run is live."""
+        for _ in range(count):
+            if self.broken or not self.live:
+                return
+            self._step({})
 
     # -- execute ------------------------------------------------------------------------
     def _apply(self, op: Op) -> StepRecord | None:
@@ -506,20 +514,25 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
             self.add(requests)
 
     if real_engine:
+        plans = st.tuples(strategy, first, staggered_arrivals()).map(lambda p: (*p, 0))
+        wave_configs = priority_wave_configs(policy) if config_strategy is None else st.nothing()
+        if not wave_configs.is_empty:  # one draw in three: a wave of short prompts behind a least-urgent request
+            waves = st.tuples(wave_configs, priority_waves()).map(lambda p: (p[0], *p[1], WAVE_PASSES))
+            plans = st.one_of(plans, plans, waves)
+
         class Machine(FuzzMachine):  # type: ignore[no-redef]
-            @initialize(cfg=strategy, requests=first, later=staggered_arrivals())
-            def start(self, cfg: BudgetConfig, requests: list[RequestShape],
-                      later: tuple[int, list[RequestShape]]) -> None:
+            @initialize(plan=plans)
+            def start(self, plan: tuple[BudgetConfig, list[RequestShape], tuple[int, list[RequestShape]], int]) -> None:
                 """As above, then (some runs) a few steps and more requests: later arrivals, more
-                urgent under PRIORITY, run behind less urgent ones (a same-step refund's order)."""
+                urgent under PRIORITY, run behind less urgent ones (a same-step refund's order);
+                after a priority wave, the passes that admit it and refund, before any other rule."""
+                cfg, requests, later, passes = plan
                 self.deploy(cfg)
                 self.add(requests)
                 wait, more = later
-                for _ in range(wait if more else 0):
-                    if self.broken or not self.live:
-                        break
-                    self._step({})
+                self._idle_steps(wait if more else 0)
                 self.add(more)
+                self._idle_steps(passes)
 
     Machine.__name__ = Machine.__qualname__ = "Fuzz_" + "".join(c if c.isalnum() else "_" for c in policy_spec)
     Machine.policy_spec = policy_spec

@@ -22,6 +22,7 @@ PROMPT_KINDS = ("any", "one", "k+1", "blocks", "budget", "long", "share", "tail"
 PREFIXES = (None, "g0:blocks", "g0:all-but-last", "g0:all", "g1:blocks", "g1:all-but-last", "g1:all")
 PATTERNS = ("none", "all", "random")
 MAX_TOKENS = 48  # keeps every drain short; "tail" prompts reach max_model_len within it
+LEAST_URGENT = 3  # the largest priority drawn: under PRIORITY the least urgent
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ def request_shapes() -> st.SearchStrategy[RequestShape]:
         prompt=st.sampled_from(PROMPT_KINDS),
         n=st.integers(0, 300),
         max_tokens=st.integers(1, MAX_TOKENS),
-        priority=st.integers(0, 3),
+        priority=st.integers(0, LEAST_URGENT),
         prefix=st.sampled_from(PREFIXES),
     )
 
@@ -71,6 +72,24 @@ def staggered_arrivals() -> st.SearchStrategy[tuple[int, list[RequestShape]]]:
                                                                                       max_size=3)))
 
 
+WAVE_MAX_TOKENS = 16
+
+
+def priority_waves() -> st.SearchStrategy[tuple[list[RequestShape], tuple[int, list[RequestShape]]]]:
+    """A least-urgent request of a short prompt, 1-3 steps, then a wave of 6 to ``MAX_BURST``
+    such short prompts, each more urgent than it (and, by ``resolve``'s drift, than the one two
+    before): ``(first requests, (steps, later requests))`` as the real engine's machine starts.
+    The wave is admitted for its short prompts, then its decodes ask 1 + k each behind the
+    least-urgent request, which the running loop granted first; on a tight pool the first of
+    them short of a block preempts it in that pass (a same-step refund), and the rest ask
+    for more than the budget left. The least-urgent request asks ``WAVE_MAX_TOKENS`` out, so it
+    still runs when the wave comes; a wave request 4 to that (the cost cap)."""
+    short = st.builds(RequestShape, prompt=st.just("short"), n=st.integers(0, 300),
+                      max_tokens=st.integers(4, WAVE_MAX_TOKENS))
+    first = short.map(lambda shape: [RequestShape("short", shape.n, WAVE_MAX_TOKENS, LEAST_URGENT)])
+    return st.tuples(first, st.tuples(st.integers(1, 3), st.lists(short, min_size=6, max_size=MAX_BURST)))
+
+
 def prompt_len(shape: RequestShape, cfg: BudgetConfig, chunk: int, draft_slots: int) -> int:
     """The prompt length of a shape under cfg, within 1 .. max_model_len - 1.
 
@@ -83,7 +102,9 @@ def prompt_len(shape: RequestShape, cfg: BudgetConfig, chunk: int, draft_slots: 
     share: max_model_len / 2, 3 or 4, so that a few requests fill a small KV pool as they
     decode · tail: within n % 16 tokens of max_model_len - 1 · pages (bursts only): 1 to 4
     whole pages, or a token less, so that the KV ends on a page boundary after the prefill or
-    the first decode. n picks among the choices.
+    the first decode · short (waves only): 2 to k - 1 tokens (2 where k < 4), shorter than one decode's 1 + k,
+    so the prompt is admitted for less than its decodes later ask (a 1-token prompt is
+    padded to 1 + k). n picks among the choices.
     """
     bs, top = cfg.block_size, cfg.max_model_len - 1
     kind, n = shape.prompt, shape.n
@@ -103,6 +124,8 @@ def prompt_len(shape: RequestShape, cfg: BudgetConfig, chunk: int, draft_slots: 
         length = top - n % 16
     elif kind == "pages":
         length = (n // 2 % 4 + 1) * bs - n % 2
+    elif kind == "short":
+        length = 2 + n % max(1, cfg.num_speculative_tokens - 2)
     else:
         length = 1 + n % (4 * chunk)
     return max(1, min(length, top, 8 * chunk))

@@ -5,13 +5,18 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from tokenbudget.fuzz.config_strategies import asks_more_pool, asks_more_pool_of, candidate_configs, configs
+from tokenbudget.fuzz.config_strategies import (asks_more_pool, asks_more_pool_of, candidate_configs, configs,
+                                                priority_wave_configs)
 from tokenbudget.fuzz.seeded_draws import seeded_draws
-from tokenbudget.fuzz.request_shapes import BURST_MAX_TOKENS, MAX_BURST, RequestShape, bursts, request_shapes, resolve
+from tokenbudget.fuzz.request_shapes import (BURST_MAX_TOKENS, MAX_BURST, RequestShape, bursts, priority_waves,
+                                             request_shapes, resolve)
 from tokenbudget.model import BudgetConfig, BudgetPolicy, ConfigError, builtin_policies, get_policy, scheduler_for
 from tokenbudget.model.config_edges import least_pool, validates
+from tokenbudget.model.target import ModelTarget
 from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.spec.execution import Execution
 from tokenbudget.spec.intlike import cdiv
+from tokenbudget.spec.trace import StepOp
 
 SAMPLE = 300
 # The least share of raw draws a policy accepts, on a fixed seeded sample (the share varies
@@ -132,3 +137,45 @@ def test_a_burst_is_copies_of_one_short_request() -> None:
         assert shapes[0].max_tokens <= BURST_MAX_TOKENS
 
     burst()
+
+
+def test_a_priority_wave_refunds_and_then_spends_the_budget_on_the_model() -> None:
+    """The wave shape (a least-urgent request, then short prompts more urgent than it, on its
+    configs) is accepted, and on the model most of its runs take a same-step refund, and in
+    about half of them the requests behind the preempting one spend the budget the refund
+    gave back in that very pass (the input budget down to d, or the token budget to 0)."""
+    pol = get_policy("vllm-adaptive")
+    runs: list[tuple[bool, bool]] = []
+    DRAIN = 40  # steps: the wave has drained or preempted its way through its refunds by then
+
+    @settings(settings.get_profile("default"), derandomize=True, database=None, max_examples=60,
+              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(priority_wave_configs(pol), priority_waves())
+    def run(cfg: BudgetConfig, plan: tuple[list[RequestShape], tuple[int, list[RequestShape]]]) -> None:
+        first, (wait, wave) = plan
+        execution = Execution(ModelTarget(cfg, pol))
+        lim = execution.run.limits
+        assert validates(pol, cfg) and cfg.scheduling_policy == "priority" and lim.draft_slots > 0
+        ops = [resolve(shape, cfg, lim.max_num_batched_tokens - lim.draft_slots, lim.draft_slots, i)
+               for i, shape in enumerate(first + wave)]
+        assert all(2 <= op.prompt_len < 1 + cfg.num_speculative_tokens for op in ops)
+        assert all(op.priority < ops[0].priority for op in ops[1:])  # more urgent
+        execution.apply(ops[0])
+        for _ in range(wait):
+            execution.apply(StepOp({}))
+        for op in ops[1:]:
+            execution.apply(op)
+        refund = spent = False
+        for _ in range(DRAIN):
+            rec = execution.apply(StepOp({}))
+            assert rec is not None and rec.error is None
+            if any(entry.kind == "refund" for entry in rec.ledger or ()):
+                refund = True
+                spent = spent or (lim.max_num_batched_tokens - rec.total_runner_rows <= lim.draft_slots
+                                  or rec.total_scheduled_tokens >= lim.max_num_scheduled_tokens)
+        runs.append((refund, spent))
+
+    with seeded_draws():
+        run()
+    assert sum(refund for refund, _ in runs) >= len(runs) // 2, runs
+    assert sum(spent for _, spent in runs) >= len(runs) // 3, runs

@@ -15,12 +15,13 @@ pytestmark = pytest.mark.vllm
 
 SLIP = "running-grant-ignores-draft-slots"
 EXAMPLES = 60
+REFUND_EXAMPLES = 100  # seed 0 meets the refund given back twice in a priority wave well within these
 
 
-def fuzz_json(engine: Path, corpus: Path) -> tuple[int, dict]:
+def fuzz_json(engine: Path, corpus: Path, examples: int = EXAMPLES) -> tuple[int, dict]:
     done = subprocess.run(
         [sys.executable, "-m", "tokenbudget.cli", "fuzz", "--target", "vllm", "--engine-path", str(engine),
-         "--examples", str(EXAMPLES), "--seed", "0", "--workers", "1", "--corpus", str(corpus), "--json"],
+         "--examples", str(examples), "--seed", "0", "--workers", "1", "--corpus", str(corpus), "--json"],
         capture_output=True, text=True, timeout=900)
     assert done.stdout, done.stderr[-2000:]
     return done.returncode, json.loads(done.stdout)["policies"][0]
@@ -35,3 +36,16 @@ def test_fuzz_catches_a_slip_planted_in_vllms_scheduler(vllm033_path: Path, tmp_
     parted = [v["message"] for key, v in own.items() if key.startswith("conformance@")]
     assert all("request" in m and "vLLM grants" in m for m in parted), parted
     assert all(Path(v["trace"]).is_file() for v in own.values())
+
+
+def test_fuzz_catches_a_same_step_refund_given_back_twice(vllm033_path: Path, tmp_path: Path) -> None:
+    """The refund of a preempted request's grant, applied twice, shows only where requests behind
+    the preempting one then ask for more than the single refund left: the priority wave's pass
+    (``fuzz.request_shapes.priority_waves``). The fuzz names the parting after that refund."""
+    engine = plant(vllm033_path, BY_NAME["refund-twice"], tmp_path / "engine")
+    code, report = fuzz_json(engine, tmp_path / "corpus", REFUND_EXAMPLES)
+    own = {key: report["violations"][key] for key, verdict in report["judged"].items() if verdict != "known"}
+    assert code == 1 and own, report["judged"]
+    after_refund = [v["message"] for key, v in own.items()
+                    if key.startswith("conformance@") and "after the same-step refund" in v["message"]]
+    assert after_refund, own

@@ -3,7 +3,9 @@
 Each slip replaces one line (found by its text, the n-th time it occurs, so a slip names
 no line number) of a file of the vLLM folder. ``plant`` copies the folder's ``vllm``
 package to a new folder and changes that one line there; the original is never written.
-The bench (bench/bench_vllm_slips.py) fuzzes every slip; tests/vllm plants one.
+The bench (bench/bench_vllm_slips.py) fuzzes every slip; tests/vllm plants one. A slip whose
+``equivalent`` is set changes the text but not what the scheduler does (the reason; SPEC.md
+§7 argues it from the cited lines): no check that watches the scheduler can catch it.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ class Slip:
     old: str  # the line's text, stripped
     new: str  # what replaces it, stripped (the indentation is kept)
     occurrence: int = 1  # which line of that text
+    equivalent: str = ""  # why the change is no slip (the scheduler does the same): argued in SPEC.md §7
 
 
 SLIPS: tuple[Slip, ...] = (
@@ -33,7 +36,8 @@ SLIPS: tuple[Slip, ...] = (
     Slip("token-refund-twice", "a same-step refund of the token budget applied twice",
          SCHEDULER, "token_budget += restored", "token_budget += 2 * restored"),
     Slip("running-loop-no-input-exit", "the running loop without its input_budget <= draft_slots exit",
-         SCHEDULER, "if input_budget <= draft_slots:", "if input_budget < 0:"),
+         SCHEDULER, "if input_budget <= draft_slots:", "if input_budget < 0:",
+         equivalent="past the exit every grant is clamped to 0 and its request skipped, with no side effect"),
     Slip("draft-slots-are-k", "the scheduler's draft-slot count is k, not the method's slots",
          SCHEDULER, "draft_slots = spec.max_num_new_slots_for_drafting if spec is not None else 0",
          "draft_slots = spec.num_speculative_tokens if spec is not None else 0"),
