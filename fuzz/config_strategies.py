@@ -423,15 +423,15 @@ def _priority_preemption_config(draw: Draw, policy: BudgetPolicy, space: ConfigS
 @st.composite
 def _page_edge_config(draw: Draw, policy: BudgetPolicy, space: ConfigSpace) -> BudgetConfig:
     """Pages of a deployment larger than 2 + 2k (where SGLang's spec-v1 page check skips a
-    KV that ends on a page: F6), max_model_len of 2-4 pages, then the most seats and the
-    least pool the policy accepts (``at_the_boundary``): a burst of whole-page prompts
+    KV that ends on a page: F6), max_model_len of 2-4 pages, 2-8 seats and the least pool the
+    policy accepts for them: a burst of as many whole-page prompts
     (``request_shapes.page_bursts``) then decodes from full pages together, with no page to
     spare."""
     page = draw(st.sampled_from((16, 32, 64)))
     method, k, _, _ = _spec(draw, policy, space, 1, min(MAX_PAGE_K, (page - 3) // 2))
     model_len = max(space.min_model_len, page * draw(st.integers(2, 4)))
-    seqs = draw(st.integers(2, 8))
+    seqs = draw(st.integers(2, min(8, space.max_seqs)))
     cfg = BudgetConfig(max_num_batched_tokens=max(seqs * (1 + k), draw(st.sampled_from((page, 2 * page, model_len)))),
                        max_num_seqs=seqs, num_speculative_tokens=k, method=method, block_size=page,
                        num_kv_blocks=MAX_POOL, max_model_len=model_len, enable_prefix_caching=draw(st.booleans()))
-    return at_the_boundary(policy, cfg, space) if validates(policy, cfg) else cfg
+    return cfg.replace(num_kv_blocks=least_pool(policy, cfg)) if validates(policy, cfg) else cfg

@@ -512,7 +512,7 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
     # may start with a burst of similar requests, which retract together at page boundaries.
     first = st.one_of(REQUESTS, bursts()) if real_engine or asks_more_pool_of(policy) else REQUESTS
     if not real_engine and asks_more_pool_of(policy):  # and, on the model, bursts that decode from full pages
-        first = st.one_of(first, page_bursts())
+        first = st.one_of(first, page_bursts(), page_bursts())
 
     class Machine(FuzzMachine):
         @initialize(cfg=strategy, requests=first)
