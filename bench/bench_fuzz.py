@@ -19,7 +19,8 @@ Each target is searched on each seed 0 .. ``--seeds`` - 1 by the session ``token
 most ``--cap`` seconds, and the time is its ``first_seen``: the seconds from the start of that
 session to the step that first showed the violation, as the command reports it. The other
 invariants, and the other findings of the same invariant, are known to the session, so
-they do not stop the search; shrinking is left out (it starts only once a failure is seen).
+they do not stop the search; shrinking is left out, so a violation of the same invariant
+that no finding explains, seen first, costs no shrinking (the command would shrink it).
 The load average (1 min) is noted beside each search: timings on a loaded machine are longer.
 
 Throughput: for each built-in policy, the reference model's scheduler steps per second
