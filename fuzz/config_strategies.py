@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 
 from ..model import BudgetConfig, BudgetPolicy, ConfigError, methods
 from ..model.config_edges import largest_accepted, least_pool, validates
+from ..model.findings import findings_of
 from ..spec.intlike import cdiv
 
 SCALES = ("deployment", "small", "draft-edge", "rows-edge")
@@ -316,7 +317,7 @@ def rare_path_configs(policy: BudgetPolicy, space: ConfigSpace | None = None) ->
     short admission), a preemption under priority (``priority-preemption``, where it accepts
     priority), decodes on page edges (``page-edge``, where its pool must hold more than one
     sequence), and its older engine versions on all of these and the scales
-    (``older-version``, where it models several)."""
+    (``older-version``, where a finding affects an older version alone)."""
     space = space or config_space(policy)
     speculative = any(m is not None for m in space.methods)
     shaped = {}
@@ -329,9 +330,17 @@ def rare_path_configs(policy: BudgetPolicy, space: ConfigSpace | None = None) ->
     if speculative and asks_more_pool_of(policy):
         shaped["page-edge"] = _page_edge_config(policy, space)
     out = {name: s.filter(lambda cfg: validates(policy, cfg)) for name, s in shaped.items()}
-    if len(policy.versions) > 1:
+    if _older_only_findings(policy):
         out["older-version"] = older_version_configs(policy, st.one_of(configs(policy, space), *out.values()))
     return out
+
+
+def _older_only_findings(policy: BudgetPolicy) -> bool:
+    """Whether a finding about the policy's engine affects an older version it models but
+    not the newest (vLLM 0.32's self-preemption, F3), which only a config naming it runs."""
+    older, newest = policy.versions[:-1], policy.versions[-1:]
+    return any(set(f.affects_versions) & set(older) and not set(f.affects_versions) & set(newest)
+               for f in findings_of(getattr(policy, "engine", None)))
 
 
 def _spec(draw: Draw, policy: BudgetPolicy, space: ConfigSpace, k_lo: int, k_hi: int,

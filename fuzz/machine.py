@@ -499,7 +499,9 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
     strategy = config_strategy if space is None else configs(policy, space)
     # a real engine shows no ledger: the same-step refund and the input-budget stop are drawn on purpose
     real_engine = target_name != "model"
-    rare_paths = [] if space is None or real_engine else list(rare_path_configs(policy, space).values())
+    # the rare paths of the built-ins' findings; a user policy draws the scales alone
+    built_in = policy_spec in builtin_policies()
+    rare_paths = list(rare_path_configs(policy, space).values()) if space and built_in and not real_engine else []
     if config_strategy is None and real_engine:
         shaped = same_step_refund_configs(policy)
         strategy = st.one_of(strategy, shaped, shaped, shaped)
@@ -522,7 +524,7 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
 
     # Under priority, later arrivals run behind less urgent requests: a preemption for them
     # takes back a grant of the same pass, or the least urgent, first in line, preempts itself.
-    if real_engine or (space is not None and "priority" in space.scheduling_policies):
+    if real_engine or (rare_paths and space is not None and "priority" in space.scheduling_policies):
         class Machine(FuzzMachine):  # type: ignore[no-redef]
             @initialize(cfg=strategy, requests=first, later=staggered_arrivals())
             def start(self, cfg: BudgetConfig, requests: list[RequestShape],

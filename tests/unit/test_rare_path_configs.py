@@ -33,7 +33,7 @@ def sample(strategy: st.SearchStrategy[BudgetConfig]) -> list[BudgetConfig]:
 def test_each_shape_applies_only_where_its_path_exists() -> None:
     assert set(rare_path_configs(get_policy("vllm-adaptive"))) == {
         "full-batch", "admission-over-room", "priority-preemption", "older-version"}
-    assert set(rare_path_configs(get_policy("fastdeploy-spec-method"))) == {"full-batch", "older-version"}
+    assert set(rare_path_configs(get_policy("fastdeploy-spec-method"))) == {"full-batch"}  # F5: both commits
     assert set(rare_path_configs(get_policy("sglang-v1-retract-fixed"))) == {"page-edge"}
     assert not rare_path_configs(get_policy("trtllm"))
 
