@@ -20,6 +20,11 @@ draw in two is then repaired toward the boundary of the validation (``at_the_bou
 the most sequences and the least KV pool it accepts; half of those first take a page of a
 real deployment (1, 16, 32, 64 or 128), k up to 8 and a max_model_len of a few pages
 (``_deployed_pages``), where decodes cross page boundaries together.
+
+``rare_path_configs(policy)`` adds, on the model, shapes aimed at one rare path each, where
+the policy has that path: a full decode batch, an admission over the room, a preemption
+under priority, decodes on page edges, and the older engine versions the policy models.
+Their cost cap: at most 4 seats (8 on page edges) and sequences of a few pages.
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ from hypothesis import strategies as st
 
 from ..model import BudgetConfig, BudgetPolicy, ConfigError, OnePassLoop, methods
 from ..model.config_edges import largest_accepted, least_pool, validates
+from ..model.findings import findings_of
 from ..spec.intlike import cdiv
 
 SCALES = ("deployment", "small", "draft-edge", "rows-edge")
@@ -332,3 +338,159 @@ def _wave_config(draw: Draw, policy: BudgetPolicy, space: ConfigSpace) -> Budget
         num_speculative_tokens=k, method=method, parallel_drafting=parallel, block_size=block_size,
         max_model_len=max(space.min_model_len, pool * block_size), num_kv_blocks=pool,
         scheduling_policy="priority", enable_prefix_caching=draw(st.booleans()))
+
+
+def older_version_configs(policy: BudgetPolicy, strategy: st.SearchStrategy[BudgetConfig]
+                          ) -> st.SearchStrategy[BudgetConfig]:
+    """Configs of ``strategy`` that name one of the older engine versions the policy models
+    (``versions`` but the newest, which a config without ``engine_version`` follows), those
+    the policy accepts; nothing for a policy of one version. A finding of an older version
+    only (vLLM 0.32's self-preemption, F3) is reachable only so."""
+    older = policy.versions[:-1]
+    if not older:
+        return st.nothing()
+    return st.tuples(strategy, st.sampled_from(older)).map(
+        lambda pair: pair[0].replace(engine_version=pair[1])).filter(lambda cfg: validates(policy, cfg))
+
+
+# -- rare paths: config shapes aimed at one path each, small so that a run stays short -----
+RARE_MAX_SEQS = 4  # the cost cap of every rare-path shape: few seats, short sequences
+RARE_MODEL_LEN = (8, 64)
+
+
+def rare_path_configs(policy: BudgetPolicy, space: ConfigSpace | None = None) -> dict[str, st.SearchStrategy[BudgetConfig]]:
+    """The rare-path shapes that apply to the policy, by name, each drawing only configs it
+    accepts: a full decode batch at the least B (``full-batch``, where decodes run unvisited
+    on the blocks they hold, or a short admission is padded), an admission over the room (``admission-over-room``, where the loop pads a
+    short admission), a preemption under priority (``priority-preemption``, where it accepts
+    priority), decodes on page edges (``page-edge``, where its pool must hold more than one
+    sequence), and its older engine versions on all of these and the scales
+    (``older-version``, where a finding affects an older version alone)."""
+    space = space or config_space(policy)
+    speculative = any(m is not None for m in space.methods)
+    shaped = {}
+    one_pass = issubclass(policy.loop, OnePassLoop)  # the skeleton's flags: SGLang's loop has none
+    pads = one_pass and speculative and policy.loop.pads_short_admissions
+    if (one_pass and policy.loop.decodes_bypass_budget) or pads:
+        shaped["full-batch"] = _full_batch_config(policy, space)
+    if pads:
+        shaped["admission-over-room"] = _admission_over_room_config(policy, space)
+    if "priority" in space.scheduling_policies:
+        shaped["priority-preemption"] = _priority_preemption_config(policy, space)
+    if speculative and asks_more_pool_of(policy):
+        shaped["page-edge"] = _page_edge_config(policy, space)
+    out = {name: s.filter(lambda cfg: validates(policy, cfg)) for name, s in shaped.items()}
+    if _older_only_findings(policy):
+        out["older-version"] = older_version_configs(policy, st.one_of(configs(policy, space), *out.values()))
+    return out
+
+
+def _older_only_findings(policy: BudgetPolicy) -> bool:
+    """Whether a finding about the policy's engine affects an older version it models but
+    not the newest (vLLM 0.32's self-preemption, F3), which only a config naming it runs."""
+    older, newest = policy.versions[:-1], policy.versions[-1:]
+    return any(set(f.affects_versions) & set(older) and not set(f.affects_versions) & set(newest)
+               for f in findings_of(getattr(policy, "engine", None)))
+
+
+def _spec(draw: Draw, policy: BudgetPolicy, space: ConfigSpace, k_lo: int, k_hi: int,
+          parallel: bool = False) -> tuple[str | None, int, int, bool]:
+    """A speculative method of the policy (None when it has none), k in [k_lo, k_hi] within
+    its limit, d, and whether drafting is parallel (with ``parallel``, one draw in two where
+    the policy and the method have it: d > 0 for methods whose serial drafting takes no rows)."""
+    speculative = [m for m in space.methods if m is not None]
+    if not speculative:
+        return None, 0, 0, False
+    method = draw(st.sampled_from(speculative))
+    k = draw(st.integers(max(1, min(k_lo, space.max_k)), max(1, min(k_hi, space.max_k))))
+    parallel = parallel and space.parallel_drafting and \
+        methods.TABLES[policy.table][method].parallel_draft_slots is not None and draw(st.booleans())
+    return method, k, int(methods.draft_slots(policy.table, method, k, parallel)), parallel
+
+
+def least_budget(policy: BudgetPolicy, cfg: BudgetConfig) -> BudgetConfig:
+    """cfg with the least max_num_batched_tokens the policy accepts (cfg itself when it
+    refuses cfg): where the startup check's bound on B for the seats lies."""
+    if not validates(policy, cfg):
+        return cfg
+    least = -largest_accepted(lambda b: validates(policy, cfg.replace(max_num_batched_tokens=-b)),
+                              -cfg.max_num_batched_tokens, -1)
+    return cfg.replace(max_num_batched_tokens=least)
+
+
+@st.composite
+def _full_batch_config(draw: Draw, policy: BudgetPolicy, space: ConfigSpace) -> BudgetConfig:
+    """A full decode batch: 1-4 seats, B the least the policy accepts for them (a budget
+    check of the form B >= S * t lets S decodes fill it: FastDeploy's full-batch deadlock,
+    F5; vLLM's least B leaves a waiting request less room than a padded admission: F4),
+    small blocks so that decodes cross block boundaries, an ample pool."""
+    method, k, d, _ = _spec(draw, policy, space, 1, 4)
+    seqs = draw(st.integers(1, min(RARE_MAX_SEQS, space.max_seqs)))
+    model_len = max(space.min_model_len, draw(st.integers(*RARE_MODEL_LEN)))
+    cfg = BudgetConfig(max_num_batched_tokens=max(model_len, 1 + k + d) * seqs, max_num_seqs=seqs,
+                       num_speculative_tokens=k, method=method, block_size=draw(st.sampled_from((1, 2, 4))),
+                       num_kv_blocks=MAX_POOL, max_model_len=model_len,
+                       enable_prefix_caching=draw(st.booleans()))
+    return least_budget(policy, cfg)
+
+
+@st.composite
+def _admission_over_room_config(draw: Draw, policy: BudgetPolicy, space: ConfigSpace) -> BudgetConfig:
+    """The room of a waiting request, B - d, below what it must take at once, at any engine
+    version the policy models, one of three ways: B from the least the policy accepts up to
+    d + k, below a padded admission of 1 + k rows (vLLM never schedules it: F4); B ample and
+    a threshold at most k (the padding cut: F1); or chunked prefill off (where accepted) with
+    B the least the policy accepts, about max_model_len, and parallel drafting, so that a
+    long prompt does not fit beside d (F2)."""
+    way = draw(st.sampled_from(("padding", "threshold", "unchunked")))
+    way = way if way != "threshold" or space.long_prefill_threshold else "padding"
+    way = way if way != "unchunked" or space.chunked_prefill_off else "padding"
+    method, k, d, parallel = _spec(draw, policy, space, 2, 8, parallel=way == "unchunked")
+    model_len = max(space.min_model_len, draw(st.integers(*RARE_MODEL_LEN)))
+    cfg = BudgetConfig(max_num_batched_tokens=d + k if way == "padding" else 4 * model_len,
+                       max_num_seqs=draw(st.integers(1, min(RARE_MAX_SEQS, space.max_seqs))),
+                       num_speculative_tokens=k, method=method, parallel_drafting=parallel,
+                       block_size=draw(st.sampled_from((1, 2, 4))), num_kv_blocks=MAX_POOL, max_model_len=model_len,
+                       long_prefill_token_threshold=draw(st.integers(1, max(1, k))) if way == "threshold" else 0,
+                       enable_chunked_prefill=way != "unchunked", enable_prefix_caching=draw(st.booleans()),
+                       engine_version=draw(st.sampled_from(policy.versions or (None,))))
+    if way == "threshold":
+        return cfg
+    least = least_budget(policy, cfg).max_num_batched_tokens
+    return cfg.replace(max_num_batched_tokens=draw(st.integers(least, max(least, d + k))) if way == "padding"
+                       else least)
+
+
+@st.composite
+def _priority_preemption_config(draw: Draw, policy: BudgetPolicy, space: ConfigSpace) -> BudgetConfig:
+    """Priority scheduling on a pool of one max_model_len sequence and a block or two, at any
+    engine version the policy models: two requests decoding run out of blocks, and the least
+    urgent, admitted first, may be the one that needs a block (vLLM 0.32 preempts it and
+    grants nothing: F3)."""
+    off = None in space.methods and draw(st.booleans())
+    method, k, _, _ = (None, 0, 0, False) if off else _spec(draw, policy, space, 1, 4)
+    block = draw(st.sampled_from((1, 2, 4)))
+    model_len = max(space.min_model_len, draw(st.integers(16, 64)))
+    return BudgetConfig(max_num_batched_tokens=draw(st.integers(model_len, 2 * model_len)),
+                        max_num_seqs=draw(st.integers(2, max(2, min(RARE_MAX_SEQS, space.max_seqs)))),
+                        num_speculative_tokens=k, method=method, block_size=block,
+                        num_kv_blocks=cdiv(model_len, block) + draw(st.integers(0, 2)), max_model_len=model_len,
+                        scheduling_policy="priority", enable_prefix_caching=draw(st.booleans()),
+                        engine_version=draw(st.sampled_from(policy.versions or (None,))))
+
+
+@st.composite
+def _page_edge_config(draw: Draw, policy: BudgetPolicy, space: ConfigSpace) -> BudgetConfig:
+    """Pages of a deployment larger than 2 + 2k (where SGLang's spec-v1 page check skips a
+    KV that ends on a page: F6), max_model_len of 2-4 pages, 2-8 seats and the least pool the
+    policy accepts for them: a burst of as many whole-page prompts
+    (``request_shapes.page_bursts``) then decodes from full pages together, with no page to
+    spare."""
+    page = draw(st.sampled_from((16, 32, 64)))
+    method, k, _, _ = _spec(draw, policy, space, 1, min(MAX_PAGE_K, (page - 3) // 2))
+    model_len = max(space.min_model_len, page * draw(st.integers(2, 4)))
+    seqs = draw(st.integers(2, min(8, space.max_seqs)))
+    cfg = BudgetConfig(max_num_batched_tokens=max(seqs * (1 + k), draw(st.sampled_from((page, 2 * page, model_len)))),
+                       max_num_seqs=seqs, num_speculative_tokens=k, method=method, block_size=page,
+                       num_kv_blocks=MAX_POOL, max_model_len=model_len, enable_prefix_caching=draw(st.booleans()))
+    return cfg.replace(num_kv_blocks=least_pool(policy, cfg)) if validates(policy, cfg) else cfg

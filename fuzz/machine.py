@@ -15,8 +15,10 @@ same ops run on the base alongside, while both are in the same state, and a step
 leaves more work undone than the base's by over ``max_work_gap`` tokens is a
 ``work-conserving`` violation naming both gaps. ``target()`` steers generation toward high
 input-row use and preemption (in Hypothesis's target phase). The first violation raises a
-FuzzFailure carrying the trace, unless its kind is ``known`` (found before in the same
-session): then the run just ends, its later rules doing nothing. Every kind a run shows,
+FuzzFailure carrying the trace, unless it is known: its kind or identity is ``known`` (the
+caller's), or its identity is ``reported`` (found before in the same session; exactly that
+identity, so a violation no finding explains never hides a finding's): then the run just
+ends, its later rules doing nothing. Every kind a run shows,
 raised or not, is kept with its first trace in ``FuzzStats.seen``: the session reports it
 even when Hypothesis never raises it again. So does a drain that looks
 stuck (``STUCK_REPEATS`` idle steps in a row, each the one before again) once ``progress``
@@ -51,14 +53,15 @@ from ..spec.invariants import (INVARIANTS, RequestAccounting, Violation, check_s
 from ..spec.records import RequestState, StepRecord
 from ..spec.target import describe
 from ..spec.trace import AbortOp, Op, StepOp, Trace, ViolationExpectation
-from .config_strategies import asks_more_pool_of, configs, priority_wave_configs, same_step_refund_configs
+from .config_strategies import (asks_more_pool_of, config_space, configs, priority_wave_configs, rare_path_configs,
+                                same_step_refund_configs)
 from .coverage import example_key, paths_taken
 from ..spec.collector import PacedCollector
 from ..spec.execution import Execution
 from .failures import MODEL_ERROR, FuzzFailure, error_kind, failure, identity, is_known, kind_of
 from ..model.target import ModelTarget, TargetFactory
-from .request_shapes import (PATTERNS, RequestShape, accepted_drafts, bursts, priority_waves, request_shapes,
-                             resolve, staggered_arrivals)
+from .request_shapes import (PATTERNS, RequestShape, accepted_drafts, bursts, page_bursts, priority_waves,
+                             request_shapes, resolve, staggered_arrivals)
 
 DEFAULTS = BudgetConfig().to_dict()
 WAVE_PASSES = 2  # a priority wave's admission and the pass after it, where it preempts and refunds
@@ -115,7 +118,8 @@ class FuzzMachine(RuleBasedStateMachine):
     target_factory: ClassVar[TargetFactory]
     stats: ClassVar[FuzzStats]
     found_by: ClassVar[str]
-    known: ClassVar[frozenset[str]] = frozenset()  # failure kinds not to raise again: such a run just ends
+    known: ClassVar[frozenset[str]] = frozenset()  # kinds (every mechanism) or identities not to raise: the run ends
+    reported: ClassVar[frozenset[str]] = frozenset()  # identities found already: these exactly, not their kinds
     max_work_gap: ClassVar[int | None] = None  # tokens beyond the base's gap a step may leave; None: not judged
     base: ClassVar[BudgetPolicy | None] = None  # the built-in the policy derives from, when judged against it
     collector: ClassVar[PacedCollector | None] = None  # the run's garbage-collection pacer, ticked per step
@@ -352,6 +356,7 @@ class FuzzMachine(RuleBasedStateMachine):
         run = self.execution.run
         left: int | None = None  # steps before the spec judges the drain
         repeats = 0  # drain steps in a row that repeated the one before (but its number)
+        progress_known = any(kind_of(k) == progress.id for k in type(self).known | type(self).reported)
         while self.live and not self.broken and left != 0:
             self._step({})
             if self.broken:
@@ -360,7 +365,7 @@ class FuzzMachine(RuleBasedStateMachine):
                 break  # a fixpoint: progress judges it now, and the rest of the drain would repeat it
             left = drain_steps_left(run) if left is None else left - 1
             repeats = repeats + 1 if len(run.steps) > 1 and _repeats(run.steps[-2], run.steps[-1]) else 0
-            if repeats >= STUCK_REPEATS and any(kind_of(k) == progress.id for k in type(self).known):
+            if repeats >= STUCK_REPEATS and progress_known:
                 self.broken = True  # looks stuck, and progress is known: the run ends quietly
                 return
         if not self.broken:
@@ -391,7 +396,8 @@ class FuzzMachine(RuleBasedStateMachine):
         stats = type(self).stats
         for found in identities:
             stats.first_failure.setdefault(found, time.perf_counter() - stats.started)
-        new = [found for found in identities if not is_known(found, type(self).known)]
+        new = [found for found in identities
+               if not is_known(found, type(self).known) and found not in type(self).reported]
         if new:
             trace = self._trace(kinds, violations, error)
             for found in new:  # one this run shows beside the one raised, or only while shrinking, is kept too
@@ -401,13 +407,17 @@ class FuzzMachine(RuleBasedStateMachine):
             raise failure(new[0], violations, error, trace)
 
     def _finding(self, violation: Violation) -> str | None:
-        """On a real engine's target that runs the model beside it: the id of the finding
-        about the policy's engine loop whose matcher recognises the violation in the model's
-        run. None elsewhere: on the model a policy's own record already names what it shows."""
+        """The id of the finding about the policy's engine loop whose matcher recognises the
+        violation in the model's run: on the model its own run, on a real engine's target the
+        model's beside it (``reference_run``). None on a real engine's target without one, and
+        where no finding's matcher recognises it."""
         assert self.cfg is not None and self.execution is not None
         policy = type(self).policy
         engine = getattr(policy, "engine", None)
-        run = getattr(self.execution.target, "reference_run", None)
+        target = self.execution.target
+        run = getattr(target, "reference_run", None)
+        if run is None and isinstance(target, ModelTarget):
+            run = self.execution.run
         if engine is None or run is None or violation.invariant not in INVARIANTS:
             return None
         cfg = getattr(self.execution.target, "cfg", None) or self.cfg  # as the target runs it: its engine's version
@@ -494,18 +504,26 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
     config strategy and the work gap judged. So every process fuzzing the same shares its
     examples, and no other machine replays them.
     """
-    strategy = config_strategy if config_strategy is not None else configs(policy)
+    space = config_space(policy) if config_strategy is None else None
+    strategy = config_strategy if space is None else configs(policy, space)
     # a real engine shows no ledger: the same-step refund and the input-budget stop are drawn on purpose
     real_engine = target_name != "model"
+    # the rare paths of the built-ins' findings; a user policy draws the scales alone
+    built_in = policy_spec in builtin_policies()
+    rare_paths = list(rare_path_configs(policy, space).values()) if space and built_in and not real_engine else []
     if config_strategy is None and real_engine:
         shaped = same_step_refund_configs(policy)
         strategy = st.one_of(strategy, shaped, shaped, shaped)
+    elif rare_paths:  # half the draws from the scales, half from the rare paths' shapes (on the model)
+        strategy = st.one_of(*[strategy] * len(rare_paths), *rare_paths)
     if config_name is None:
         config_name = "configs" if config_strategy is None else repr(config_strategy)
 
     # A policy whose pool must hold more than one sequence (SGLang's) retracts decodes: its runs
     # may start with a burst of similar requests, which retract together at page boundaries.
     first = st.one_of(REQUESTS, bursts()) if real_engine or asks_more_pool_of(policy) else REQUESTS
+    if not real_engine and asks_more_pool_of(policy):  # and, on the model, bursts that decode from full pages
+        first = st.one_of(first, page_bursts(), page_bursts())
 
     class Machine(FuzzMachine):
         @initialize(cfg=strategy, requests=first)
@@ -513,9 +531,11 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
             self.deploy(cfg)
             self.add(requests)
 
-    if real_engine:
+    # Under priority, later arrivals run behind less urgent requests: a preemption for them
+    # takes back a grant of the same pass, or the least urgent, first in line, preempts itself.
+    if real_engine or (rare_paths and space is not None and "priority" in space.scheduling_policies):
         plans = st.tuples(strategy, first, staggered_arrivals()).map(lambda p: (*p, 0))
-        wave_configs = priority_wave_configs(policy) if config_strategy is None else st.nothing()
+        wave_configs = priority_wave_configs(policy) if real_engine and config_strategy is None else st.nothing()
         if not wave_configs.is_empty:  # one draw in three: a wave of short prompts behind a least-urgent request
             waves = st.tuples(wave_configs, priority_waves()).map(lambda p: (p[0], *p[1], WAVE_PASSES))
             plans = st.one_of(plans, plans, waves)

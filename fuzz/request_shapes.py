@@ -63,6 +63,16 @@ def bursts() -> st.SearchStrategy[list[RequestShape]]:
     return st.tuples(shape, st.integers(2, MAX_BURST)).map(lambda pair: [pair[0]] * pair[1])
 
 
+def page_bursts() -> st.SearchStrategy[list[RequestShape]]:
+    """2 to ``MAX_BURST`` copies of a prompt of one or two whole pages (``pages`` with n 0 or 2:
+    within a max_model_len of 2 pages or more), at most ``BURST_MAX_TOKENS`` out: all prefill
+    before any decodes, then decode together from a KV that ends exactly on a page (where
+    SGLang's spec-v1 page check counts no page)."""
+    shape = st.builds(RequestShape, prompt=st.just("pages"), n=st.sampled_from((0, 0, 2)),
+                      max_tokens=st.integers(1, BURST_MAX_TOKENS))
+    return st.tuples(shape, st.integers(2, MAX_BURST)).map(lambda pair: [pair[0]] * pair[1])
+
+
 def staggered_arrivals() -> st.SearchStrategy[tuple[int, list[RequestShape]]]:
     """Steps to run after the first requests (1-8), then the requests that arrive after them
     (none in one run of three): under PRIORITY they arrive more urgent (``resolve``), so they

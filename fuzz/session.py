@@ -3,8 +3,8 @@ the shrunk counterexamples and save each as a trace with its Hypothesis program.
 
 A session runs Hypothesis in batches, each with its own seed derived from the session's.
 A batch stops at its first failure and shrinks it; the next batch goes on with that
-failure's kind known: a run that shows only known kinds just ends, so the examples go
-to finding the others. ``examples=N`` runs at most N examples, shrinking included
+failure's identity reported (``FuzzMachine.reported``: that identity exactly): a run that
+shows only known ones just ends, so the examples go to finding the others. ``examples=N`` runs at most N examples, shrinking included
 (deterministic for a seed); ``seconds=S`` runs no example that would start past S
 seconds, shrinking included, and reduces a counterexample only while time is left (batch
 sizes do not depend on timing, so a seed always runs the same examples in the same
@@ -212,8 +212,8 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
             cls = machine_class(policy_spec, policy, target_factory, config_strategy, found_by, target_name,
                                 max_work_gap=max_work_gap)
             cls.stats, judged_gap = stats, cls.max_work_gap
-            cls.known = known | {c.key for c in report.counterexamples}
-            scratch = InMemoryExampleDatabase() if database is not None and cls.known else None
+            cls.known, cls.reported = known, frozenset(c.key for c in report.counterexamples)
+            scratch = InMemoryExampleDatabase() if database is not None and (cls.known or cls.reported) else None
             batch_database = database if scratch is None else MultiplexedDatabase(ReadOnlyDatabase(database), scratch)
             found = run_machine(cls, size, seed * 100_003 + batch, phases, database=batch_database)
         except KeyboardInterrupt:  # Ctrl-C: the report so far, marked

@@ -23,6 +23,7 @@ from tokenbudget.spec import collector as collector_module
 from tokenbudget.spec.shrink import shrink
 from tokenbudget.model.target import ModelTarget
 from tokenbudget.model import BudgetConfig, BudgetPolicy, get_policy
+from tokenbudget.model.findings import FINDINGS
 from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.records import StepOutcome, StepRecord
 from tokenbudget.spec.trace import StepOp, Trace, ViolationExpectation, load_trace
@@ -214,8 +215,17 @@ def test_a_session_saves_each_counterexample_without_overwriting(tmp_path: Path)
 
 
 def test_a_session_finds_more_than_one_kind() -> None:
+    # one counterexample per identity: a kind may come more than once, by different findings
     report = fuzz("vllm-static", examples=100, seed=0, phases=NO_SHRINK)
-    kinds = [c.kind for c in report.counterexamples]
-    assert len(kinds) == len(set(kinds)) >= 2, kinds
+    keys = [c.key for c in report.counterexamples]
+    assert len(keys) == len(set(keys)) and len({c.kind for c in report.counterexamples}) >= 2, keys
     for found in report.counterexamples:
         assert replay_on_model(found.trace).ok
+
+
+def test_on_the_model_a_violation_carries_the_finding_its_matcher_names() -> None:
+    # F2, F3 and F4 all break progress: a session tells them apart by the finding's matcher
+    cfg = BudgetConfig.from_dict(load_trace(FINDINGS["F4"].trace_path).config)
+    report = fuzz("vllm-adaptive", examples=60, seed=0, phases=NO_SHRINK, config_strategy=st.just(cfg),
+                  stop_when_found=frozenset({"progress@F4"}))
+    assert "progress@F4" in {c.key for c in report.counterexamples}, [c.key for c in report.counterexamples]
