@@ -7,14 +7,20 @@ fuzz run, which makes 29% more steps per second without them). Inside the contex
 generations are still collected as usual (cheap, and they free the short-lived cycles), the
 automatic full passes are off, and the run makes one itself every FULL_EVERY ticks (an
 op, a step), so the cycles a real engine's or a user policy's objects make are freed all the
-same.
+same. It makes one sooner once the process's resident memory has grown by GROWTH bytes since
+the last (read every CHECK_EVERY ticks): the objects of a fuzz example's real engine (SGLang's
+request-to-token pool, as big as its config asks) form cycles that outlive the example, and a
+session of small examples would pile them up, gigabytes, long before FULL_EVERY steps.
 """
 from __future__ import annotations
 
 import gc
+import os
 from types import TracebackType
 
 FULL_EVERY = 50_000
+GROWTH = 512 * 2**20  # resident bytes grown since the last full pass that make one
+CHECK_EVERY = 64  # ticks between two readings of the resident memory
 NO_FULL_PASS = 2**31 - 1  # the oldest generation's threshold: young collections only, never a full pass by itself
 
 
@@ -23,7 +29,9 @@ class PacedCollector:
 
     def __init__(self) -> None:
         self.full_every = FULL_EVERY
+        self.growth = GROWTH
         self.ticks = 0
+        self.resident_after = resident_bytes()  # after the last full pass (or on creation)
         self.saved = (0, 0, 0)  # the thresholds found on entry
 
     def __enter__(self) -> PacedCollector:
@@ -37,7 +45,25 @@ class PacedCollector:
         gc.set_threshold(*self.saved)
 
     def tick(self) -> None:
-        """One more op or step: a full collection when the count comes round."""
+        """One more op or step: a full collection when the count comes round, or when the
+        resident memory has grown by ``growth`` bytes since the last."""
         self.ticks += 1
         if self.ticks % self.full_every == 0:
-            gc.collect()
+            self.collect()
+        elif self.ticks % CHECK_EVERY == 0 and self.resident_after is not None:
+            resident = resident_bytes()
+            if resident is not None and resident - self.resident_after >= self.growth:
+                self.collect()
+
+    def collect(self) -> None:
+        gc.collect()
+        self.resident_after = resident_bytes()
+
+
+def resident_bytes() -> int | None:
+    """The process's resident memory (Linux's ``/proc/self/statm``); None where it cannot be read."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
