@@ -31,7 +31,6 @@ class PacedCollector:
         self.full_every = FULL_EVERY
         self.growth = GROWTH
         self.ticks = 0
-        self.resident_after = resident_bytes()  # after the last full pass (or on creation)
         self.saved = (0, 0, 0)  # the thresholds found on entry
 
     def __enter__(self) -> PacedCollector:
@@ -50,14 +49,26 @@ class PacedCollector:
         self.ticks += 1
         if self.ticks % self.full_every == 0:
             self.collect()
-        elif self.ticks % CHECK_EVERY == 0 and self.resident_after is not None:
+        elif self.ticks % CHECK_EVERY == 0:
             resident = resident_bytes()
-            if resident is not None and resident - self.resident_after >= self.growth:
+            if resident is not None and resident - _resident_after_full_pass(resident) >= self.growth:
                 self.collect()
 
     def collect(self) -> None:
+        """A full pass now."""
         gc.collect()
-        self.resident_after = resident_bytes()
+        _last_full_pass[0] = resident_bytes()
+
+
+_last_full_pass: list[int | None] = [None]  # the resident bytes after this process's last paced full pass
+
+
+def _resident_after_full_pass(now: int) -> int:
+    """The resident bytes after the process's last paced full pass (a session runs many
+    collectors, one a Hypothesis run: growth counts across them); ``now`` before any."""
+    if _last_full_pass[0] is None:
+        _last_full_pass[0] = now
+    return _last_full_pass[0]
 
 
 def resident_bytes() -> int | None:
