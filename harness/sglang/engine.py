@@ -456,7 +456,6 @@ class SglangEngine:
         return batch
 
 
-
 def _token_range(req: Any, start: int, end: int) -> array:
     """The request's tokens ``start:end`` (its prompt, then its outputs), without copying the rest."""
     prompt = req.origin_input_ids
