@@ -56,6 +56,7 @@ admission estimate uses ``new_token_ratio`` (schedule_policy.py:785-795).
 """
 from __future__ import annotations
 
+import hashlib
 import types
 from array import array
 from dataclasses import dataclass, field
@@ -82,7 +83,7 @@ class SglangStep:
     waiting: tuple[str, ...] = ()
     kv_blocks_in_use: int = 0  # the allocator's pages not free after the pass, before its output (the model's)
     block_tables: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    block_keys: dict[int, object] = field(default_factory=dict)  # pages more than one table holds: their tokens
+    block_keys: dict[int, object] = field(default_factory=dict)  # pages more than one table holds: their content keys
     requests: dict[str, RequestState] = field(default_factory=dict)
     error: Optional[str] = None
     fingerprint: Hashable = None  # the scheduler state before the step (``SglangEngine.fingerprint``)
@@ -154,7 +155,7 @@ class SglangEngine:
         self.ratio = sg["NewTokenRatioTracker"].from_config()
         self.reqs: dict[str, Any] = {}
         self.tables: dict[str, tuple[int, ...]] = {}  # each request's last block table, shared by records while equal
-        self.page_keys: dict[tuple[str, int], tuple[int, ...]] = {}  # (request, page index) -> its tokens to the page's end
+        self.page_keys: dict[tuple[str, int], bytes] = {}  # (request, full page index) -> ``_tokens_to_page_end``
         self.max_tokens: dict[str, int] = {}
         self.waiting: list[Any] = []
         self.running: list[Any] = []
@@ -399,7 +400,7 @@ class SglangEngine:
 
     def _shared_page_keys(self, tables: Mapping[str, tuple[int, ...]]) -> dict[int, object]:
         """The pages more than one table holds (the radix tree's shared prefix pages), each keyed
-        by the tokens up to its end in the first table that holds it."""
+        by the tokens up to its end in the first table that holds it (``_tokens_to_page_end``)."""
         holders: dict[int, tuple[str, int]] = {}
         shared: dict[int, object] = {}
         for rid, table in tables.items():
@@ -409,15 +410,22 @@ class SglangEngine:
                     shared[page] = self._tokens_to_page_end(*first)
         return shared
 
-    def _tokens_to_page_end(self, rid: str, index: int) -> tuple[int, ...]:
-        """The request's tokens up to the end of its page ``index``: a full page's never change
-        (a retracted request keeps its tokens), so one tuple serves every record."""
-        key = self.page_keys.get((rid, index))
-        if key is None:
-            req, end = self.reqs[rid], (index + 1) * self.page
-            key = tuple((list(req.origin_input_ids) + list(req.output_ids))[:end])
-            if len(key) == end:
-                self.page_keys[(rid, index)] = key
+    def _tokens_to_page_end(self, rid: str, index: int) -> bytes:
+        """The content key of the request's tokens up to the end of its page ``index``: a digest
+        chained page by page (the page's tokens after the key of the page before it), so equal
+        keys mean equal tokens and a key costs one page of tokens, not the whole prefix. A full
+        page's never changes (a retracted request keeps its tokens): it is built once."""
+        known = index
+        while known >= 0 and (rid, known) not in self.page_keys:
+            known -= 1
+        key = self.page_keys[(rid, known)] if known >= 0 else b""
+        req = self.reqs[rid]
+        for page in range(known + 1, index + 1):
+            tokens = _token_range(req, page * self.page, (page + 1) * self.page)
+            key = hashlib.blake2b(key + tokens.tobytes(), digest_size=16).digest()
+            if len(tokens) < self.page:  # the request's last page, not yet full: its key changes as it fills
+                break
+            self.page_keys[(rid, page)] = key
         return key
 
     def _pages(self, req: Any) -> tuple[int, ...]:
@@ -447,3 +455,11 @@ class SglangEngine:
         batch.sampling_info = _NoSampling()
         return batch
 
+
+def _token_range(req: Any, start: int, end: int) -> array:
+    """The request's tokens ``start:end`` (its prompt, then its outputs), without copying the rest."""
+    prompt = req.origin_input_ids
+    tokens = array("q", prompt[start:end])
+    if end > len(prompt):
+        tokens.extend(req.output_ids[max(0, start - len(prompt)):end - len(prompt)])
+    return tokens
