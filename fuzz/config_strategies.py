@@ -29,6 +29,7 @@ Their cost cap: at most 4 seats (8 on page edges) and sequences of a few pages.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from hypothesis import strategies as st
 
@@ -244,10 +245,7 @@ def _threshold(draw: Draw, k: int, model_len: int) -> int:
 def same_step_refund_configs(policy: BudgetPolicy, space: ConfigSpace | None = None) -> st.SearchStrategy[BudgetConfig]:
     """Configs where a same-step refund is likely (``_refund_config``), those the policy
     accepts; nothing when it has no priority scheduling."""
-    space = space or config_space(policy)
-    if "priority" not in space.scheduling_policies:
-        return st.nothing()
-    return _refund_config(policy, space).filter(lambda cfg: validates(policy, cfg))
+    return _under_priority(policy, space, _refund_config)
 
 
 @st.composite
@@ -302,10 +300,18 @@ def priority_wave_configs(policy: BudgetPolicy, space: ConfigSpace | None = None
     """Configs for a wave of short prompts behind a least-urgent request
     (``request_shapes.priority_waves``), those the policy accepts; nothing when it has no
     priority scheduling."""
+    return _under_priority(policy, space, _wave_config)
+
+
+def _under_priority(policy: BudgetPolicy, space: ConfigSpace | None,
+                    shape: Callable[[BudgetPolicy, ConfigSpace], st.SearchStrategy[BudgetConfig]]
+                    ) -> st.SearchStrategy[BudgetConfig]:
+    """The configs of a priority-scheduling ``shape`` the policy accepts; nothing when it has
+    no priority scheduling."""
     space = space or config_space(policy)
     if "priority" not in space.scheduling_policies:
         return st.nothing()
-    return _wave_config(policy, space).filter(lambda cfg: validates(policy, cfg))
+    return shape(policy, space).filter(lambda cfg: validates(policy, cfg))
 
 
 @st.composite
