@@ -13,7 +13,8 @@ Across all scales: every method the policy's table knows (and speculation off), 
 the policy's limit, both scheduling policies where accepted, KV pools from the minimum
 (one ``max_model_len`` sequence: preemption) to ample, ``long_prefill_token_threshold``
 off, below 1 + k, or anywhere up to ``max_model_len`` (only for loops whose engine reads it:
-FastDeploy's does not), ``max_model_len`` from the smallest the validation accepts. Chunked
+FastDeploy's does not), ``max_model_len`` from the smallest the validation accepts (a multiple of
+the block size where the policy asks it, as FastDeploy's GPU worker does). Chunked
 prefill off comes with B >= ``max_model_len``, as vLLM demands, for the policies whose
 validation accepts it. For a policy that asks a larger pool than one sequence (SGLang's), one
 draw in two is then repaired toward the boundary of the validation (``at_the_boundary``):
@@ -59,6 +60,7 @@ class ConfigSpace:
     chunked_prefill_off: bool  # enable_chunked_prefill=False is accepted
     min_model_len: int  # the smallest max_model_len accepted (of 2, 4, ..., 64)
     long_prefill_threshold: bool  # the policy's loop reads long_prefill_token_threshold
+    model_len_on_block_grid: bool = False  # max_model_len must be a multiple of block_size (FastDeploy's worker)
 
 
 def config_space(policy: BudgetPolicy) -> ConfigSpace:
@@ -90,6 +92,7 @@ def config_space(policy: BudgetPolicy) -> ConfigSpace:
         min_model_len=min((m for m in (2, 4, 8, 16, 32, 64) if validates(
             policy, probe.replace(max_model_len=m, max_num_seqs=64, max_num_batched_tokens=64 * m))), default=2),
         long_prefill_threshold=issubclass(policy.loop, OnePassLoop) and policy.loop.applies_long_prefill_threshold,
+        model_len_on_block_grid=not validates(policy, probe.replace(max_model_len=base.max_model_len - 1)),
     )
 
 
@@ -126,6 +129,8 @@ def _draw_config(draw: Draw, policy: BudgetPolicy, space: ConfigSpace, scales: t
     budget, seqs, block_size, model_len = _limits(draw, draw(st.sampled_from(scales)), d, k, space.max_seqs)
     chunked = not (space.chunked_prefill_off and budget >= 2) or draw(st.sampled_from((True, True, False)))
     model_len = max(space.min_model_len, min(model_len, budget) if not chunked else model_len)
+    if space.model_len_on_block_grid:
+        model_len = cdiv(model_len, block_size) * block_size
     scheduled = None
     if space.max_num_scheduled_tokens and draw(st.sampled_from((False, False, True))):
         scheduled = draw(st.integers(1, 2 * budget))

@@ -27,7 +27,14 @@ from .policy import BudgetParams, BudgetPolicy, Budgets, plain  # noqa: F401 (pl
 
 
 class _FastDeployPolicy(BudgetPolicy):
-    """Shared checks of ``FDConfig.check`` (fastdeploy/config.py) and the loop shape."""
+    """Shared checks of ``FDConfig.check`` (fastdeploy/config.py) and the loop shape.
+
+    Also the GPU worker's startup assert that ``max_model_len`` is a multiple of
+    ``block_size`` (``allocate_launch_related_buffer``, append_attn_backend.py:79, called by
+    ``_initialize_attn_backend``, gpu_model_runner.py:241 and :1724 at 2a606e361, the same
+    assert at every modelled commit). Without it ``max_block_num_per_seq`` = max_model_len //
+    block_size (config.py:2117) would cap a one-chunk prompt's blocks below its tokens
+    (``get_new_block_nums``, resource_manager_v1.py:253-263): a config FastDeploy never runs."""
 
     engine = "fastdeploy"
     table = "fastdeploy"
@@ -77,6 +84,12 @@ class _FastDeployPolicy(BudgetPolicy):
                 b <= max_len * s,
                 lambda: f"max_num_batched_tokens ({b}) must be <= max_model_len * max_num_seqs ({max_len * s}); lower "
                 "max_num_batched_tokens",
+            ),
+            Requirement(  # _initialize_attn_backend (gpu_model_runner.py:241, :1724) -> append_attn_backend.py:79
+                max_len % block == 0,
+                lambda: f"FastDeploy's attention backend asserts max_model_len % block_size == 0 at startup, got "
+                f"{max_len} and {block}; set max_model_len to a multiple of block_size",
+                scope=True,
             ),
             Requirement(
                 or_(not_(p.chunked_prefill_knob), b >= block),

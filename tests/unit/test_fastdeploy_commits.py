@@ -12,7 +12,7 @@ from tokenbudget.model import fastdeploy_commits as commits
 from tokenbudget.model import fastdeploy_worker as worker
 from tokenbudget.model.findings import explaining_finding
 from tokenbudget.model.replay import replay_on_model
-from tokenbudget.spec.trace import load_trace
+from tokenbudget.spec.trace import AddOp, StepOp, load_trace
 from dataclasses import replace
 
 F5 = Path(__file__).resolve().parents[2] / "corpus" / "findings" / "f5-fastdeploy-spec-method-full-batch-deadlock.json"
@@ -78,3 +78,21 @@ def test_without_a_commit_the_loop_keeps_the_paged_pool() -> None:
     plain = replay_on_model(trace)
     assert {v.invariant for v in plain.violations} == {"progress"}
     assert plain.ok  # the trace's own expectations, written for the model without a commit
+
+
+@pytest.mark.parametrize("commit", ["2a606e361", "564c78d78"])
+def test_a_model_len_off_the_block_grid_is_refused_as_the_gpu_worker_refuses_it(commit: str) -> None:
+    """max_block_num_per_seq = max_model_len // block_size caps a one-chunk prompt's blocks; at
+    max_model_len 520, block 16 a 518-token prompt got 32 blocks (512 slots), a kv-capacity
+    the fuzzer drew at 2a606e361. FastDeploy's GPU worker never starts so (append_attn_backend.py:79)."""
+    policy = get_policy("fastdeploy-spec-method")
+    cfg = BudgetConfig(max_num_batched_tokens=1024, max_num_seqs=4, num_speculative_tokens=1, method="mtp",
+                       block_size=16, num_kv_blocks=40, max_model_len=520, engine_version=commit)
+    with pytest.raises(ConfigError, match="multiple of block_size"):
+        policy.validate(cfg)
+    on_grid = replace(cfg, max_model_len=528)
+    policy.validate(on_grid)
+    trace = load_trace(F5)
+    longest = replace(trace, policy=policy.name, config=on_grid.to_dict(), expect=(),
+                      ops=(AddOp(id="a", prompt_len=527, max_tokens=1), StepOp(accepted={})))
+    assert not replay_on_model(longest).violations  # 528 // 16 = 33 blocks hold any prompt the engine takes
