@@ -19,7 +19,7 @@ load changes meets both alike; times are CPU seconds of this process (``process_
 per step, and the minimum and median over rounds are reported. The model's step is its
 scalar ``schedule`` + ``check_step`` + ``update_from_output`` (``columnar_min_running`` None);
 the columnar side is the model as ``scheduler_for`` builds it, which takes the columnar
-step (``model/columnar_vllm.py``) from ``MIN_RUNNING`` running requests on, judged by
+step (``tokenbudget/model/vllm/columnar.py``) from ``MIN_RUNNING`` running requests on, judged by
 ``check_step_columnar``. Untimed, once per size, the two models run in lockstep and every
 record, outcome and verdict of the columnar one is compared with the scalar one's
 (``columnar_agreement``). The columnar goal is 3x vLLM's own step at 256 and 4,096 requests. vLLM's is split into its own

@@ -1,6 +1,6 @@
 """A loop change: clip a running request to max_model_len before the threshold and the budgets."""
 from tokenbudget.model import VllmLoop, decisions, min_
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.vllm.policies import VllmAdaptive
 
 
 class ClipFirstLoop(VllmLoop):

@@ -1,6 +1,6 @@
 """A budget-rule change: ngram drafts are proposed on the CPU, so charge them no draft slots."""
 from tokenbudget.model import Budgets, and_, ite, min_
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.vllm.policies import VllmAdaptive
 
 
 class NgramDraftsFree(VllmAdaptive):

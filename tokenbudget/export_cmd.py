@@ -1,6 +1,6 @@
 """``tokenbudget export``: a counterexample trace as a vLLM unit test.
 
-``--vllm-test TRACE`` writes one self-contained pytest file (``harness/vllm/export.py``)
+``--vllm-test TRACE`` writes one self-contained pytest file (``tokenbudget/harness/vllm/export.py``)
 that builds vLLM's scheduler for the trace's config, replays its requests and steps, and
 asserts the broken invariant on each ``SchedulerOutput``. Without ``-o`` the file goes to
 stdout. An existing ``-o`` file is never overwritten. Exit status 0 when written; 2 for

@@ -37,7 +37,7 @@ from .harness.vllm.differential import DifferentialTarget
 from .model import POLICY_ERROR, BudgetConfig, PolicyError, builtin_policies, get_policy
 from .model.target import ModelTarget, TargetFactory
 from .spec.user_paths import writable_folder
-from .model.fastdeploy_commits import FASTDEPLOY_COMMITS
+from .model.fastdeploy.commits import FASTDEPLOY_COMMITS
 from .model.findings import FINDINGS
 from .targets import FASTDEPLOY, MODEL, SGLANG, VLLM
 from .verdict import Judge, Verdict, failed

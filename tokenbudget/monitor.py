@@ -8,7 +8,7 @@
     m = monitor.attach(scheduler)       # one scheduler built elsewhere
 
 Each violation names the scheduler, the invariant, the step and its StepRecord
-(``harness/vllm/monitor.py``). ``pytest --tokenbudget=report|strict`` runs it around every test.
+(``tokenbudget/harness/vllm/monitor.py``). ``pytest --tokenbudget=report|strict`` runs it around every test.
 """
 from __future__ import annotations
 

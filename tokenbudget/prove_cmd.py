@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write every counterexample as a trace file in DIR (never overwrites a file)")
     parser.add_argument("--update-manifest", action="store_true",
                         help="prove every obligation of every built-in policy, one at a time, and record the "
-                             "verdicts and seconds in proofs/manifest.json (refused when a verdict is unknown)")
+                             "verdicts and seconds in tokenbudget/proofs/manifest.json (refused when a verdict is unknown)")
     add_verdict_options(parser)
     add_json(parser)
 

@@ -2,7 +2,7 @@
 
 Targets: ``model`` (the reference scheduler), ``vllm`` (the importable vLLM's real scheduler with
 the trace's accepted drafts), ``fastdeploy`` (FastDeploy's ``ResourceManagerV1``, in a child
-process, ``harness/fastdeploy``) and ``runner`` (the reference scheduler with a small torch
+process, ``tokenbudget/harness/fastdeploy``) and ``runner`` (the reference scheduler with a small torch
 model runner executing every step it makes, ``kernels/``). The runner's faults
 (InputRowsOverflow, KVOverflow, CUDA out of memory) end the run as target errors, which
 fail the verdict. ``add_arguments`` and the usage checks import no torch; the runner is

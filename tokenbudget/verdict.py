@@ -2,7 +2,7 @@
 
 Every command that judges a policy asks this module, and nothing else states the rule:
 ``check`` (its three sections), ``fuzz`` (its summary and exit status), ``prove``
-(``judge``) and ``replay`` (the judged line of a user policy). The rule (spec/SPEC.md
+(``judge``) and ``replay`` (the judged line of a user policy). The rule (tokenbudget/spec/SPEC.md
 §2, "How a verdict is reached"):
 
 - A violation of invariant I shown by a run of a trace under policy P is *known* when a

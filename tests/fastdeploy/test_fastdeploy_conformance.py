@@ -13,7 +13,7 @@ from typing import Callable
 import pytest
 
 from tokenbudget.harness.fastdeploy.runtime import CHILD_ENV, PATH_ENV
-from tokenbudget.model.fastdeploy_commits import FASTDEPLOY_COMMITS
+from tokenbudget.model.fastdeploy.commits import FASTDEPLOY_COMMITS
 
 ROOT = Path(__file__).resolve().parents[2]
 CROSSED = """
@@ -28,7 +28,7 @@ engine = fastdeploy_engine(folder)
 crossed = replace(engine, workload=lambda seed, index: workload(seed, index, other))
 print(json.dumps(run_conformance(0, 20, corpus, engine=crossed).to_json()))
 """
-F5 = ROOT / "corpus" / "findings" / "f5-fastdeploy-spec-method-full-batch-deadlock.json"
+F5 = ROOT / "tokenbudget" / "corpus" / "findings" / "f5-fastdeploy-spec-method-full-batch-deadlock.json"
 WORKLOADS = 30
 
 

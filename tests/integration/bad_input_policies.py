@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tokenbudget.model import BudgetPolicy, VllmLoop
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.vllm.policies import VllmAdaptive
 
 NOT_A_CLASS = 42
 

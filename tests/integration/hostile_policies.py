@@ -8,7 +8,7 @@ import signal
 import time
 
 from tokenbudget.model import VllmLoop
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.vllm.policies import VllmAdaptive
 
 
 class ExitsZero(VllmAdaptive):

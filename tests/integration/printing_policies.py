@@ -2,7 +2,7 @@
 the one document whatever it prints."""
 from __future__ import annotations
 
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.vllm.policies import VllmAdaptive
 
 print("printed while the policy module loads")
 

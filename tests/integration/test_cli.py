@@ -185,8 +185,8 @@ def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 # -- check ------------------------------------------------------------------------------
-USER_BASES = {"overflowing": "tokenbudget.model.fastdeploy_policies.FastDeployV0",
-              "safe": "tokenbudget.model.vllm_policies.VllmAdaptive"}
+USER_BASES = {"overflowing": "tokenbudget.model.fastdeploy.policies.FastDeployV0",
+              "safe": "tokenbudget.model.vllm.policies.VllmAdaptive"}
 
 
 @dataclass

@@ -1,5 +1,5 @@
-"""The columnar step (``model/columnar_vllm.py``) against the scalar step, and the columnar checks
-(``spec/columnar_checks.py``) against ``check_step``: on seeded workloads, every record and every
+"""The columnar step (``tokenbudget/model/vllm/columnar.py``) against the scalar step, and the columnar checks
+(``tokenbudget/spec/columnar_checks.py``) against ``check_step``: on seeded workloads, every record and every
 outcome of the one is equal to the other's, and every record is judged alike."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from tokenbudget.model import BudgetConfig, decisions, get_policy, scheduler_for
-from tokenbudget.model import columnar_vllm
+from tokenbudget.model.vllm import columnar as columnar_vllm
 from tokenbudget.spec import LedgerEntry, check_step
 from tokenbudget.spec import columnar_checks
 from tokenbudget.spec.columnar_checks import check_step_columnar
@@ -217,8 +217,8 @@ def test_a_run_is_judged_as_check_run_judges_it(monkeypatch: pytest.MonkeyPatch)
 
 def test_a_replaced_policy_method_sends_the_step_scalar(monkeypatch: pytest.MonkeyPatch) -> None:
     """A built-in policy whose method was replaced, even by another model class's, runs scalar."""
-    from tokenbudget.model.fastdeploy_policies import FastDeployV0
-    from tokenbudget.model.vllm_policies import VllmAdaptive
+    from tokenbudget.model.fastdeploy.policies import FastDeployV0
+    from tokenbudget.model.vllm.policies import VllmAdaptive
 
     cfg = {"num_speculative_tokens": 4, "method": "ngram", "parallel_drafting": True}
     ops = workload(random.Random(4), cfg)

@@ -26,7 +26,7 @@ def test_a_folder_without_vllm_is_refused_before_anything_runs(tmp_path: Path) -
 def test_engine_path_needs_the_vllm_target(tmp_path: Path) -> None:
     (tmp_path / "vllm").mkdir()
     (tmp_path / "vllm" / "__init__.py").write_text("")
-    trace = Path(__file__).resolve().parents[2] / "corpus" / "seed-000-vllm-adaptive.json"
+    trace = Path(__file__).resolve().parents[2] / "tokenbudget" / "corpus" / "seed-000-vllm-adaptive.json"
     line = one_error_line(tokenbudget("replay", str(trace), "--engine-path", str(tmp_path)))
     assert "--target vllm" in line
 

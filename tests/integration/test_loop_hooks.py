@@ -101,9 +101,9 @@ def test_a_loop_of_its_own_step_has_no_hook_nor_one_pass_flag():
 
 VARIANTS = '''
     from tokenbudget.model import SglangLoop, TrtllmLoop, VllmLoop
-    from tokenbudget.model.sglang_policies import Sglang
-    from tokenbudget.model.trtllm_policies import Trtllm
-    from tokenbudget.model.vllm_policies import VllmAdaptive
+    from tokenbudget.model.sglang.policies import Sglang
+    from tokenbudget.model.trtllm.policies import Trtllm
+    from tokenbudget.model.vllm.policies import VllmAdaptive
 
 
     class GrantAll(TrtllmLoop):

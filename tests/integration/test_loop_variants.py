@@ -9,7 +9,7 @@ import pytest
 from proof_budgets import Z3_TIMEOUT_S
 
 from tokenbudget.model import BudgetConfig, VllmLoop, decisions, get_policy, ite, scheduler_for
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.vllm.policies import VllmAdaptive
 
 from test_proofs_pass import add_random_request, assert_same, random_config, skeleton_pass
 

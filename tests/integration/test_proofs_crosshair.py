@@ -1,6 +1,6 @@
 """CrossHair checks the PEP 316 contracts of the budget functions and of the reference
 scheduler's step, and catches the planted bugs kept apart in
-``proofs/contracts/examples/bugs_detected``."""
+``tokenbudget/proofs/contracts/examples/bugs_detected``."""
 from __future__ import annotations
 
 import subprocess

@@ -11,7 +11,7 @@ import pytest
 from proof_budgets import Z3_TIMEOUT_S
 
 from tokenbudget.model import BudgetConfig, Budgets, ConfigError, get_policy, scheduler_for
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.vllm.policies import VllmAdaptive
 from tokenbudget.proofs.induction import prove_by_induction
 from tokenbudget.proofs.obligations import STEP_OBLIGATIONS
 from tokenbudget.proofs.solving import value

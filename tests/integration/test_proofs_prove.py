@@ -127,8 +127,8 @@ def _user_policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, base: str) -> 
 
 
 @pytest.mark.parametrize("base, code", [
-    ("tokenbudget.model.vllm_policies.VllmAdaptive", 0),
-    ("tokenbudget.model.fastdeploy_policies.FastDeployV0", 1),
+    ("tokenbudget.model.vllm.policies.VllmAdaptive", 0),
+    ("tokenbudget.model.fastdeploy.policies.FastDeployV0", 1),
 ])
 def test_a_user_policy_fails_on_a_refuted_ledger_invariant(base: str, code: int, tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch,

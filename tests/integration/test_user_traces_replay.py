@@ -15,9 +15,9 @@ import pytest
 
 POLICIES = '''
     from tokenbudget.model import and_
-    from tokenbudget.model.sglang_policies import SglangV1RetractFixed
-    from tokenbudget.model.trtllm_policies import TrtllmOneModelUnreserved
-    from tokenbudget.model.vllm_policies import VllmAdaptive
+    from tokenbudget.model.sglang.policies import SglangV1RetractFixed
+    from tokenbudget.model.trtllm.policies import TrtllmOneModelUnreserved
+    from tokenbudget.model.vllm.policies import VllmAdaptive
 
 
     class LooseExitRule(VllmAdaptive):
@@ -66,8 +66,8 @@ def assert_replays_as_written(env: dict[str, str], files: list[Path], spec: str)
 
 
 @pytest.mark.parametrize("cls, invariant", [
-    ("LooseExitRule", "model-error"),  # a trace of the pass skeleton's search (proofs/trace_family.py)
-    ("PageBoundary", "kv-capacity"),  # a trace of the bounded search over the model (proofs/loop_search.py)
+    ("LooseExitRule", "model-error"),  # a trace of the pass skeleton's search (tokenbudget/proofs/trace_family.py)
+    ("PageBoundary", "kv-capacity"),  # a trace of the bounded search over the model (tokenbudget/proofs/loop_search.py)
 ])
 def test_prove_emits_traces_that_replay_without_policy(env, tmp_path, cls, invariant):
     spec = f"{MODULE}:{cls}"

@@ -1,4 +1,4 @@
-"""The GPU checks of ``kernels/gpu_check.py``, as tests: they run only where CUDA is."""
+"""The GPU checks of ``tokenbudget/kernels/gpu_check.py``, as tests: they run only where CUDA is."""
 from __future__ import annotations
 
 from typing import Callable

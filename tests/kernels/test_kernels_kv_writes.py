@@ -23,7 +23,7 @@ from tokenbudget.kernels.target import RunnerOptions, RunnerTarget, runner_refus
 from tokenbudget.model import BudgetConfig, ConfigError, decisions, get_policy, methods
 from tokenbudget.model.physical_need import physical_need
 from tokenbudget.model.target import ModelTarget
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.vllm.policies import VllmAdaptive
 from tokenbudget.spec import check_step, grant_rules
 from tokenbudget.spec.corpus import corpus_paths
 from tokenbudget.spec.execution import Execution

@@ -21,7 +21,8 @@ from typing import Any, Callable, Mapping
 import pytest
 
 from tokenbudget.model import BudgetConfig, BudgetPolicy, Budgets
-from tokenbudget.model import decisions, loop, one_pass_loop, step_pass, vllm_policies
+from tokenbudget.model import decisions, loop, one_pass_loop, step_pass
+from tokenbudget.model.vllm import policies as vllm_policies
 from tokenbudget.spec.intlike import and_, ite, min_
 from tokenbudget.model.findings import FINDINGS, findings_of
 from tokenbudget.model.request import Request, Status

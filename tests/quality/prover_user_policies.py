@@ -3,7 +3,7 @@ built-in the way an engineer would, with the mistake its docstring names."""
 from __future__ import annotations
 
 from tokenbudget.model import Budgets, and_, ite, max_
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.vllm.policies import VllmAdaptive
 
 
 class GrantBranchesWithIf(VllmAdaptive):

@@ -9,7 +9,7 @@ from proof_budgets import generous
 
 from tokenbudget.model import Budgets, get_policy
 from tokenbudget.model.replay import replay_on_model
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.vllm.policies import VllmAdaptive
 from tokenbudget.proofs.obligation_table import all_obligations, decide
 from tokenbudget.verdict import judge
 from tokenbudget.proofs.verdicts import PROVED, REFUTED

@@ -14,7 +14,7 @@ import prover_user_policies as users
 from proof_budgets import Z3_TIMEOUT_S, generous
 from tokenbudget.model import BudgetConfig, get_policy
 from tokenbudget.model.replay import replay_on_model
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.vllm.policies import VllmAdaptive
 from tokenbudget.proofs.prove import prove
 from tokenbudget.verdict import judge
 from tokenbudget.proofs import solving

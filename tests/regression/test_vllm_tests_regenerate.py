@@ -1,4 +1,4 @@
-"""The exported vLLM test of each vLLM finding (corpus/vllm_tests/) is what
+"""The exported vLLM test of each vLLM finding (tokenbudget/corpus/vllm_tests/) is what
 ``tokenbudget export --vllm-test`` writes for its trace today, character for character."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``fuzz --target sglang``: SGLang 0.5.23's scheduler code in lockstep with the model
-(``harness/sglang/differential.py``), in child processes. On conformance's own workloads the two
+(``tokenbudget/harness/sglang/differential.py``), in child processes. On conformance's own workloads the two
 never part and SGLang's records break no invariant; a config without speculation is refused."""
 from __future__ import annotations
 

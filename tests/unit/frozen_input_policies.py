@@ -2,8 +2,8 @@
 line of each write ends with ``# writes``, so a test finds its file:line."""
 from __future__ import annotations
 
-from tokenbudget.model.sglang_policies import SglangV1Retract
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.sglang.policies import SglangV1Retract
+from tokenbudget.model.vllm.policies import VllmAdaptive
 
 
 class ZeroDraftSlots(VllmAdaptive):

@@ -13,7 +13,7 @@ from tokenbudget.fuzz.request_shapes import (BURST_MAX_TOKENS, MAX_BURST, Reques
 from tokenbudget.model import BudgetConfig, BudgetPolicy, ConfigError, builtin_policies, get_policy, scheduler_for
 from tokenbudget.model.config_edges import least_pool, validates
 from tokenbudget.model.target import ModelTarget
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.vllm.policies import VllmAdaptive
 from tokenbudget.spec.execution import Execution
 from tokenbudget.spec.intlike import cdiv
 from tokenbudget.spec.trace import StepOp

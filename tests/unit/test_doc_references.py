@@ -32,9 +32,8 @@ def _resolves(reference: str) -> bool:
 
 def _references() -> list[tuple[str, str]]:
     out = []
-    for folder in (*FOLDERS, "tokenbudget"):
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            out += [(str(path.relative_to(ROOT)), m.group(1)) for m in REFERENCE.finditer(path.read_text())]
+    for path in sorted((ROOT / "tokenbudget").rglob("*.py")):
+        out += [(str(path.relative_to(ROOT)), m.group(1)) for m in REFERENCE.finditer(path.read_text())]
     return out
 
 

@@ -6,7 +6,7 @@ import pytest
 import z3
 
 from tokenbudget.model import BudgetConfig, ConfigError, VllmLoop, get_policy, ite
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.vllm.policies import VllmAdaptive
 from tokenbudget.proofs.symbolic import SymbolicConfig
 
 

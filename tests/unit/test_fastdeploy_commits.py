@@ -1,4 +1,4 @@
-"""The FastDeploy model keyed by commit (``model/fastdeploy_commits.py``, ``model/fastdeploy_worker.py``):
+"""The FastDeploy model keyed by commit (``tokenbudget/model/fastdeploy/commits.py``, ``tokenbudget/model/fastdeploy/worker.py``):
 the block rules' arithmetic as cited, the worker's pause, each built-in naming its commits, and F5
 at each commit that has it. No FastDeploy needed (``tests/fastdeploy/`` runs the real code)."""
 from __future__ import annotations
@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from tokenbudget.model import BudgetConfig, ConfigError, get_policy
-from tokenbudget.model import fastdeploy_commits as commits
-from tokenbudget.model import fastdeploy_worker as worker
+from tokenbudget.model.fastdeploy import commits as commits
+from tokenbudget.model.fastdeploy import worker as worker
 from tokenbudget.model.findings import explaining_finding
 from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.trace import AddOp, StepOp, load_trace
 from dataclasses import replace
 
-F5 = Path(__file__).resolve().parents[2] / "corpus" / "findings" / "f5-fastdeploy-spec-method-full-batch-deadlock.json"
+F5 = Path(__file__).resolve().parents[2] / "tokenbudget" / "corpus" / "findings" / "f5-fastdeploy-spec-method-full-batch-deadlock.json"
 
 
 def test_the_decode_preallocation_threshold_per_commit() -> None:

@@ -26,7 +26,7 @@ from tokenbudget.spec.execution import Execution
 from tokenbudget.spec.invariants import ends_in_fixpoint, first_fixpoint
 from tokenbudget.spec.trace import AbortOp, AddOp, StepOp, Trace, load_trace
 
-CORPUS = Path(__file__).resolve().parents[2] / "corpus"
+CORPUS = Path(__file__).resolve().parents[2] / "tokenbudget" / "corpus"
 FIXPOINT_TRACE = CORPUS / "fastdeploy-decode-count-full-batch-fixpoint.json"
 
 

@@ -17,21 +17,15 @@ FOLDERS = {"spec": 0, "model": 1, "harness": 2, "fuzz": 2, "proofs": 2, "kernels
 
 
 def _module_name(path: Path) -> str:
-    rel = path.relative_to(ROOT).with_suffix("")
-    parts = list(rel.parts)
-    if parts[0] != "tokenbudget":
-        parts.insert(0, "tokenbudget")
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
 def _modules() -> dict[str, Path]:
-    out = {}
-    for folder in FOLDERS:
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            out[_module_name(path)] = path
-    return out
+    return {_module_name(path): path for path in sorted((ROOT / "tokenbudget").rglob("*.py"))
+            if "corpus" not in path.parts}
 
 
 def _folder(module: str) -> str:

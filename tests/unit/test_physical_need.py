@@ -6,12 +6,12 @@ import pytest
 
 from tokenbudget.model import BudgetConfig, FastDeployLoop, VllmLoop, methods, scheduler_for
 from tokenbudget.model.config import ConfigError
-from tokenbudget.model.fastdeploy_policies import FastDeploySpecMethod
+from tokenbudget.model.fastdeploy.policies import FastDeploySpecMethod
 from tokenbudget.model.physical_need import builtin_class, physical_need
 from tokenbudget.model.policy import BudgetPolicy
 from tokenbudget.model.target import ModelTarget
-from tokenbudget.model.trtllm_policies import Trtllm
-from tokenbudget.model.vllm_policies import VllmAdaptive, VllmStatic
+from tokenbudget.model.trtllm.policies import Trtllm
+from tokenbudget.model.vllm.policies import VllmAdaptive, VllmStatic
 from tokenbudget.spec import check_step
 from tokenbudget.spec.execution import Execution
 from tokenbudget.spec.trace import AddOp, StepOp

@@ -170,5 +170,5 @@ def test_get_policy_errors_are_one_line():
 
 
 def test_user_policy_by_module_path():
-    policy = get_policy("tokenbudget.model.vllm_policies:VllmAdaptive")
+    policy = get_policy("tokenbudget.model.vllm.policies:VllmAdaptive")
     assert policy.name == "vllm-adaptive"

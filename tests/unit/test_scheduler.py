@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from tokenbudget.model import BudgetConfig, SchedulerLoop, get_policy, scheduler_for
-from tokenbudget.model.fastdeploy_policies import FastDeployDecodeCount
+from tokenbudget.model.fastdeploy.policies import FastDeployDecodeCount
 from tokenbudget.spec import check_step
 
 SPEC = dict(num_speculative_tokens=4, method="ngram", parallel_drafting=True)  # d = 3, L = 0

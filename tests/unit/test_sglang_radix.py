@@ -1,4 +1,4 @@
-"""The model's SGLang radix cache (``model.sglang_radix``): prefix sharing between the requests
+"""The model's SGLang radix cache (``model.sglang.radix``): prefix sharing between the requests
 of a prefix group, bigram keys under EAGLE, locks that keep a running request's pages from
 eviction, least-recently-used eviction of unlocked leaves, and the switch
 (``enable_prefix_caching``: SGLang's ``disable_radix_cache`` negated)."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 from tokenbudget.model import BudgetConfig, get_policy
 from tokenbudget.model.kv_pool import KVBlockPool
 from tokenbudget.model.request import Request
-from tokenbudget.model.sglang_loop import SglangLoop
-from tokenbudget.model.sglang_radix import RadixCache
+from tokenbudget.model.sglang.loop import SglangLoop
+from tokenbudget.model.sglang.radix import RadixCache
 
 
 def _loop(**overrides: object) -> SglangLoop:

@@ -1,4 +1,4 @@
-"""TensorRT-LLM's chunking policies and draft fitting (``model/trtllm_chunking.py``) against
+"""TensorRT-LLM's chunking policies and draft fitting (``tokenbudget/model/trtllm/chunking.py``) against
 the capacity they are given; the draft fitting before PR #13578 asks to discard more
 drafts than a request holds."""
 from __future__ import annotations
@@ -7,9 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tokenbudget.model.trtllm_chunking import (
-    CHUNKING_POLICIES, EQUAL_PROGRESS, FIRST_COME_FIRST_SERVED, FORCE_CHUNK, Context, chunk_sizes, kept_drafts,
-    reuse_adjusted_compute,
+from tokenbudget.model.trtllm.chunking import (
+    CHUNKING_POLICIES, EQUAL_PROGRESS, FIRST_COME_FIRST_SERVED, FORCE_CHUNK, Context, chunk_sizes, kept_drafts, reuse_adjusted_compute,
 )
 
 contexts = st.lists(st.builds(Context, st.integers(1, 40), st.integers(0, 40), st.integers(0, 4)), min_size=1,

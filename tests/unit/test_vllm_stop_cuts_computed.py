@@ -10,7 +10,7 @@ from tokenbudget.model import BudgetConfig, get_policy, scheduler_for
 from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.trace import load_trace
 
-TRACE = Path(__file__).resolve().parents[2] / "corpus" / "vllm-adaptive-0.33-stop-cuts-computed.json"
+TRACE = Path(__file__).resolve().parents[2] / "tokenbudget" / "corpus" / "vllm-adaptive-0.33-stop-cuts-computed.json"
 
 
 def finished_with_a_cut(version: str) -> tuple[int, int, int]:

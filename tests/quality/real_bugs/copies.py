@@ -1,9 +1,9 @@
 """Correct copies of built-in policies and of an engine loop, with no change: they must pass."""
 from tokenbudget.model import FastDeployLoop, VllmLoop
-from tokenbudget.model.fastdeploy_policies import FastDeploySpecMethod
-from tokenbudget.model.sglang_policies import Sglang
-from tokenbudget.model.trtllm_policies import Trtllm
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.fastdeploy.policies import FastDeploySpecMethod
+from tokenbudget.model.sglang.policies import Sglang
+from tokenbudget.model.trtllm.policies import Trtllm
+from tokenbudget.model.vllm.policies import VllmAdaptive
 
 
 class VllmAdaptiveCopy(VllmAdaptive):

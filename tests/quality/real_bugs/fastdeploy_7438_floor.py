@@ -2,7 +2,7 @@
 min(B, 512) "to avoid negative token_budget": with S * (k + 1) near B the floor hands out
 rows that were reserved for decodes."""
 from tokenbudget.model import Budgets, max_, min_
-from tokenbudget.model.fastdeploy_policies import FastDeploySpecMethod
+from tokenbudget.model.fastdeploy.policies import FastDeploySpecMethod
 
 
 class Policy(FastDeploySpecMethod):

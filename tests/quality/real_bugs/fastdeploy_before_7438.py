@@ -2,7 +2,7 @@
 decode is charged its 1 token, though it runs 1 + k rows; step tokens kept exceeding B
 until Paddle ran out of memory (the seed report)."""
 from tokenbudget.model import Budgets
-from tokenbudget.model.fastdeploy_policies import FastDeploySpecMethod
+from tokenbudget.model.fastdeploy.policies import FastDeploySpecMethod
 
 
 class Policy(FastDeploySpecMethod):

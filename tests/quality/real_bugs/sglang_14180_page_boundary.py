@@ -1,7 +1,7 @@
 """SGLang before PR #14180: with page_size > 1 the spec-v1 decode check counted a new page
 only for a request exactly at a page boundary, (seqlen - 1) % page == 0, though a verify
 of 1 + k tokens crosses into a new page from any of the last 1 + k slots of a page."""
-from tokenbudget.model.sglang_policies import SglangV1RetractFixed
+from tokenbudget.model.sglang.policies import SglangV1RetractFixed
 
 
 class Policy(SglangV1RetractFixed):

@@ -3,8 +3,8 @@
 so with a page larger than 21 + 2k it stopped retracting while each remaining decode still
 needed a whole new page, and the decode ran out of KV. The last request was kept (the abort
 came later)."""
-from tokenbudget.model.sglang_loop import RETRACT_DECODE_STEPS
-from tokenbudget.model.sglang_policies import Sglang
+from tokenbudget.model.sglang.loop import RETRACT_DECODE_STEPS
+from tokenbudget.model.sglang.policies import Sglang
 
 
 class Policy(Sglang):

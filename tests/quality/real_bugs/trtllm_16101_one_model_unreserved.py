@@ -2,7 +2,7 @@
 so the micro-batch scheduler charged a generation request 1 token while the forward ran
 1 + k rows, and chunked prefill sized context chunks into the rows it did not charge."""
 from tokenbudget.model import ite
-from tokenbudget.model.trtllm_policies import Trtllm
+from tokenbudget.model.trtllm.policies import Trtllm
 
 
 class Policy(Trtllm):

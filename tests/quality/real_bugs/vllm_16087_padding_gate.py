@@ -1,7 +1,7 @@
 """vLLM PR #16087, the admission half: a 1-token admission is padded to 1 + k without asking
 whether the padded drafts still fit under max_model_len."""
 from tokenbudget.model import VllmLoop, decisions
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.vllm.policies import VllmAdaptive
 
 
 class PadsPastModelLen(VllmLoop):

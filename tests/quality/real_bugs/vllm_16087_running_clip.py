@@ -1,7 +1,7 @@
 """vLLM PR #16087: a running request's grant (its drafts included) was never clipped to
 ``max_model_len - 1 - computed``, so drafts were scheduled past max_model_len."""
 from tokenbudget.model import VllmLoop, decisions, ite
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.vllm.policies import VllmAdaptive
 
 
 class NoModelLenClip(VllmLoop):

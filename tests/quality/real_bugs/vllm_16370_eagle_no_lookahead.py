@@ -4,7 +4,7 @@
 tokens only, while the EAGLE head writes the KV of its k drafts past them. ``Fixed`` is
 the same policy reserving the k slots the merged fix reserves.
 """
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.vllm.policies import VllmAdaptive
 
 
 class Policy(VllmAdaptive):

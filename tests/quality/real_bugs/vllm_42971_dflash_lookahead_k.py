@@ -4,7 +4,7 @@ The DFlash drafter runs the new last token and k mask tokens in one query, writi
 at k + 1 positions past the verified tokens; the scheduler reserved k of them. ``Fixed``
 is the same policy reserving k + 1.
 """
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.vllm.policies import VllmAdaptive
 
 
 class Policy(VllmAdaptive):

@@ -2,7 +2,7 @@
 speculative_config is not None``, so without speculation a negative value passed validation
 and became the token budget (fixed by PR #44207, a field-level ``ge=0``)."""
 from tokenbudget.model import Requirement, not_, or_
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.vllm.policies import VllmAdaptive
 
 
 class Policy(VllmAdaptive):

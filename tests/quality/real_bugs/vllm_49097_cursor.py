@@ -2,7 +2,7 @@
 the running queue, but the cursor (``req_index``) is not moved back, so the request after
 the current one is silently skipped for the step (scheduler.py:809-812 is the fix)."""
 from tokenbudget.model import VllmLoop
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.vllm.policies import VllmAdaptive
 
 
 class CursorNotMovedBack(VllmLoop):

@@ -2,7 +2,7 @@
 (once for the pass, once for the throttle), so with B = 18 the second 8-token prefill got
 2 tokens, not 8. Nothing overflows: the budget is wasted while requests wait."""
 from tokenbudget.model import Budgets, ite
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.vllm.policies import VllmAdaptive
 
 
 class Policy(VllmAdaptive):

@@ -1,7 +1,7 @@
 """The loops go on while ``input_budget >= d`` (vLLM breaks at ``input_budget <= draft_slots``,
 scheduler.py:661), so a request can be granted 0 tokens."""
 from tokenbudget.model import and_
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.vllm.policies import VllmAdaptive
 
 
 class Policy(VllmAdaptive):

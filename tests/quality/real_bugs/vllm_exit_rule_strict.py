@@ -1,6 +1,6 @@
 """The loops stop once ``input_budget <= d + 1``: with B = d + 1 nothing is ever scheduled."""
 from tokenbudget.model import and_
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.vllm.policies import VllmAdaptive
 
 
 class Policy(VllmAdaptive):

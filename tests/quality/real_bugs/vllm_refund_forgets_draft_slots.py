@@ -1,7 +1,7 @@
 """A same-step preemption gives the input budget back ``grant``, not the ``grant + d`` it was
 charged (vLLM's refund is ``input_budget += restored + draft_slots``, scheduler.py:819)."""
 from tokenbudget.model import Budgets
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.vllm.policies import VllmAdaptive
 
 
 class Policy(VllmAdaptive):

@@ -1,6 +1,6 @@
 """A same-step preemption credits its refund twice (the rollback and a second restore)."""
 from tokenbudget.model import Budgets
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.vllm.policies import VllmAdaptive
 
 
 class Policy(VllmAdaptive):

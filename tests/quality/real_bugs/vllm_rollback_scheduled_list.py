@@ -2,7 +2,7 @@
 take the victim off the step's scheduled requests (``scheduled_running_reqs.remove``,
 ``num_scheduled_tokens.pop``: scheduler.py:814-821). This variant refunds but keeps it listed."""
 from tokenbudget.model import VllmLoop
-from tokenbudget.model.vllm_policies import VllmAdaptive
+from tokenbudget.model.vllm.policies import VllmAdaptive
 
 
 class RefundKeepsVictimScheduled(VllmLoop):

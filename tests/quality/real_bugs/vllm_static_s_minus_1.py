@@ -1,6 +1,6 @@
 """vLLM <= 0.27's up-front reservation computed for S - 1 sequences, T = B - d * (S - 1):
 a full batch runs d rows past B."""
-from tokenbudget.model.vllm_policies import VllmStatic
+from tokenbudget.model.vllm.policies import VllmStatic
 
 
 class Policy(VllmStatic):

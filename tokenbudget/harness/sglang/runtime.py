@@ -1,0 +1,129 @@
+"""Import SGLang 0.5.23 on the CPU, from a ``pip install --no-deps --target`` folder.
+
+Where: ``--engine-path DIR``, else ``$TOKENBUDGET_SGLANG_PATH``, else ``.engines/sglang-0.5.23``
+in the repository root. ``load(path)`` puts the folder first on ``sys.path``, imports the
+scheduler modules the harness drives and publishes a ``ServerArgs`` (SGLang's config bags,
+``runtime_context.set_server_args``), so ``get_exec()``/``get_schedule()``/``get_spec()`` answer.
+It raises ``SglangUnavailable`` (one line naming the install command) when SGLang is not there.
+
+The torchvision stub. ``sglang.srt.managers.schedule_policy`` imports
+``sglang.srt.configs`` whose multimodal configs (``configs/nano_nemotron_vl.py`` ->
+``multimodal/internvl_utils.py:5``, ``configs/deepseek_ocr.py:7``) import
+``torchvision.transforms`` at module level; nothing the scheduler runs calls them. A real
+torchvision must not be installed next to vLLM (its ``torchvision::nms`` operator breaks
+vLLM's torch). So, only when ``import torchvision`` fails, ``load`` first imports
+``transformers`` (whose ``is_torchvision_available()`` is decided then, and stays False) and
+then puts empty modules ``torchvision``, ``torchvision.io``, ``torchvision.transforms``,
+``torchvision.transforms.functional``, ``torchvision.transforms.v2`` and
+``torchvision.transforms.v2.functional`` on ``sys.modules``; any attribute of them is another
+empty module (``InterpolationMode``, ``functional``). The stub stays in the process, so
+SGLang is loaded only in a process of its own: ``tokenbudget conform --engine sglang`` runs
+itself again in a child process (``CHILD_ENV`` names the folder there), and the tests do the
+same; a process that drives vLLM never loads SGLang.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+from ..vllm.engine import EngineUnavailable
+
+RELEASE = "0.5.23"
+PATH_ENV = "TOKENBUDGET_SGLANG_PATH"
+CHILD_ENV = "TOKENBUDGET_SGLANG_CHILD"  # set in the child process that loads SGLang: its folder
+DEFAULT_PATH = Path(__file__).resolve().parents[3] / ".engines" / f"sglang-{RELEASE}"
+INSTALL = (f"pip install --no-deps --target .engines/sglang-{RELEASE} sglang=={RELEASE} "
+           "&& pip install orjson IPython gguf")
+STUBBED = ("torchvision", "torchvision.io", "torchvision.transforms", "torchvision.transforms.functional",
+           "torchvision.transforms.v2", "torchvision.transforms.v2.functional")
+
+_loaded: dict[str, Any] = {}
+
+
+class SglangUnavailable(EngineUnavailable):
+    """SGLang cannot be imported here; the message says why and how to install it, in one line."""
+
+
+def engine_folder(path: Path | None = None) -> Path:
+    """The folder SGLang is imported from: ``path``, the env var, or the default."""
+    if path is not None:
+        return path.expanduser().resolve()
+    env = os.environ.get(PATH_ENV)
+    return Path(env).expanduser().resolve() if env else DEFAULT_PATH
+
+
+def check_folder(path: Path | None = None) -> Path:
+    """``engine_folder(path)`` once it holds an ``sglang`` package; SglangUnavailable (one
+    line naming the install command) otherwise. Imports nothing."""
+    folder = engine_folder(path)
+    if not (folder / "sglang" / "__init__.py").is_file():
+        raise SglangUnavailable(f"SGLang {RELEASE} is not installed at {folder} (set --engine-path DIR or "
+                                f"${PATH_ENV}); install it with: {INSTALL}")
+    return folder
+
+
+class _Stub(types.ModuleType):
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Stub(f"{self.__name__}.{name}")
+
+
+def _stub_torchvision() -> None:
+    try:
+        importlib.import_module("torchvision")
+        return
+    except ImportError:
+        pass
+    importlib.import_module("transformers.utils.import_utils")  # decides torchvision is absent, before the stub
+    for name in STUBBED:
+        module = _Stub(name)
+        module.__path__ = []  # a package, so its submodules import
+        sys.modules[name] = module
+
+
+def load(path: Path | None = None) -> dict[str, Any]:
+    """SGLang's scheduler classes, imported from ``engine_folder(path)`` once per process."""
+    folder = check_folder(path)
+    if _loaded:
+        if _loaded["folder"] != folder:
+            raise SglangUnavailable(f"SGLang is already loaded from {_loaded['folder']} in this process, not {folder}")
+        return _loaded
+    sys.path.insert(0, str(folder))
+    os.environ.setdefault("SGLANG_LOG_LEVEL", "error")
+    try:
+        _stub_torchvision()
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import sglang
+            import torch
+            from sglang.srt import runtime_context
+            from sglang.srt.managers import schedule_batch, schedule_policy
+            from sglang.srt.managers.scheduler_components.new_token_ratio_tracker import NewTokenRatioTracker
+            from sglang.srt.mem_cache import allocation_sizing, common
+            from sglang.srt.mem_cache.allocator.paged import PagedTokenToKVPoolAllocator
+            from sglang.srt.mem_cache.allocator.token import TokenToKVPoolAllocator
+            from sglang.srt.mem_cache.cache_init_params import CacheInitParams
+            from sglang.srt.mem_cache.memory_pool import ReqToTokenPool
+            from sglang.srt.mem_cache.unified_cache.components import ComponentType
+            from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
+            from sglang.srt.sampling.sampling_params import SamplingParams
+            from sglang.srt.server_args import ServerArgs
+            from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+    except Exception as exc:  # noqa: BLE001 - any import failure means SGLang cannot run here
+        raise SglangUnavailable(f"cannot import SGLang from {folder}: {type(exc).__name__}: "
+                                f"{' '.join(str(exc).split())[:300]}; install it with: {INSTALL}") from None
+    version = getattr(sglang, "__version__", "?")
+    _loaded.update(folder=folder, version=version, torch=torch, NewTokenRatioTracker=NewTokenRatioTracker,
+                   runtime_context=runtime_context, schedule_batch=schedule_batch,
+                   schedule_policy=schedule_policy, allocation_sizing=allocation_sizing, common=common,
+                   PagedTokenToKVPoolAllocator=PagedTokenToKVPoolAllocator,
+                   TokenToKVPoolAllocator=TokenToKVPoolAllocator, CacheInitParams=CacheInitParams,
+                   ReqToTokenPool=ReqToTokenPool, ComponentType=ComponentType, UnifiedRadixCache=UnifiedRadixCache,
+                   SamplingParams=SamplingParams, ServerArgs=ServerArgs, SpeculativeAlgorithm=SpeculativeAlgorithm)
+    return _loaded

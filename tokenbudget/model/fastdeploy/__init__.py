@@ -1,0 +1,1 @@
+"""FastDeploy's ResourceManagerV1: its loop, policies, commit table and worker rules."""

@@ -1,0 +1,1 @@
+"""SGLang's scheduler: its prefill-or-decode loop, policies and radix cache."""

@@ -1,0 +1,130 @@
+"""TensorRT-LLM's budget policies: the micro-batch scheduler's ``max_num_tokens`` as the
+code stands after PR #16101, and as it stood before it for one-model speculation.
+
+Both run TensorRT-LLM's step (``trtllm_loop.TrtllmLoop``) with one budget,
+``max_num_tokens`` (B). A generation request costs ``beam_width + num_draft_tokens``
+(``PyMicroBatchScheduler.schedule``, tensorrt_llm/_torch/pyexecutor/scheduler/scheduler.py
+at 002f3cc3d, "C. Generation Request Handling"; beam width 1 here) and runs ``1 + k`` rows
+in the forward (``decode_rows``: ``model_engine.py`` ``_prepare_tp_inputs`` builds
+``1 + runtime_draft_len`` positions per generation request and asserts
+``total_num_tokens <= max_num_tokens``). A context chunk costs its size.
+
+The model charges a generation request's D drafts when the pass starts (``B - G * D``
+with G the requests decoding) and its one token when the pass grants it: the same total
+as TensorRT-LLM's ``1 + D`` at the visit whenever every generation request fits one step,
+which the model asks of a config (``B >= S * (1 + k)``, a scope requirement: TensorRT-LLM
+serves the rest by breaking its walk; SPEC.md §9).
+
+What D is depends on who attaches the drafts before the scheduler runs. Two-model
+speculation (``draft_model``, ``ngram``) sets ``request.draft_tokens = [0] * max_draft``
+for every generation request (py_executor.py ``_prepare_and_schedule_batch``, the
+``if self.drafter is not None`` block), so D = k. One-model speculation (``mtp``,
+``eagle3``: ``get_spec_drafter`` returns None) skipped that block until PR #16101 (with
+its follow-up #17836), so D was 0 while the forward still ran ``1 + k`` rows.
+
+Shared simplifications (SPEC.md §9): the model's paged KV pool and admission gate; FCFS
+chunking with a unit of 1; beam width 1; no encoder, LoRA, disaggregated or multimodal
+requests; the chunking policies and draft fitting of context chunks are in
+``trtllm_chunking``, outside the pass (the model's context chunks carry no drafts).
+"""
+from __future__ import annotations
+
+from ..config import Requirement
+from ...spec.intlike import BoolLike, IntLike, ite, not_, or_
+from ..policy import BudgetParams, BudgetPolicy, Budgets, plain  # noqa: F401 (plain: the PEP 316 contracts)
+from .loop import TrtllmLoop
+
+
+class _TrtllmPolicy(BudgetPolicy):
+    """Shared: the scope of the model, the startup checks, the loop and the arithmetic."""
+
+    engine = "tensorrt-llm"
+    table = "trtllm"
+    loop = TrtllmLoop
+
+    def requirements(self, p: BudgetParams) -> list[Requirement]:
+        b, s, k, max_len = p.max_num_batched_tokens, p.max_num_seqs, p.num_speculative_tokens, p.max_model_len
+        return super().requirements(p) + [
+            Requirement(
+                not_(p.priority_scheduling),
+                lambda: f"{self.name} models TensorRT-LLM, whose capacity scheduler serves requests in arrival "
+                "order; set scheduling_policy=fcfs",
+                scope=True,
+            ),
+            Requirement(
+                not_(p.parallel_drafting),
+                lambda: f"{self.name} models TensorRT-LLM, which has no parallel drafting; set parallel_drafting=false",
+                scope=True,
+            ),
+            Requirement(
+                p.max_num_scheduled_tokens is None,
+                lambda: f"{self.name} models TensorRT-LLM, whose one token budget is max_num_tokens "
+                "(max_num_batched_tokens); leave max_num_scheduled_tokens unset",
+                scope=True,
+            ),
+            Requirement(
+                b >= s * (1 + k),
+                lambda: f"{self.name} models configs where every generation request fits one step: "
+                f"max_num_batched_tokens ({b}) must be >= max_num_seqs * (1 + num_speculative_tokens) "
+                f"({s} * {1 + k}); raise max_num_batched_tokens or lower max_num_seqs",
+                scope=True,
+            ),
+            Requirement(
+                or_(p.chunked_prefill_knob, b >= max_len - 1),
+                lambda: f"without chunked prefill a whole prompt must fit max_num_tokens: max_num_batched_tokens "
+                f"({b}) must be >= max_model_len - 1 ({max_len - 1}); raise max_num_batched_tokens, lower "
+                "max_model_len or set enable_chunked_prefill=true",
+            ),
+        ]
+
+    def token_cap(self, p: BudgetParams) -> IntLike:
+        return p.max_num_batched_tokens
+
+    def scheduled_drafts(self, p: BudgetParams) -> IntLike:
+        """D: the drafts a generation request carries when the micro-batch scheduler charges it."""
+        return ite(p.spec_enabled, p.num_speculative_tokens, 0)
+
+    def initial_budgets(self, p: BudgetParams, num_decoding: IntLike) -> Budgets:
+        """Never negative for a config the model accepts.
+
+        pre: plain(p.max_num_batched_tokens, p.max_num_seqs, p.num_speculative_tokens, num_decoding)
+        pre: isinstance(p.spec_enabled, bool) and isinstance(p.one_model, bool) and p.num_speculative_tokens >= 0
+        pre: 0 <= num_decoding <= p.max_num_seqs
+        pre: p.max_num_batched_tokens >= p.max_num_seqs * (1 + p.num_speculative_tokens)
+        post: __return__.token >= num_decoding
+        """
+        return Budgets(p.max_num_batched_tokens - num_decoding * self.scheduled_drafts(p), None)
+
+    def runner_rows(self, p: BudgetParams, grant: IntLike, is_decode: BoolLike) -> IntLike:
+        return ite(is_decode, p.decode_rows, grant)
+
+
+class Trtllm(_TrtllmPolicy):
+    """TensorRT-LLM after PR #16101: every generation request charged ``1 + k``.
+
+    Two-model speculation always attached ``k`` placeholder drafts before scheduling;
+    #16101 ("Reserve MTP draft tokens in scheduler for one-model speculative decoding")
+    does the same for one-model MTP and Eagle3.
+    """
+
+    name = "trtllm"
+    description = "max_num_tokens; a generation request charges 1 + k (one- and two-model)"
+    version = "PR #16101"
+
+
+class TrtllmOneModelUnreserved(_TrtllmPolicy):
+    """TensorRT-LLM before PR #16101: one-model speculation charged 1 per generation request.
+
+    With no drafter object the placeholder drafts were never attached, so the micro-batch
+    scheduler charged ``beam_width + 0`` while the forward ran ``1 + k`` rows; chunked
+    prefill then sized the context chunks up to ``max_num_tokens - G`` and the forward's
+    assertion ``total_num_tokens <= max_num_tokens`` fired. Two-model speculation is as
+    ``trtllm``.
+    """
+
+    name = "trtllm-one-model-unreserved"
+    description = "before #16101: one-model mtp/eagle3 charge 1 per generation request but run 1 + k rows"
+    version = "before PR #16101"
+
+    def scheduled_drafts(self, p: BudgetParams) -> IntLike:
+        return ite(p.one_model, 0, super().scheduled_drafts(p))

@@ -1,0 +1,1 @@
+"""vLLM's scheduler: its loop, policies, version table and columnar step."""

@@ -1,0 +1,128 @@
+"""VllmLoop: vLLM 0.32's scheduling pass, ``Scheduler.schedule`` (vllm/v1/core/sched/scheduler.py, 0.32.0).
+
+The running pass visits the RUNNING queue in order while the policy's exit rule lets it
+and breaks at the first request it cannot visit. A decode's demand includes its drafts,
+so its grant counts them. When KV blocks run out, vLLM preempts a victim (refunding its
+grant if the pass already scheduled it) until the allocation fits; a request that
+preempts itself ends the running pass ("No more request to preempt"), and a pass that
+preempted skips the waiting pass. The victim is ``max(running, key=(priority,
+arrival))`` under priority scheduling and the tail under FCFS (lines 796-802: the shared
+``victim``); removing a victim that stood before the request being scheduled moves the
+cursor back one (808-812: the shared ``cursor_after_preemption``). The waiting pass
+(``OnePassLoop._schedule_waiting``) pads a 1-token admission to 1 + k (lines 1131-1153), then applies the long-prefill
+threshold (1155-1156), and admits only what the whole-sequence gate lets through.
+
+Versions differ in data (``vllm_versions.VLLM_VERSIONS``), read through ``rules``: in vLLM
+0.33.0 a priority self-preemption goes on with the next running request
+(vllm/v1/core/sched/scheduler.py:983-992 (vLLM 0.33.0)), and DFlash and DSpark admit at
+most B // L running requests (scheduler.py:1073 (vLLM 0.33.0); vllm/config/vllm.py:2380-2397), and
+a stop that cuts output tokens takes them off the computed count before the output's blocks
+are cached (scheduler.py:2758-2763 (vLLM 0.33.0)).
+"""
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Optional
+
+from .. import decisions, methods
+from . import columnar as columnar_vllm
+from ..one_pass_loop import OnePassLoop
+from ...spec.records import StepOutcome, StepRecord
+from ..step_pass import StepPass
+from .versions import DRAFT_PASS_METHODS, VLLM_VERSIONS, VllmVersion, rules_for
+
+
+class VllmLoop(OnePassLoop):
+    drafts_in_grant = True
+    pads_short_admissions = True
+    decodes_bypass_budget = False
+    honours = OnePassLoop.honours
+    columnar_min_running: Optional[int] = columnar_vllm.MIN_RUNNING  # None: every step scalar
+
+    def schedule(self) -> StepRecord:
+        """The pass; columnar (``columnar_vllm``) when the running queue is large and the
+        loop and policy are built-ins it models, with the same record as the scalar pass."""
+        floor = self.columnar_min_running
+        if floor is not None and len(self.running) >= floor and type(self) is VllmLoop \
+                and columnar_vllm.applies(self):
+            record = columnar_vllm.schedule(self)
+            if record is not None:
+                return record
+        self.columnar_memo.forget()
+        return super().schedule()
+
+    def update_from_output(self, record: StepRecord, accepted: dict[str, int] | None = None) -> StepOutcome:
+        if self.columnar_memo.last is not None:
+            outcome = columnar_vllm.update(self, record, accepted or {})
+            if outcome is not None:
+                return outcome
+        self.columnar_memo.forget()
+        return super().update_from_output(record, accepted)
+
+    @cached_property
+    def columnar_memo(self) -> columnar_vllm.Memo:
+        """What a columnar step leaves for its output and the next step (a cache, not state)."""
+        return columnar_vllm.Memo()
+
+    @classmethod
+    def method_table(cls, version: Optional[str]) -> str:
+        """The version's table (``VLLM_VERSIONS``); without a version, the default one."""
+        return VLLM_VERSIONS[version].table if version in VLLM_VERSIONS else methods.DEFAULT_TABLE
+
+    def _schedule_running(self, step: StepPass, threshold: int) -> None:
+        policy, params, max_model_len = self.policy, self.params, self.cfg.max_model_len
+        checks_exit_rule, running_grant = self.running_checks_exit_rule, self.running_grant
+        continues = self._continues_after_self_preemption()
+        i = 0
+        while i < len(self.running):
+            if checks_exit_rule and not step.may_schedule():
+                break
+            req = self.running[i]
+            computed, num_tokens, drafts = req.num_computed_tokens, req.num_tokens, req.num_draft_tokens
+            grant = running_grant(policy, params, step.budgets, num_tokens + drafts - computed, computed, threshold,
+                                  max_model_len, False)
+            if grant <= 0:
+                i += 1
+                continue
+            num_drafts = decisions.scheduled_drafts(self.drafts_in_grant, drafts, computed, grant, num_tokens,
+                                                    req.is_decoding)
+            after = self.running[i + 1:] if continues else []
+            next_index = self._grant_running(step, i, grant, num_drafts, kv_tokens=grant)
+            if next_index is None:
+                if not continues:
+                    break
+                next_index = next((self.running.index(r) for r in after if r in self.running), len(self.running))
+            i = next_index
+
+    @cached_property
+    def rules(self) -> VllmVersion:
+        """The row of the version table this loop follows."""
+        return rules_for(self.need.version, self.need.table)
+
+    def _continues_after_self_preemption(self) -> bool:
+        """0.33: under priority scheduling the running pass goes on past a request that
+        preempted itself (the requests after it rank higher); 0.32 ends the pass."""
+        return self.cfg.scheduling_policy == "priority" and not self.rules.self_preemption_ends_pass
+
+    def _caches_blocks_at_output(self) -> bool:
+        """0.33, with speculation: ``update_from_output`` caches a decode's completed blocks."""
+        return self.rules.caches_blocks_at_output and self.k > 0
+
+    def _stop_cuts_computed(self) -> bool:
+        """0.33: the computed count drops the output tokens a stop cuts, so the blocks
+        cached at that output end one token before the request's last token."""
+        return self.rules.stop_cuts_computed
+
+    def _admission_seq_cap(self) -> int:
+        """0.33: DFlash and DSpark draft in a pass of B // L query rows at most, so at most
+        that many requests run (``max_num_active_seqs``)."""
+        cap = self.cfg.max_num_seqs
+        if self.rules.draft_pass_caps_seqs and self.cfg.method in DRAFT_PASS_METHODS and self.lookahead > 0:
+            cap = min(cap, self.cfg.max_num_batched_tokens // self.lookahead)
+        return cap
+
+    def _progress_possible(self, step: StepPass) -> bool:
+        """KV for some request's next token. The exit rule is not asked: progress is judged
+        in a step that granted nothing, whose budgets are the pass's initial ones, so an
+        exit rule that refuses them refuses every later pass alike (a stall)."""
+        return self._room_for_a_token(admit=True)
