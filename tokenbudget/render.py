@@ -318,12 +318,12 @@ def conform(report: ConformReport) -> str:
                      f"traces in {report.corpus}")
     for d in report.divergences:
         r = d.result
-        assert r.model is not None and r.vllm is not None
-        if r.vllm.error is not None:
-            what = f"{report.label} raised {r.vllm.error}; model grants {counts(r.model.num_scheduled_tokens)}, " \
+        assert r.model is not None and r.engine is not None
+        if r.engine.error is not None:
+            what = f"{report.label} raised {r.engine.error}; model grants {counts(r.model.num_scheduled_tokens)}, " \
                    f"violations {', '.join(r.model.violations) or 'none'}"
         else:
-            what = "; ".join(f"{f} model {_brief(getattr(r.model, f))} vs {report.label} {_brief(getattr(r.vllm, f))}"
+            what = "; ".join(f"{f} model {_brief(getattr(r.model, f))} vs {report.label} {_brief(getattr(r.engine, f))}"
                              for f in r.fields)
         why = f"{d.explanation.id} ({d.explanation.spec})" if d.explanation else "UNEXPLAINED"
         lines.append(f"  workload {d.workload} step {r.step}: {what}")

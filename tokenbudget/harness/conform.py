@@ -1,21 +1,19 @@
-"""Conformance: the reference model (``vllm-adaptive``) against the real vLLM scheduler,
-whichever is importable, compared with the model of the nearest modelled version.
+"""Conformance: the reference model against a real engine's scheduler (a ``ConformEngine``).
 
-``run_conformance(seed, n)`` runs workloads ``0 .. n-1`` of ``harness.conform_workloads`` on
-both sides in lockstep (``harness.lockstep``) and compares every step: grants, scheduled drafts,
+``run_conformance(seed, n, engine=...)`` runs the engine's workloads ``0 .. n-1`` on both sides in lockstep (``harness.lockstep``) and compares every step: grants, scheduled drafts,
 preemptions (in order), finished requests and KV blocks in use. A workload agrees when every step does.
 
 Every workload that does not agree is a divergence. Its trace is shrunk (``spec.shrink``)
 while it still diverges the same way, cut after the divergent step and written to the
-corpus directory (never overwriting). The trace's expectations hold vLLM's side of the
-divergent step (its grants, drafts and preemptions; or, when vLLM raised, the
-invariants the model reports there), so replaying it on the model shows the model's
-side against vLLM's, and replaying it on ``--target vllm`` meets them. A divergence is
-explained when it matches an entry of ``harness.known_divergences`` (a SPEC.md finding or
-deliberate simplification); the run is ok when every divergence is explained.
+corpus directory (never overwriting). The trace's expectations hold the engine's side of the
+divergent step (its grants, drafts and preemptions; or, when it raised, the invariants the
+model reports there), so replaying it on the model shows the model's side against the
+engine's, and replaying it on the engine's target meets them. A divergence is explained when
+the engine's ``explain`` matches it with an entry of SPEC.md (a finding or a deliberate
+simplification); the run is ok when every divergence is explained.
 
-Another engine plugs in as a ``ConformEngine`` (its workloads, lockstep run and
-explanations): SGLang's is ``tokenbudget/harness/sglang/conform.py``, compared with ``sglang-0.5.23``.
+Each engine package builds its ``ConformEngine`` (its workloads, lockstep run and
+explanations; ``harness/<engine>/conform.py``), and its descriptor hands it to the command.
 """
 from __future__ import annotations
 
@@ -29,11 +27,9 @@ from typing import Any, Callable, Hashable, Optional
 
 from ..model import ConfigError
 from ..spec.trace import StepExpectation, Trace, ViolationExpectation, write_trace
-from .known_divergences import KnownDivergence, explain
-from .vllm.engine import engine_version
-from .lockstep import Lockstep, run_lockstep
+from .known_divergences import KnownDivergence
+from .lockstep import Lockstep
 from ..spec.shrink import cut_after_step, shrink
-from .conform_workloads import workload
 
 Progress = Callable[[str], None]
 
@@ -54,17 +50,9 @@ class ConformEngine:
     explain: Callable[[Lockstep], Optional[KnownDivergence]]
 
 
-def vllm_engine() -> ConformEngine:
-    """The importable vLLM, compared with ``vllm-adaptive`` at the nearest modelled version.
-    Raises EngineUnavailable without vLLM."""
-    version = engine_version()
-    return ConformEngine("vllm", "vLLM", version.release, version.model_version, version.warning, "vllm-adaptive",
-                         lambda seed, index: workload(seed, index, version.model_version), run_lockstep, explain)
-
-
 @dataclass(frozen=True)
 class Divergence:
-    """A workload on which the model and vLLM disagree: the (shrunk) trace written for it,
+    """A workload on which the model and the engine disagree: the (shrunk) trace written for it,
     the lockstep result of that trace, and the SPEC.md entry that explains it, if any."""
 
     workload: int
@@ -74,10 +62,10 @@ class Divergence:
 
     def to_json(self) -> dict[str, Any]:
         r = self.result
-        assert r.model is not None and r.vllm is not None
+        assert r.model is not None and r.engine is not None
         return {
             "workload": self.workload, "trace": str(self.trace), "step": r.step, "fields": list(r.fields),
-            "model": r.model.to_json(), "vllm": r.vllm.to_json(),
+            "model": r.model.to_json(), "engine": r.engine.to_json(),
             "explanation": self.explanation.to_json() if self.explanation else None,
         }
 
@@ -89,8 +77,8 @@ class ConformReport:
     engine: str
     seed: int
     workloads: int
-    label: str = "vLLM"  # the engine as printed
-    policy: str = "vllm-adaptive"  # the model policy compared
+    label: str  # the engine as printed
+    policy: str  # the model policy compared
     release: str = "?"  # the engine release driven
     model_version: str = "?"  # the modelled version it is compared with
     warning: str | None = None  # the release is not modelled: the version used instead
@@ -126,14 +114,13 @@ class ConformReport:
 
 
 def run_conformance(seed: int, workloads: int, corpus: Path | None = None,
-                    progress: Progress = lambda _: None, engine: ConformEngine | None = None) -> ConformReport:
-    """Compare the model and a real engine (default: vLLM) on ``workloads`` workloads of
+                    progress: Progress = lambda _: None, *, engine: ConformEngine) -> ConformReport:
+    """Compare the model and a real engine on ``workloads`` workloads of
     ``seed``; write each divergence's trace under ``corpus`` (default: a new temp dir, made
     at the first one).
 
     Raises EngineUnavailable without the engine, OSError when the corpus cannot be written.
     """
-    engine = engine or vllm_engine()
     report = ConformReport(engine=engine.name, seed=seed, workloads=workloads, corpus=corpus,
                            release=engine.release, model_version=engine.model_version, warning=engine.warning,
                            label=engine.label, policy=engine.policy)
@@ -153,13 +140,13 @@ def run_conformance(seed: int, workloads: int, corpus: Path | None = None,
 
 
 def signature(result: Lockstep) -> Hashable:
-    """How a lockstep run diverged, for shrinking: the differing fields, or vLLM's error
+    """How a lockstep run diverged, for shrinking: the differing fields, or the engine's error
     and the model's verdict on that step. None when it agreed."""
     if result.agrees:
         return None
-    assert result.model is not None and result.vllm is not None
-    if result.vllm_raised:
-        return ("vllm raised", result.vllm.error, result.model.violations)
+    assert result.model is not None and result.engine is not None
+    if result.engine_raised:
+        return ("engine raised", result.engine.error, result.model.violations)
     return ("differs", result.fields, result.model.error)
 
 
@@ -187,7 +174,7 @@ def _divergence(report: ConformReport, index: int, trace: Trace, result: Lockste
 def _annotated(trace: Trace, result: Lockstep, seed: int, index: int, known: KnownDivergence | None,
                engine: ConformEngine) -> Trace:
     """The divergence trace: the engine's side as expectations, both sides in the description."""
-    m, v, step = result.model, result.vllm, result.step
+    m, v, step = result.model, result.engine, result.step
     assert m is not None and v is not None and step is not None
     label = engine.label
     if v.error is not None:

@@ -1,23 +1,21 @@
-"""The documented ways in which the model and vLLM disagree, each with its SPEC.md entry.
+"""A documented way in which the model and a real engine disagree, with its SPEC.md entry.
 
-Conformance attaches the first matching entry to a divergence; a divergence that
-matches none is unexplained and fails the run. An entry is either a ``finding`` about
-vLLM (the findings table, ``model.findings``; SPEC.md §6) or a deliberate
-``simplification`` of the model (SPEC.md §5; none of them diverges today).
+Conformance attaches the first matching entry of the engine's (``harness/<engine>/known.py``)
+to a divergence; a divergence that matches none is unexplained and fails the run. An entry
+is either a ``finding`` about the engine (the findings table, ``model.findings``) or a
+deliberate ``simplification`` of the model.
 
-A finding explains a divergence when it affects the version compared, vLLM raised in the
-step where the finding says it raises, the model reports the finding's invariant there, and the model's run shows the
-finding's mechanism.
+A finding explains a divergence when it affects the version compared, the engine raised in
+the step where the finding says it raises, the model reports the finding's invariant there,
+and the model's run shows the finding's mechanism.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 from ..model.findings import Finding, findings_of
 from .lockstep import Lockstep
-
-ENGINE = "vllm"
 
 
 @dataclass(frozen=True)
@@ -40,11 +38,11 @@ def _finding(f: Finding) -> KnownDivergence:
     return KnownDivergence(f.id, "finding", f.spec, f.summary, matches)
 
 
-SIMPLIFICATIONS: tuple[KnownDivergence, ...] = ()
+def finding_divergences(engine: str) -> tuple[KnownDivergence, ...]:
+    """The engine's findings (``model.findings``) that a crash in lockstep can show."""
+    return tuple(_finding(f) for f in findings_of(engine))
 
-KNOWN: tuple[KnownDivergence, ...] = tuple(_finding(f) for f in findings_of(ENGINE)) + SIMPLIFICATIONS
 
-
-def explain(result: Lockstep) -> KnownDivergence | None:
-    """The documented divergence this lockstep result shows, or None."""
-    return next((k for k in KNOWN if k.matches(result)), None)
+def first_match(known: Sequence[KnownDivergence], result: Lockstep) -> KnownDivergence | None:
+    """The first entry of ``known`` this lockstep result shows, or None."""
+    return next((k for k in known if k.matches(result)), None)

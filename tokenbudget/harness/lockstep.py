@@ -1,9 +1,9 @@
-"""Run one trace on the reference model and on real vLLM in lockstep, step by step.
+"""Run one trace on the reference model and on a real engine in lockstep, step by step.
 
 Both sides get the same ops. After every step op the observable part of the step
 (``StepView``: grants, scheduled drafts, preemptions in order, finished requests, KV pages
-in use after the pass) is compared; the run stops at the first step that differs, at the first step where vLLM
-raised, or when the ops end. Nothing here writes files or knows about workloads.
+in use after the pass) is compared; the run stops at the first step that differs, at the first step where the
+engine raised, or when the ops end. Nothing here writes files, knows about workloads or names an engine.
 """
 from __future__ import annotations
 
@@ -18,8 +18,6 @@ from ..spec.records import RunRecord, StepOutcome, StepRecord
 from ..spec.trace import AbortOp, AddOp, StepOp, Trace
 from .features import config_features, step_features
 from ..model.target import ModelTarget
-from .vllm.engine import engine_version
-from .vllm.target import VllmTarget
 
 COMPARED = ("num_scheduled_tokens", "scheduled_draft_tokens", "preempted", "finished", "kv_blocks_in_use")
 
@@ -67,9 +65,8 @@ class Lockstep:
     ``steps_agreeing`` counts the steps whose views were equal; ``features`` are the
     scheduler features the model's side exercised (``fuzz.coverage``). ``step`` is the index
     (counting step ops) of the step that ended the run early, None when every step
-    agreed. ``vllm`` is the real engine's side (vLLM's, or another engine's when
-    ``run_lockstep`` is given one). ``fields`` are the compared fields that differ there; empty when vLLM
-    raised (``vllm.error``), in which case the model side's ``violations`` say whether the model
+    agreed. ``engine`` is the real engine's side. ``fields`` are the compared fields that differ
+    there; empty when the engine raised (``engine.error``), in which case the model side's ``violations`` say whether the model
     flagged that step as well. ``config`` and ``model_run`` are the run's config and the
     model side's observations, up to that step; ``trace`` the trace run.
     """
@@ -79,7 +76,7 @@ class Lockstep:
     step: int | None = None
     fields: tuple[str, ...] = ()
     model: StepView | None = None
-    vllm: StepView | None = None
+    engine: StepView | None = None
     config: BudgetConfig | None = field(default=None, compare=False)
     model_run: RunRecord | None = field(default=None, repr=False, compare=False)
     trace: Trace | None = field(default=None, repr=False, compare=False)  # the trace run
@@ -89,13 +86,13 @@ class Lockstep:
         return self.step is None
 
     @property
-    def vllm_raised(self) -> bool:
-        return self.vllm is not None and self.vllm.error is not None
+    def engine_raised(self) -> bool:
+        return self.engine is not None and self.engine.error is not None
 
     @property
     def predicted_failure(self) -> bool:
-        """vLLM raised in a step where the model reports a safety violation."""
-        return self.vllm_raised and self.model is not None and bool(self.model.violations)
+        """The engine raised in a step where the model reports a safety violation."""
+        return self.engine_raised and self.model is not None and bool(self.model.violations)
 
 
 def view(record: StepRecord, outcome: StepOutcome, violations: tuple[str, ...] = ()) -> StepView:
@@ -115,39 +112,34 @@ def view(record: StepRecord, outcome: StepOutcome, violations: tuple[str, ...] =
 EngineFactory = Callable[[BudgetConfig, BudgetPolicy], Target]
 
 
-def run_lockstep(trace: Trace, engine: EngineFactory | None = None) -> Lockstep:
-    """Run the trace's ops on the model (``ModelTarget``) and on a real engine: vLLM
-    (``VllmTarget``) by default, the model following the modelled version nearest to the
-    importable vLLM whatever ``engine_version`` the trace names; or ``engine(cfg, policy)``
-    (another engine's target, the trace's config as it is). Compare every step.
+def run_lockstep(trace: Trace, engine: EngineFactory, cfg: BudgetConfig | None = None) -> Lockstep:
+    """Run the trace's ops on the model (``ModelTarget``) and on a real engine's target,
+    ``engine(cfg, policy)``, both under ``cfg`` (default: the trace's config as it is).
+    Compare every step.
 
     Raises EngineUnavailable without the engine, ConfigError when a side refuses the config,
     ValueError when a side refuses a request.
     """
     policy = get_policy(trace.policy)
-    if engine is None:
-        cfg = BudgetConfig.from_dict({**trace.config, "engine_version": engine_version().model_version})
-        engine = VllmTarget
-    else:
-        cfg = BudgetConfig.from_dict(trace.config)
-    model, vllm = Execution(ModelTarget(cfg, policy)), engine(cfg, policy)
+    cfg = cfg or BudgetConfig.from_dict(trace.config)
+    model, real = Execution(ModelTarget(cfg, policy)), engine(cfg, policy)
     features, running = config_features(cfg), frozenset[str]()
     changes_left = sum(not isinstance(op, StepOp) for op in trace.ops)
     agreeing = 0
     for op in trace.ops:
         if isinstance(op, AddOp):
             model.apply(op)
-            vllm.add(op)
+            real.add(op)
         elif isinstance(op, AbortOp):
             model.apply(op)
-            vllm.abort(op.id)
+            real.abort(op.id)
         else:
             m_record = model.apply(op)
             assert m_record is not None
             features |= step_features(m_record, cfg.long_prefill_token_threshold, running)
             running = frozenset(m_record.running)
             m = view(m_record, model.run.outcomes[-1], tuple(sorted({v.invariant for v in check_step(m_record)})))
-            v = view(*vllm.step(op.accepted))
+            v = view(*real.step(op.accepted))
             fields = m.differs_in(v)
             if v.error is not None or m.error is not None or fields:
                 return Lockstep(agreeing, frozenset(features), agreeing, () if v.error else fields, m, v,

@@ -34,9 +34,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ...spec.target import TargetUnavailable
+from ..unavailable import EngineUnavailable
+from . import PATH_ENV
 
-PATH_ENV = "TOKENBUDGET_FASTDEPLOY_PATH"
 CHILD_ENV = "TOKENBUDGET_FASTDEPLOY_CHILD"  # set in the child process that loads FastDeploy: its folder
 INSTALL = ('pip install "tokenbudget[fastdeploy]" (Paddle\'s CPU wheel paddlepaddle==3.3.1 and what the scheduler '
            'imports)')
@@ -46,7 +46,7 @@ ENVIRONMENT = {"ENABLE_V1_KVCACHE_SCHEDULER": "1", "ENABLE_V1_KVCACHE_MANAGER": 
 _loaded: dict[str, Any] = {}
 
 
-class FastDeployUnavailable(TargetUnavailable):
+class FastDeployUnavailable(EngineUnavailable):
     """FastDeploy or Paddle cannot be imported here; the message says why and the fix, in one line."""
 
 

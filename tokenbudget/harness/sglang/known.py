@@ -6,7 +6,7 @@ fix; the model's simplifications (SPEC.md §10) are ones that do not diverge on 
 """
 from __future__ import annotations
 
-from ..known_divergences import KnownDivergence
+from ..known_divergences import KnownDivergence, first_match
 from ..lockstep import Lockstep
 
 KNOWN: tuple[KnownDivergence, ...] = ()
@@ -14,4 +14,4 @@ KNOWN: tuple[KnownDivergence, ...] = ()
 
 def explain(result: Lockstep) -> KnownDivergence | None:
     """The documented divergence this lockstep result shows, or None."""
-    return next((k for k in KNOWN if k.matches(result)), None)
+    return first_match(KNOWN, result)

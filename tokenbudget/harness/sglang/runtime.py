@@ -30,12 +30,10 @@ import types
 from pathlib import Path
 from typing import Any
 
-from ..vllm.engine import EngineUnavailable
+from ..unavailable import EngineUnavailable
+from . import DEFAULT_PATH, PATH_ENV, RELEASE
 
-RELEASE = "0.5.23"
-PATH_ENV = "TOKENBUDGET_SGLANG_PATH"
 CHILD_ENV = "TOKENBUDGET_SGLANG_CHILD"  # set in the child process that loads SGLang: its folder
-DEFAULT_PATH = Path(__file__).resolve().parents[3] / ".engines" / f"sglang-{RELEASE}"
 INSTALL = (f"pip install --no-deps --target .engines/sglang-{RELEASE} sglang=={RELEASE} "
            "&& pip install orjson IPython gguf")
 STUBBED = ("torchvision", "torchvision.io", "torchvision.transforms", "torchvision.transforms.functional",

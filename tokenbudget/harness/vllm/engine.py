@@ -70,7 +70,7 @@ from typing import TYPE_CHECKING, Any, Hashable, Mapping
 from ...model import methods
 from ...model.vllm.versions import VLLM_VERSIONS, modelled_version, nearest_version
 from ...spec.records import RequestState, StepLimits, StepRecord
-from ...spec.target import TargetUnavailable
+from ..unavailable import EngineUnavailable
 from . import observe
 
 if TYPE_CHECKING:
@@ -86,10 +86,6 @@ FAKE_ARCHITECTURE = "OPTForCausalLM"  # the fake target model's class: vLLM only
 
 
 ENGINE_PATH_ENV = "TOKENBUDGET_ENGINE_PATH"  # set by --engine-path in the child process it starts
-
-
-class EngineUnavailable(TargetUnavailable):
-    """vLLM cannot be imported here; the message says why in one line."""
 
 
 def not_importable(exc: BaseException) -> EngineUnavailable:
