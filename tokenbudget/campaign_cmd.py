@@ -17,10 +17,11 @@ from .console import Console
 from .exits import FAILED, INTERRUPTED, OK
 from .fuzz.campaign import Campaign, report_json, run_campaign
 from .fuzz.database import open_database
-from .fuzz_cmd import FACTORIES
+from .fuzz_cmd import add_target, target_factory
+from .harness import registry
+from .harness.engine_descriptor import CAMPAIGN
 from .model import BudgetConfig, builtin_policies, get_policy
 from .spec.user_paths import writable_folder
-from .targets import MODEL, VLLM
 
 HELP = "fuzz for hours on every core; resumable, with a periodic report"
 DESCRIPTION = ("Fuzz every policy chosen on worker processes for --hours, round after round, sharing one "
@@ -38,9 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_database(parser)
     parser.add_argument("--out", type=folder, default=Path("tokenbudget-campaign"), metavar="DIR",
                         help="the campaign's folder: state, report, corpus (default: %(default)s)")
-    add_policy(parser, "fuzz this policy (repeatable; default: every built-in; for --target vllm: vllm-adaptive)")
-    parser.add_argument("--target", choices=(MODEL, VLLM), default=MODEL,
-                        help="what executes the ops: the reference model, or vLLM 0.32's real scheduler")
+    add_policy(parser, "fuzz this policy (repeatable; default: every built-in on the model; on a real engine the "
+                       "policy its release maps to)")
+    add_target(parser, CAMPAIGN)
     parser.add_argument("--seed", type=int, default=0,
                         help="the seed the workers' streams derive from (default 0; a resumed campaign keeps its own)")
     add_max_work_gap(parser)
@@ -48,12 +49,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    default = ["vllm-adaptive"] if args.target == VLLM else list(builtin_policies())
-    policies = tuple(dict.fromkeys(args.policies)) or tuple(default)
-    factory = FACTORIES[args.target]
+    engine = registry.find(args.target)
+    policies = tuple(dict.fromkeys(args.policies))
+    if not policies:
+        policies = tuple(builtin_policies()) if engine is None else (engine.modelled(None).policy,)
+    factory = target_factory(args.target)
     writable_folder(args.out, "--out")  # before any work
-    for policy in policies:  # unknown policy, vLLM missing, a policy the target cannot run: bad input, now
-        factory(BudgetConfig(), get_policy(policy))
+    for policy in policies:  # unknown policy, the engine missing, a policy the target cannot run: bad input, now
+        if engine is None:
+            factory(BudgetConfig(), get_policy(policy))
+        else:
+            engine.check_policy(get_policy(policy))
     open_database(args.database)
     campaign = Campaign(args.out, args.hours, policies, factory, args.target, args.workers, args.database, args.seed,
                         args.max_work_gap)

@@ -21,10 +21,7 @@ from typing import Iterator, NoReturn
 
 from .args import UsageError
 from .console import Console
-from .engine_path import STARTED_ENV, in_child, own_process_started, run_child, run_in_child
-from .harness.fastdeploy import runtime as fastdeploy_runtime
-from .harness.sglang import runtime as sglang_runtime
-from .targets import FASTDEPLOY, SGLANG
+from .engine_path import run_in_child
 from .exits import BAD_INPUT, INTERRUPTED, OK
 from .fuzz.database import DatabaseError, cache_folder
 from .render import clean
@@ -99,21 +96,9 @@ def _main(argv: list[str], console: Console) -> int:
             sys.modules["hypothesis.configuration"].set_hypothesis_home_dir(storage)
         args = parser.parse_args(argv)
         console.quiet = args.quiet
-        engine_path = getattr(args, "engine_path", None)
-        if getattr(args, "target", None) == FASTDEPLOY:  # FastDeploy runs in a child process (its stubs)
-            folder = fastdeploy_runtime.check_folder(engine_path)
-            if os.environ.get(fastdeploy_runtime.CHILD_ENV) != str(folder):
-                return run_child(argv, fastdeploy_runtime.child_env(folder))
-        elif getattr(args, "target", None) == SGLANG:  # SGLang runs in a child process (its stubs)
-            folder = sglang_runtime.check_folder(engine_path)
-            if os.environ.get(sglang_runtime.CHILD_ENV) != str(folder):
-                return run_child(argv, {STARTED_ENV: repr(own_process_started()), **os.environ,
-                                        sglang_runtime.CHILD_ENV: str(folder), sglang_runtime.PATH_ENV: str(folder)})
-        elif engine_path is not None and not in_child(engine_path):
-            if getattr(args, "target", "vllm") != "vllm":
-                raise UsageError("--engine-path runs a vLLM, an SGLang or a FastDeploy: use it with --target vllm, "
-                                 "sglang or fastdeploy (or conform)")
-            return run_in_child(engine_path, argv)
+        child = run_in_child(args, argv)  # the engine asked for runs in a child process of its own
+        if child is not None:
+            return child
         with policy_timeout(getattr(args, "policy_timeout", None)):
             if getattr(args, "json", False):
                 with console.json_only():

@@ -1,11 +1,11 @@
-"""``--engine-path DIR``: run a command against the vLLM in DIR (an unpacked wheel or a source
-checkout) instead of the installed one.
+"""``--engine-path DIR`` and the child process a real engine runs in.
 
-The command runs again in a child process whose import path starts with DIR, with
-``VLLM_TARGET_DEVICE=cpu``; the child knows it is the child by ``TOKENBUDGET_ENGINE_PATH``
-and checks that the vLLM it imports is DIR's, and when the parent started by
-``TOKENBUDGET_STARTED`` (a budget in seconds counts from there). The parent returns the
-child's exit status.
+A command that names a real engine (``--target NAME`` or ``--engine NAME``, one of
+``harness.registry``) runs again in a child process when the engine's descriptor asks for one
+(``child_env``: vLLM from a folder, SGLang and FastDeploy always, for their stubs); the
+child knows it is the child by the environment the descriptor gives it, and when the parent
+started by ``TOKENBUDGET_STARTED`` (a budget in seconds counts from there). The parent
+returns the child's exit status.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TextIO
 
 from .args import UsageError, folder
-from .harness.vllm.engine import ENGINE_PATH_ENV
+from .harness import registry
 
 _CHILD = "import sys; from tokenbudget.cli import main; sys.exit(main())"
 STARTED_ENV = "TOKENBUDGET_STARTED"  # time.time() when the parent command started, for the child's --seconds
@@ -35,44 +35,35 @@ def own_process_started() -> float:
         return time.time()
 
 
-def add_engine_path(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--engine-path", type=folder, metavar="DIR",
-                        help="run the vLLM in DIR (an unpacked wheel or a vLLM checkout) instead of the installed one; "
-                             "with --target sglang, the folder holding SGLang's sglang/ package (default "
-                             "$TOKENBUDGET_SGLANG_PATH); with --target fastdeploy, the FastDeploy checkout in DIR "
-                             "(default $TOKENBUDGET_FASTDEPLOY_PATH)")
+def add_engine_path(parser: argparse.ArgumentParser, dest: str = "engine_path") -> None:
+    """``--engine-path DIR``: each registered engine's folder, as its descriptor says."""
+    parser.add_argument("--engine-path", type=folder, metavar="DIR", dest=dest,
+                        help="the real engine's folder: " + "; ".join(
+                            f"for {name}, {registry.engine(name).folder_help}" for name in registry.names()))
 
 
-def engine_folder(path: Path) -> Path:
-    """DIR resolved, once it holds a ``vllm`` package; UsageError naming the fix otherwise."""
-    folder = path.expanduser().resolve()
-    if not (folder / "vllm" / "__init__.py").is_file():
-        raise UsageError(f"--engine-path {path} holds no vllm package ({path}/vllm/__init__.py); point it at an "
-                         "unpacked vLLM wheel or the root of a vLLM checkout")
-    return folder
+def engine_named(args: argparse.Namespace) -> str | None:
+    """The real engine the command line names (``--engine`` or ``--target``), or None."""
+    name = getattr(args, "engine", None) or getattr(args, "target", None)
+    return name if name in registry.ENGINES else None
 
 
-def in_child(path: Path) -> bool:
-    """Whether this process is the child started for ``--engine-path path``."""
-    return os.environ.get(ENGINE_PATH_ENV) == str(engine_folder(path))
-
-
-def child_env(path: Path) -> dict[str, str]:
-    """The environment of the child that runs the vLLM in ``path``: this one, with the
-    folder first on the import path, ``VLLM_TARGET_DEVICE=cpu`` and the child's mark."""
-    folder = engine_folder(path)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(folder), *filter(None, [env.get("PYTHONPATH")])])
-    env["VLLM_TARGET_DEVICE"] = "cpu"
-    env[ENGINE_PATH_ENV] = str(folder)
+def run_in_child(args: argparse.Namespace, argv: list[str]) -> int | None:
+    """Run ``tokenbudget argv`` again in the child process the engine it names asks for
+    (``EngineDescriptor.child_env``); its exit status, or None when this process runs it.
+    UsageError for ``--engine-path`` without a real engine."""
+    path = getattr(args, "engine_path", None)
+    name = engine_named(args)
+    if name is None:
+        if path is None:
+            return None
+        raise UsageError(f"--engine-path runs a real engine: use it with --target {' or '.join(registry.names())} "
+                         "(or conform --engine)")
+    env = registry.engine(name).child_env(path)
+    if env is None:
+        return None
     env.setdefault(STARTED_ENV, repr(own_process_started()))
-    return env
-
-
-def run_in_child(path: Path, argv: list[str]) -> int:
-    """Run ``tokenbudget argv`` again in the child for the vLLM in ``path`` (``child_env``);
-    its exit status (``run_child``)."""
-    return run_child(argv, child_env(path))
+    return run_child(argv, env)
 
 
 def run_child(argv: list[str], env: dict[str, str], stdout: TextIO | None = None) -> int:

@@ -10,7 +10,8 @@ derived from a built-in is fuzzed against it (``--max-work-gap``, ``model.base_g
 Every violation is judged by ``tokenbudget.verdict``, the rule ``check`` and ``prove``
 follow: the summary gives each its verdict (known, own, gap over the base), and the exit
 status is 1 when some verdict fails (own, a gap, or known under ``--strict``), else 0.
-vLLM missing is bad input (2).
+The targets are the model and the registry's engines that support fuzzing (``harness.registry``);
+an engine missing is bad input (2).
 """
 from __future__ import annotations
 
@@ -29,17 +30,13 @@ from .exits import FAILED, INTERRUPTED, OK
 from .fuzz.database import open_database
 from .fuzz.parallel import Job, WorkerDied, fuzz_workers
 from .fuzz.session import Counterexample, fuzz, save, seconds_left
-from .harness.fastdeploy import runtime as fastdeploy_runtime
-from .harness.fastdeploy.conform import modelled_commit
-from .harness.fastdeploy.target import FastDeployTarget
-from .harness.sglang.differential import SglangDifferentialTarget
-from .harness.vllm.differential import DifferentialTarget
+from .harness import registry
+from .harness.engine_descriptor import FUZZ
 from .model import POLICY_ERROR, BudgetConfig, PolicyError, builtin_policies, get_policy
 from .model.target import ModelTarget, TargetFactory
 from .spec.user_paths import writable_folder
-from .model.fastdeploy.commits import FASTDEPLOY_COMMITS
 from .model.findings import FINDINGS
-from .targets import FASTDEPLOY, MODEL, SGLANG, VLLM
+from .targets import MODEL
 from .verdict import Judge, Verdict, failed
 
 HELP = "fuzz policies with Hypothesis; each counterexample becomes a trace"
@@ -49,9 +46,6 @@ DESCRIPTION = ("Drive a target step by step with Hypothesis-generated requests, 
                "replay`. Each violation is judged as check and prove judge it: exit 1 when one is the policy's "
                "own (or over its base, or known under --strict), else 0.")
 
-FACTORIES: dict[str, TargetFactory] = {MODEL: ModelTarget, VLLM: DifferentialTarget, SGLANG: SglangDifferentialTarget,
-                                        FASTDEPLOY: FastDeployTarget}
-DEFAULT_POLICY = {VLLM: "vllm-adaptive", SGLANG: "sglang-0.5.23"}  # the built-in that models the engine driven
 DEFAULT_SECONDS = 10.0
 MAX_EXAMPLES = 10**7  # per policy
 MAX_SECONDS = 7 * 86400.0  # a week per policy
@@ -71,15 +65,24 @@ def process_started() -> float:
     return own_process_started()
 
 
+def target_factory(target: str) -> TargetFactory:
+    """What executes the ops of ``--target target``: the model, or a registered engine's fuzz target."""
+    return ModelTarget if target == MODEL else registry.engine(target).fuzz_target()
+
+
+def add_target(parser: argparse.ArgumentParser, command: str) -> None:
+    """``--target``: the model or a registered engine that supports ``command``."""
+    engines = registry.names(command)
+    parser.add_argument("--target", choices=(MODEL, *engines), default=MODEL,
+                        help="what executes the ops: the reference model, or a real engine's scheduler judged by "
+                             "the spec (and in lockstep with the model, where the engine has it): " + "; ".join(
+                                 f"{n}, {registry.engine(n).target_help}" for n in engines))
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_policy(parser, "fuzz this policy (repeatable; default: every built-in; for --target vllm: vllm-adaptive; "
-                       "for --target sglang: sglang-0.5.23; for --target fastdeploy: the policy of the FastDeploy "
-                       "commit driven)")
-    parser.add_argument("--target", choices=tuple(FACTORIES), default=MODEL,
-                        help="what executes the ops: the reference model, the real vLLM scheduler (the importable one, "
-                             "or --engine-path's) or SGLang's (--engine-path DIR or $TOKENBUDGET_SGLANG_PATH, in a "
-                             "child process), both judged in lockstep with the model, or FastDeploy's (--engine-path "
-                             "DIR or $TOKENBUDGET_FASTDEPLOY_PATH, in a child process)")
+    add_policy(parser, "fuzz this policy (repeatable; default: every built-in on the model; on a real engine the "
+                       "policy its release maps to)")
+    add_target(parser, FUZZ)
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--examples", type=at_most(positive_int, MAX_EXAMPLES), metavar="N",
                         help="Hypothesis examples per policy, shrinking included")
@@ -101,20 +104,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, console: Console) -> int:
     started = process_started()
-    default = [DEFAULT_POLICY[args.target]] if args.target in DEFAULT_POLICY else list(builtin_policies())
-    if args.target == FASTDEPLOY:  # FastDeploy missing: bad input, now; by default its commit's policy
-        fd = fastdeploy_runtime.load()
-        default = [FASTDEPLOY_COMMITS[modelled_commit(fd["folder"], fd["commit"])[0]].policy]
-    policies: Sequence[str] = list(dict.fromkeys(args.policies)) or default
-    factory = FACTORIES[args.target]
+    engine = registry.find(args.target)
+    policies: Sequence[str] = list(dict.fromkeys(args.policies))
+    if not policies:  # on an engine its release's policy (the engine missing: bad input, now)
+        policies = list(builtin_policies()) if engine is None else [engine.modelled(args.engine_path).policy]
+    factory = target_factory(args.target)
     if args.corpus is not None:  # before any work
         writable_folder(args.corpus, "--corpus")
     for policy in policies:  # unknown policy, vLLM missing, a policy the target cannot run: bad input, now
         try:
-            if args.target in (FASTDEPLOY, SGLANG):  # the engine was found before the child started
-                get_policy(policy)
-            else:
+            if engine is None:
                 factory(BudgetConfig(), get_policy(policy))
+            else:
+                engine.check_policy(get_policy(policy))
         except PolicyError:  # the user policy itself fails: the session finds and reports that
             pass
     database = open_database(args.database)
@@ -157,10 +159,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 
 def _verdict(args: argparse.Namespace, policy: str, found: Counterexample) -> Verdict:
-    """The verdict on a counterexample: on a real vLLM, known only where a finding's matcher
-    named its mechanism (its identity, ``fuzz.failures.identity``), never by its kind alone;
-    on another target by the one rule (``tokenbudget.verdict``)."""
-    if args.target != VLLM:
+    """The verdict on a counterexample: on an engine whose findings name their mechanism,
+    known only where a finding's matcher named it (its identity, ``fuzz.failures.identity``),
+    never by its kind alone; on another target by the one rule (``tokenbudget.verdict``)."""
+    engine = registry.find(args.target)
+    if engine is None or not engine.findings_name_mechanism:
         return Judge(policy, args.max_work_gap).of_violation(found.kind, found.trace, found.message)
     finding = FINDINGS.get(found.key.partition("@")[2])
     return Verdict(found.kind, found.message, known=None if finding is None else f"{finding.id}, {finding.spec}")

@@ -28,7 +28,7 @@ MAX_REQUESTS = 64  # symbolic requests of the bounded proofs: past some 32, z3 t
 
 HELP = "prove each policy's obligations with z3, or refute them with replaying traces"
 DESCRIPTION = ("Decide every obligation of every policy (the safety invariants, config-sound and "
-               "config-complete, work-conserving, vllm-adaptive against vllm-static): proved for every config "
+               "config-complete, work-conserving, the adaptive budget against the static one): proved for every config "
                "and any number of requests, proved up to N requests, or refuted with a minimal trace that "
                "replays. Built-in policies are judged against the verdict manifest; a user policy fails on "
                "every refutation that is its own or a gap over its base, as check and fuzz judge it. An unknown "

@@ -1,8 +1,8 @@
 """``tokenbudget replay``: replay trace files on a target and judge them.
 
-Targets: ``model`` (the reference scheduler), ``vllm`` (the importable vLLM's real scheduler with
-the trace's accepted drafts), ``fastdeploy`` (FastDeploy's ``ResourceManagerV1``, in a child
-process, ``tokenbudget/harness/fastdeploy``) and ``runner`` (the reference scheduler with a small torch
+Targets: ``model`` (the reference scheduler), every engine of ``harness.registry`` that
+supports replay (its real scheduler with the trace's accepted drafts; one that needs a child
+process of its own runs there) and ``runner`` (the reference scheduler with a small torch
 model runner executing every step it makes, ``kernels/``). The runner's faults
 (InputRowsOverflow, KVOverflow, CUDA out of memory) end the run as target errors, which
 fail the verdict. ``add_arguments`` and the usage checks import no torch; the runner is
@@ -16,22 +16,22 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 from . import render
 from .args import UsageError, add_json, add_max_work_gap, add_policy, seed, whole
 from .console import Console
 from .engine_path import add_engine_path
 from .exits import FAILED, OK
-from .harness.vllm.target import VllmTarget
+from .harness import registry
+from .harness.engine_descriptor import REPLAY
 from .kernels.arrivals import MAX_STEPS
 from .model import builtin_policies
 from .model.replay import BadInput, ReplayResult, replay_on_model
-from .model.target import TargetFactory
 from .model.base_gap import replay_judged
 from .spec.collector import PacedCollector
 from .spec.trace import Trace, load_trace
-from .targets import FASTDEPLOY, MODEL, RUNNER, TARGETS, VLLM
+from .targets import MODEL, RUNNER
 from .verdict import Judge, Verdict
 
 HELP = "replay trace files and judge them"
@@ -42,26 +42,17 @@ RUNNER_ONLY = {"acceptance": ("--acceptance", "greedy"), "model": ("--model", "t
                "steps": ("--steps", 0), "memory_cap": ("--memory-cap", False), "plot": ("--plot", None)}
 
 
-def _fastdeploy_target() -> TargetFactory:
-    from .harness.fastdeploy.target import FastDeployTarget  # imported in the child that loads FastDeploy only
-    return FastDeployTarget
-
-
-# the real engines' targets, built on demand
-ENGINE_TARGETS: dict[str, Callable[[], TargetFactory]] = {VLLM: lambda: VllmTarget, FASTDEPLOY: _fastdeploy_target}
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("traces", nargs="+", metavar="TRACE", help="trace file (format tokenbudget.trace/1)")
-    parser.add_argument("--target", choices=TARGETS, default=MODEL,
+    engines = registry.names(REPLAY)
+    parser.add_argument("--target", choices=(MODEL, RUNNER, *engines), default=MODEL,
                         help="what executes the trace: model, or runner (the model with a torch runner executing "
-                             "its steps), or vllm (the importable vLLM's scheduler, or --engine-path's), or "
-                             "fastdeploy (FastDeploy's ResourceManagerV1 in --engine-path DIR or "
-                             "$TOKENBUDGET_FASTDEPLOY_PATH, in a child process)")
+                             "its steps), or a real engine's scheduler with the trace's accepted drafts: " + "; ".join(
+                                 f"{n}, {registry.engine(n).target_help}" for n in engines))
     parser.add_argument("--device", choices=("cpu", "cuda"), help="device of the runner target")
     parser.add_argument("--mode", choices=("forced", "live"),
-                        help="mode of the runner and vllm targets: forced takes the accepted drafts from the trace "
-                             "(default), live lets the runner's verification decide them")
+                        help="mode of the runner target (forced also of a real engine's): forced takes the accepted "
+                             "drafts from the trace (default), live lets the runner's verification decide them")
     parser.add_argument("--acceptance", choices=("greedy", "rejection"), default="greedy",
                         help="runner: how the target verifies drafts, greedy match or rejection sampling at "
                              "temperature 1; in live mode it decides the accepted drafts, in forced mode the "
@@ -103,8 +94,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
             def progress(where: str, n: int = n, trace: Trace = trace) -> None:
                 console.progress(f"replaying {n}/{len(traces)}: {trace.source}: {where}")
 
-            if args.target in ENGINE_TARGETS:
-                results.append(replay_on_model(trace, args.policy, ENGINE_TARGETS[args.target](), progress=progress))
+            engine = registry.find(args.target)
+            if engine is not None:
+                results.append(replay_on_model(trace, args.policy, engine.replay_target(), progress=progress))
             else:
                 results.append(replay_judged(trace, args.policy, args.max_work_gap, progress=progress))
         judged = [_judged(trace, result, args) for trace, result in zip(traces, results)]
@@ -121,7 +113,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
 def _judged(trace: Trace, result: ReplayResult, args: argparse.Namespace) -> list[Verdict]:
     """A user policy's verdict on each invariant the replay violated (``tokenbudget.verdict``),
     judged on this run; none for a built-in, whose trace's expectations say what it shows,
-    nor on vLLM, whose runs the findings' matchers do not read."""
+    nor on a real engine, whose runs the findings' matchers do not read."""
     policy = args.policy or trace.policy
     if args.target != MODEL or policy in builtin_policies() or result.refusal is not None:
         return []
@@ -134,18 +126,16 @@ def _passed(result: ReplayResult) -> bool:
 
 def _usage_problem(args: argparse.Namespace) -> str | None:
     """One line saying what is wrong with the target's options, or None."""
-    if args.target == FASTDEPLOY and (args.device or args.mode or args.max_work_gap):
-        return "the fastdeploy target runs FastDeploy's scheduler on the CPU with the trace's accepted drafts; " \
-               "--device, --mode and --max-work-gap apply to other targets"
-    if args.target == VLLM and (args.device or args.mode == "live"):
-        return "the vllm target runs vLLM's scheduler on the CPU with the trace's accepted drafts; " \
-               "--device and --mode live apply to --target runner"
-    if args.target == VLLM and args.max_work_gap:
+    engine = registry.find(args.target)
+    if engine is not None and (args.device or args.mode == "live"):
+        return f"the {engine.name} target runs {engine.label}'s scheduler on the CPU with the trace's accepted " \
+               "drafts; --device and --mode live apply to --target runner"
+    if engine is not None and args.max_work_gap:
         return "--max-work-gap judges a user policy against its base on the model and runner targets; " \
-               "drop it for --target vllm"
+               f"drop it for --target {engine.name}"
     if args.target == MODEL and (args.device or args.mode):
         given = ", ".join(flag for flag, value in (("--device", args.device), ("--mode", args.mode)) if value)
-        return f"{given}: for --target runner only (--mode forced also for --target vllm); the model target " \
+        return f"{given}: for --target runner only (--mode forced also for a real engine); the model target " \
                f"takes no device or mode: drop {given} or add --target runner"
     if args.target != RUNNER:
         given = [flag for dest, (flag, default) in RUNNER_ONLY.items() if getattr(args, dest) != default]

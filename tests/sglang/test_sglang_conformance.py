@@ -83,8 +83,8 @@ def test_the_bug_era_policy_against_the_released_code_is_unexplained(runs: dict[
     reservations = [d for d in unexplained if d["fields"] == ["kv_blocks_in_use"]]
     assert reservations, unexplained
     d = reservations[0]
-    assert d["model"]["kv_blocks_in_use"] < d["vllm"]["kv_blocks_in_use"]
-    assert d["model"]["num_scheduled_tokens"] == d["vllm"]["num_scheduled_tokens"]
+    assert d["model"]["kv_blocks_in_use"] < d["engine"]["kv_blocks_in_use"]
+    assert d["model"]["num_scheduled_tokens"] == d["engine"]["num_scheduled_tokens"]
 
 
 def _one_error_line(code: int, out: str, err: str) -> str:

@@ -5,7 +5,7 @@ Usage: ``python run_commands.py JOBS RESULTS``. JOBS is a JSON list of jobs, eac
 (``pytest.main``); RESULTS gets one ``{"code", "stdout", "stderr", "seconds"}`` per job, in order,
 or ``{"unavailable": why}`` alone when vLLM does not import here.
 Importing vLLM is most of a command's time (~9 s), so the tests of one vLLM version run
-their commands here and pay it once. Started with ``engine_path.child_env(DIR)``, this
+their commands here and pay it once. Started with ``harness.vllm.folder.child_env(DIR)``, this
 process is the child ``--engine-path DIR`` would start, so those commands run here too.
 """
 from __future__ import annotations

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from tokenbudget.engine_path import child_env
+from tokenbudget.harness.vllm.folder import child_env
 from tokenbudget.harness.vllm.export import VLLM_TESTS_DIR, exported_test_name
 from tokenbudget.model.findings import FINDINGS, findings_of
 from tokenbudget.spec.corpus import corpus_paths

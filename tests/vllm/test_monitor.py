@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tokenbudget import monitor
-from tokenbudget.engine_path import child_env
+from tokenbudget.harness.vllm.folder import child_env
 from tokenbudget.harness.vllm.engine import VllmEngine
 from tokenbudget.harness.vllm.export import VLLM_TESTS_DIR, exported_test_name
 from tokenbudget.model import BudgetConfig

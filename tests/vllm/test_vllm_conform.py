@@ -12,8 +12,8 @@ from tokenbudget.cli import main
 from tokenbudget.spec.corpus import corpus_paths
 from tokenbudget.harness.conform import run_conformance
 from tokenbudget.harness.conform_workloads import workload
-from tokenbudget.harness.known_divergences import explain
-from tokenbudget.harness.lockstep import run_lockstep
+from tokenbudget.harness.vllm.conform import run_vllm_lockstep, vllm_engine
+from tokenbudget.harness.vllm.known import explain
 from tokenbudget.harness.vllm.engine import engine_version
 from tokenbudget.harness.vllm.target import VllmTarget
 from tokenbudget.model import methods
@@ -27,7 +27,7 @@ VLLM_CORPUS = [p for p in corpus_paths(findings=False) if load_trace(p).policy =
 
 
 def test_twenty_workloads_agree_or_diverge_only_as_documented(tmp_path: Path) -> None:
-    report = run_conformance(seed=0, workloads=20, corpus=tmp_path)
+    report = run_conformance(seed=0, workloads=20, corpus=tmp_path, engine=vllm_engine())
     assert report.ok, [d.to_json() for d in report.unexplained]
     assert report.agreeing + len(report.divergences) == 20 and report.steps_agreeing > 100
     assert all(d.trace.exists() for d in report.divergences)
@@ -36,14 +36,14 @@ def test_twenty_workloads_agree_or_diverge_only_as_documented(tmp_path: Path) ->
 
 @pytest.mark.parametrize("path", [*VLLM_CORPUS, *(f.trace_path for f in AGREEING_FINDINGS)], ids=lambda p: p.stem)
 def test_model_and_vllm_agree_on_every_step_of_the_corpus(path: Path) -> None:
-    result = run_lockstep(load_trace(path))
-    assert result.agrees, (result.step, result.fields, result.model, result.vllm)
+    result = run_vllm_lockstep(load_trace(path))
+    assert result.agrees, (result.step, result.fields, result.model, result.engine)
 
 
 @pytest.mark.parametrize("finding", RAISING_FINDINGS, ids=lambda f: f.id)
 def test_a_finding_where_vllm_raises_is_a_known_divergence(finding: Finding) -> None:
-    result = run_lockstep(load_trace(finding.trace_path))
-    assert result.vllm_raised and result.predicted_failure
+    result = run_vllm_lockstep(load_trace(finding.trace_path))
+    assert result.engine_raised and result.predicted_failure
     known = explain(result)
     assert known is not None and known.id == finding.id and "SPEC.md" in known.spec
 
@@ -74,7 +74,7 @@ def test_a_planted_model_bug_is_an_unexplained_divergence_with_a_replayable_trac
 
     seed = first_seed_whose_first_workload_shows(plant, engine_version().model_version)
     plant(monkeypatch)
-    report = run_conformance(seed=seed, workloads=1, corpus=tmp_path)
+    report = run_conformance(seed=seed, workloads=1, corpus=tmp_path, engine=vllm_engine())
     assert not report.ok and len(report.unexplained) == 1
     divergence = report.unexplained[0]
     trace = load_trace(divergence.trace)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenbudget.engine_path import child_env
+from tokenbudget.harness.vllm.folder import child_env
 
 pytestmark = pytest.mark.vllm
 OWN_TESTS_ENV = "TOKENBUDGET_VLLM_OWN_TESTS"

@@ -24,9 +24,11 @@ from .engine import FastDeployEngine, FastDeployStep
 DEFAULT_POLICY = "fastdeploy-spec-method"
 
 
-class FastDeployTarget(EngineTarget):
+class FastDeployTarget(EngineTarget[FastDeployStep]):
     """One deployment of FastDeploy's scheduler for ``cfg`` (whatever the policy: FastDeploy
     runs its own code). Raises FastDeployUnavailable without FastDeploy."""
+
+    engine: FastDeployEngine
 
     def __init__(self, cfg: BudgetConfig, policy: BudgetPolicy | None = None, path: Path | None = None) -> None:
         self.limits = ModelTarget(cfg, policy or get_policy(DEFAULT_POLICY)).limits

@@ -23,9 +23,11 @@ from ..engine_target import EngineTarget
 from .engine import SglangEngine, SglangStep
 
 
-class SglangTarget(EngineTarget):
+class SglangTarget(EngineTarget[SglangStep]):
     """One deployment of SGLang's scheduler for ``cfg`` (whatever the policy: SGLang runs its
     own code). Raises SglangUnavailable without SGLang."""
+
+    engine: SglangEngine
 
     def __init__(self, cfg: BudgetConfig, policy: BudgetPolicy | None = None, path: Path | None = None) -> None:
         if not cfg.num_speculative_tokens:  # SGLang's decode without it allocates one token a step (alloc_for_decode)
@@ -49,6 +51,7 @@ class SglangTarget(EngineTarget):
 
 def _record(step: int, limits: StepLimits, s: SglangStep) -> StepRecord:
     grants = s.num_scheduled_tokens
+    assert s.running is not None  # a finished step always knows its running batch
     return StepRecord(
         step=step, limits=limits, num_scheduled_tokens=dict(grants),
         scheduled_draft_tokens={rid: s.scheduled_draft_tokens.get(rid, 0) for rid in grants},

@@ -27,6 +27,7 @@ from typing import Any
 
 from ...model import ConfigError, get_policy
 from ...model.config import BudgetConfig
+from ...model.sglang.policies import Sglang
 from ...spec.trace import AbortOp, AddOp, Op, StepOp, Trace
 from ..conform_workloads import draw_ops
 
@@ -58,6 +59,7 @@ def draw_config(rng: random.Random, retract: bool = False, radix: bool = True,
     max_model_len for each seat but one; for shared prefixes a pool of the least and at most
     a max_model_len more, so cached pages are evicted."""
     policy = get_policy(POLICY)
+    assert isinstance(policy, Sglang)
     while True:
         k = rng.randint(1, 4)
         max_model_len = rng.choice((16, 24, 32, 48, 64))

@@ -250,6 +250,7 @@ def _vllm_config(cfg: BudgetConfig, model_dir: Path) -> VllmConfig:
         speculative_config=spec_config,
     )
     if spec_config is not None and cfg.method != "ngram":
+        assert cfg.method is not None  # a speculative config names its method
         spec_config.method = cfg.method
         table = methods.TABLES[VLLM_VERSIONS[nearest_version(installed_release())].table]
         spec_config.parallel_drafting = cfg.parallel_drafting or table[cfg.method].parallel_only

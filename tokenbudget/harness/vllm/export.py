@@ -71,6 +71,7 @@ def export_vllm_test(trace: Trace) -> str:
     name = Path(trace.source).name
     progress = INVARIANTS["progress"]
     stalls = [breach for rec in result.run.steps for breach in progress.predicate(rec)]
+    assert progress.run_predicate is not None  # progress judges whole runs too
     drains = bool(progress.run_predicate(result.run))
     parts = [
         _header(trace, name, finding.id if finding else None, result.violations),
@@ -183,6 +184,7 @@ def _create_scheduler(cfg: BudgetConfig) -> str:
         "    )",
     ]
     if k and cfg.method != "ngram":
+        assert cfg.method is not None  # a speculative config names its method
         parallel = cfg.parallel_drafting or VLLM_0_32[cfg.method].parallel_only
         lines += [
             f"    # No {cfg.method} drafter is loaded: the config was validated as ngram; the scheduler reads only the",

@@ -55,12 +55,14 @@ MAX_VLLM_KV_BLOCKS = 2**20
 VLLM_BYTES_PER_BLOCK = 140
 
 
-class VllmTarget(EngineTarget):
+class VllmTarget(EngineTarget[VllmStep]):
     """One deployment of vLLM's scheduler, validated at the config's ``engine_version`` (none:
     the modelled version of the vLLM driven). Construction raises EngineUnavailable without
     vLLM, and ConfigError (one line) for another policy than those two, a config
     the policy refuses (when ``validate``), a pool larger than MAX_VLLM_KV_BLOCKS (before
     vLLM is imported), or one vLLM's own config checks refuse."""
+
+    engine: VllmEngine
 
     def __init__(self, cfg: BudgetConfig, policy: BudgetPolicy, validate: bool = True) -> None:
         if policy.name not in VLLM_POLICIES:
