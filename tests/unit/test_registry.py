@@ -14,6 +14,7 @@ from tokenbudget.cli import build_parser
 from tokenbudget.harness import registry
 from tokenbudget.harness.engine_descriptor import (CAMPAIGN, CONFORM, EXPORT, FUZZ, MONITOR, REPLAY,
                                                    EngineDescriptor, Modelled)
+from tokenbudget.harness.unavailable import EngineUnavailable
 
 CAPABILITIES = {FUZZ, REPLAY, CONFORM, CAMPAIGN, EXPORT, MONITOR}
 
@@ -72,3 +73,23 @@ def test_a_new_engine_is_one_package_and_one_registry_line(monkeypatch: pytest.M
     monkeypatch.setitem(registry.ENGINES, "fake", "fake")
     assert "fake" in choices("fuzz", "target") and "fake" in choices("replay", "target")
     assert "fake" not in choices("conform", "engine") and "fake" not in choices("campaign", "target")
+
+
+def test_where_each_engine_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The folder checks name the fix; a child's environment marks it, and the child runs the engine itself."""
+    vllm, sglang, fastdeploy = (registry.engine(n) for n in ("vllm", "sglang", "fastdeploy"))
+    assert vllm.child_env(None) is None  # the installed vLLM runs here
+    with pytest.raises(EngineUnavailable, match="holds no vllm package"):
+        vllm.child_env(tmp_path)
+    with pytest.raises(EngineUnavailable, match="pip install --no-deps --target"):
+        sglang.child_env(tmp_path)
+    monkeypatch.delenv("TOKENBUDGET_FASTDEPLOY_PATH", raising=False)
+    with pytest.raises(EngineUnavailable, match="--engine-path DIR or set \\$TOKENBUDGET_FASTDEPLOY_PATH"):
+        fastdeploy.child_env(None)
+    for engine, package in ((vllm, "vllm"), (sglang, "sglang")):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+        env = engine.child_env(tmp_path)
+        assert env is not None and str(tmp_path.resolve()) in env.values(), engine.name
+        monkeypatch.setattr("os.environ", env)
+        assert engine.child_env(tmp_path) is None, engine.name  # this process is the child

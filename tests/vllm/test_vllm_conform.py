@@ -11,7 +11,7 @@ from vllm_support import AGREEING_FINDINGS, RAISING_FINDINGS
 from tokenbudget.cli import main
 from tokenbudget.spec.corpus import corpus_paths
 from tokenbudget.harness.conform import run_conformance
-from tokenbudget.harness.conform_workloads import workload
+from tokenbudget.harness.vllm.workloads import workload
 from tokenbudget.harness.vllm.conform import run_vllm_lockstep, vllm_engine
 from tokenbudget.harness.vllm.known import explain
 from tokenbudget.harness.vllm.engine import engine_version

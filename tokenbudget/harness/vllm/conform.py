@@ -7,7 +7,7 @@ from __future__ import annotations
 from ...model import BudgetConfig
 from ...spec.trace import Trace
 from ..conform import ConformEngine
-from ..conform_workloads import POLICY, workload
+from .workloads import POLICY, workload
 from ..lockstep import Lockstep, run_lockstep
 from .engine import engine_version
 from .known import explain
