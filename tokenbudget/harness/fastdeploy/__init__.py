@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from ..engine_descriptor import CONFORM, FUZZ, REPLAY, EngineDescriptor, Modelled
+from .location import PATH_ENV
 
 if TYPE_CHECKING:
     from ...model.target import TargetFactory
     from ..conform import ConformEngine
-
-PATH_ENV = "TOKENBUDGET_FASTDEPLOY_PATH"
 
 
 class FastDeployDescriptor(EngineDescriptor):

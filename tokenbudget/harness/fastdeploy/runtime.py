@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..unavailable import EngineUnavailable
-from . import PATH_ENV
+from .location import PATH_ENV
 
 CHILD_ENV = "TOKENBUDGET_FASTDEPLOY_CHILD"  # set in the child process that loads FastDeploy: its folder
 INSTALL = ('pip install "tokenbudget[fastdeploy]" (Paddle\'s CPU wheel paddlepaddle==3.3.1 and what the scheduler '

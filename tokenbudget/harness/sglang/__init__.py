@@ -8,14 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from ..engine_descriptor import CONFORM, FUZZ, REPLAY, EngineDescriptor, Modelled
+from .location import DEFAULT_PATH, PATH_ENV, RELEASE
 
 if TYPE_CHECKING:
     from ...model.target import TargetFactory
     from ..conform import ConformEngine
-
-RELEASE = "0.5.23"
-PATH_ENV = "TOKENBUDGET_SGLANG_PATH"
-DEFAULT_PATH = Path(__file__).resolve().parents[3] / ".engines" / f"sglang-{RELEASE}"
 
 
 class SglangDescriptor(EngineDescriptor):

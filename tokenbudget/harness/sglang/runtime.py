@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..unavailable import EngineUnavailable
-from . import DEFAULT_PATH, PATH_ENV, RELEASE
+from .location import DEFAULT_PATH, PATH_ENV, RELEASE
 
 CHILD_ENV = "TOKENBUDGET_SGLANG_CHILD"  # set in the child process that loads SGLang: its folder
 INSTALL = (f"pip install --no-deps --target .engines/sglang-{RELEASE} sglang=={RELEASE} "
