@@ -32,14 +32,8 @@ class FastDeployDescriptor(EngineDescriptor):
         return None if os.environ.get(CHILD_ENV) == str(folder) else child_env(folder)
 
     def modelled(self, path: Optional[Path]) -> Modelled:
-        from ...model import get_policy
-        from ...model.fastdeploy.commits import FASTDEPLOY_COMMITS
-        from .conform import modelled_commit
-        from .runtime import load
-        fd = load(path)
-        commit, warning = modelled_commit(fd["folder"], fd["commit"])
-        policy = FASTDEPLOY_COMMITS[commit].policy
-        return Modelled(fd["commit"], policy, f"{commit} ({get_policy(policy).version})", warning)
+        engine = self.conform_engine(path)  # the folder's commit, and the modelled commit it matches
+        return Modelled(engine.release, engine.policy, engine.model_version, engine.warning)
 
     def fuzz_target(self) -> TargetFactory:
         from .target import FastDeployTarget

@@ -13,8 +13,6 @@ if TYPE_CHECKING:
     from ...spec.trace import Trace
     from ..conform import ConformEngine
 
-POLICY = "vllm-adaptive"  # the built-in that is vLLM's own accounting
-
 
 class VllmDescriptor(EngineDescriptor):
     name, label = "vllm", "vLLM"
@@ -32,9 +30,8 @@ class VllmDescriptor(EngineDescriptor):
         return None if path is None or in_child(path) else child_env(path)
 
     def modelled(self, path: Optional[Path]) -> Modelled:
-        from .engine import engine_version
-        version = engine_version()
-        return Modelled(version.release, POLICY, version.model_version, version.warning)
+        engine = self.conform_engine(path)  # the importable release, and the nearest modelled version
+        return Modelled(engine.release, engine.policy, engine.model_version, engine.warning)
 
     def fuzz_target(self) -> TargetFactory:
         from .differential import DifferentialTarget
