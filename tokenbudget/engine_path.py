@@ -2,7 +2,8 @@
 
 A command that names a real engine (``--target NAME`` or ``--engine NAME``, one of
 ``harness.registry``) runs again in a child process when the engine's descriptor asks for one
-(``child_env``: vLLM from a folder, SGLang and FastDeploy always, for their stubs); the
+(``child_env``: an engine run from a folder, or one whose import stubs must stay out of this
+process); the
 child knows it is the child by the environment the descriptor gives it, and when the parent
 started by ``TOKENBUDGET_STARTED`` (a budget in seconds counts from there). The parent
 returns the child's exit status.
@@ -16,7 +17,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TextIO
 
 from .args import UsageError, folder
 from .harness import registry
@@ -35,9 +35,9 @@ def own_process_started() -> float:
         return time.time()
 
 
-def add_engine_path(parser: argparse.ArgumentParser, dest: str = "engine_path") -> None:
+def add_engine_path(parser: argparse.ArgumentParser) -> None:
     """``--engine-path DIR``: each registered engine's folder, as its descriptor says."""
-    parser.add_argument("--engine-path", type=folder, metavar="DIR", dest=dest,
+    parser.add_argument("--engine-path", type=folder, metavar="DIR",
                         help="the real engine's folder: " + "; ".join(
                             f"for {name}, {registry.engine(name).folder_help}" for name in registry.names()))
 
@@ -57,7 +57,8 @@ def run_in_child(args: argparse.Namespace, argv: list[str]) -> int | None:
     if name is None:
         if path is None:
             return None
-        raise UsageError(f"--engine-path runs a real engine: use it with --target {' or '.join(registry.names())} "
+        *others, last = registry.names()
+        raise UsageError(f"--engine-path runs a real engine: use it with --target {', '.join(others)} or {last} "
                          "(or conform --engine)")
     env = registry.engine(name).child_env(path)
     if env is None:
@@ -66,11 +67,10 @@ def run_in_child(args: argparse.Namespace, argv: list[str]) -> int | None:
     return run_child(argv, env)
 
 
-def run_child(argv: list[str], env: dict[str, str], stdout: TextIO | None = None) -> int:
+def run_child(argv: list[str], env: dict[str, str]) -> int:
     """``tokenbudget argv`` in a child process with ``env``; its exit status. Its stderr
     (progress, an error line) is passed on as it comes and its stdout when it ends, through
-    this process's ``sys.stderr`` and ``stdout`` (default ``sys.stdout``; a ``--json`` command
-    passes its console's real stdout)."""
+    this process's ``sys.stderr`` and ``sys.stdout`` (the command has not redirected them yet)."""
     with tempfile.TemporaryFile("w+") as out:
         child = subprocess.Popen([sys.executable, "-c", _CHILD, *argv], env=env, stdout=out,
                                  stderr=subprocess.PIPE, text=True)
@@ -80,5 +80,5 @@ def run_child(argv: list[str], env: dict[str, str], stdout: TextIO | None = None
             sys.stderr.flush()
         code = child.wait()
         out.seek(0)
-        (stdout or sys.stdout).write(out.read())
+        sys.stdout.write(out.read())
     return code
