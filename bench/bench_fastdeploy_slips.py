@@ -40,7 +40,8 @@ def fuzz_once(engine: Path, seconds: float, seed: int, workers: int, examples: i
     try:
         doc = json.loads(done.stdout)
     except json.JSONDecodeError:
-        return {"wall": round(wall, 1), "error": (done.stderr or done.stdout).strip().splitlines()[-1:]}
+        said = [ln for ln in (done.stderr or done.stdout).strip().splitlines() if not ln.startswith("tokenbudget: ")]
+        return {"wall": round(wall, 1), "error": f"exit {done.returncode}, no report: " + " | ".join(said[-12:])}
     policy = doc["policies"][0]
     found = [{"identity": key, "verdict": policy["judged"][key], "first_seen": v["first_seen_seconds"],
               "message": v["message"]} for key, v in policy["violations"].items()]
