@@ -9,12 +9,12 @@ Run after ``pip install -e ".[fastdeploy]"`` from the repository root::
 sets it). For the unpatched engine and then each slip of tests/fastdeploy/fastdeploy_slips.py,
 on each seed, it copies the engine to a temp dir, plants the slip, runs ``tokenbudget fuzz
 --target fastdeploy --engine-path DIR --seconds S --seed N --database none --json`` in a
-process of its own and prints one row per slip and seed: caught or missed (caught: some
-counterexample's verdict is not known), the seconds to the first ``conformance`` violation
-and to the first violation that is not known (seconds into the session, before shrinking), the
-wall time, the examples run, and every counterexample's identity with its verdict. Then the
-table: per slip, the seconds to the first conformance violation on each seed. The unpatched
-engine should show no conformance violation (its own findings are listed, not counted).
+process of its own and prints one row per slip and seed: the seconds to the first violation
+whose verdict is not known and to the first ``conformance`` violation (seconds into the session,
+before shrinking), the wall time, the examples run, and every counterexample's identity with its
+verdict. Then the table: per slip, the seconds to the first conformance violation on each seed,
+what counts as a catch (the unpatched engine has own findings of its own, SPEC.md §6: a slip is
+told apart by the parting). The unpatched engine must show no conformance violation.
 """
 from __future__ import annotations
 
@@ -58,8 +58,8 @@ def line(result: dict) -> str:
                       for f in result.get("found", ())) or result.get("error") or "-"
     conformance = result.get("seconds_to_conformance")
     to_conformance = "-" if conformance is None else f"{conformance:.1f} s"
-    caught = f"caught in {result['seconds_to_catch']:.1f} s" if result.get("caught") else "missed"
-    return (f"{result['slip']:34} seed {result['seed']}  {caught:18} conformance {to_conformance:8} "
+    own = f"own in {result['seconds_to_catch']:.1f} s" if result.get("caught") else "no own"
+    return (f"{result['slip']:34} seed {result['seed']}  {own:14} conformance {to_conformance:8} "
             f"wall {result['wall']:5.1f} s  {result.get('examples', 0)} examples  {found}")
 
 

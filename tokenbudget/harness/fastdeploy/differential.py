@@ -5,7 +5,10 @@ Both sides run the config at the modelled commit the engine folder is compared a
 (``conform.modelled_commit``, as ``conform --engine fastdeploy`` compares it): the config's
 ``engine_version`` is set to that commit, so that the model runs the commit's block rules
 (decode preallocation, admission and its reserve, preemption; ``model.fastdeploy.commits``)
-whatever engine version the fuzzer drew. A parting names the rule as vLLM's and SGLang's do.
+whatever engine version the fuzzer drew; the model runs the policy fuzzed (by default the
+commit's own: ``fuzz_cmd``), so another policy parts where its budget differs from the commit's.
+A parting names the rule as vLLM's and SGLang's do. The trace of a counterexample keeps the
+config the fuzzer drew: on ``--target fastdeploy`` it replays at the folder's commit again.
 """
 from __future__ import annotations
 
