@@ -1,0 +1,106 @@
+"""``tokenbudget whatif``: what budget policies cost in latency on one workload, predicted
+by the reference scheduler on a cost model's virtual clock (``tokenbudget.whatif``)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from .args import UsageError, add_json, add_policy, positive_float, positive_int, seed
+from .console import Console
+from .exits import OK
+from .model import BudgetConfig, builtin_policies, get_policy
+from .whatif import cost_file, effective_budget, metrics, report, simulator, workload
+
+HELP = "predict what budget policies cost in latency (TTFT, TPOT, ITL) on a workload"
+DESCRIPTION = ("Runs a workload on the reference scheduler under each --policy, every policy on the same random "
+               "draws, and charges each step what a cost model says it takes. Prints TTFT, TPOT and inter-token "
+               "latency percentiles, throughput and tokens per step, and the effective budget of each policy.")
+DEFAULT_POLICIES = ("vllm-static", "vllm-adaptive")
+RUNNING = (1, 32, 128, 1024)
+WHATIF_ERRORS = (workload.WorkloadError, cost_file.CostFileError, simulator.SimulationError)
+
+
+def _counts(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(positive_int(x) for x in text.split(","))
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers > 0, got {text[:40]!r}") from None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_policy(parser, f"a policy to compare (repeatable; default {' and '.join(DEFAULT_POLICIES)})")
+    g = parser.add_argument_group("engine config (default: DSpark, k=7, vLLM 0.32 method table)")
+    g.add_argument("--max-num-batched-tokens", type=positive_int, default=8192, metavar="B")
+    g.add_argument("--max-num-seqs", type=positive_int, default=1024, metavar="S")
+    g.add_argument("--num-speculative-tokens", "-k", type=int, default=7, metavar="K")
+    g.add_argument("--method", default="dspark", help="speculative method (none with -k 0)")
+    g.add_argument("--engine-version", default="0.32", help="the engine version of the method table")
+    g.add_argument("--max-model-len", type=positive_int, default=16384)
+    g.add_argument("--num-kv-blocks", type=positive_int, default=2**20)
+    w = parser.add_argument_group("workload")
+    w.add_argument("--requests", type=positive_int, default=64, help="requests per run (default %(default)s)")
+    w.add_argument("--concurrency", type=_counts, default=(1, 4, 16), metavar="C[,C...]",
+                   help="clients in flight, one run per value (default 1,4,16)")
+    w.add_argument("--rate", type=positive_float, help="Poisson arrivals per second (default: all at once)")
+    w.add_argument("--prompt-len", default="8000", metavar="N|LOW:HIGH")
+    w.add_argument("--output-len", default="256", metavar="N|LOW:HIGH")
+    w.add_argument("--acceptance", default="0.8,0.7,0.6,0.5,0.4,0.3,0.2", metavar="P1,P2,...",
+                   help="per-position acceptance rates (draft i accepted given the earlier ones)")
+    w.add_argument("--seed", type=seed, default=0)
+    parser.add_argument("--cost-model", default="kimi-k2-h100x8", metavar="FILE|NAME",
+                        help=f"a cost-model file, or a shipped one: {', '.join(cost_file.shipped())}")
+    parser.add_argument("--effective-budget", action="store_true",
+                        help=f"print only the effective budget of every built-in policy at {RUNNING} running")
+    parser.add_argument("--plot", type=Path, metavar="DIR", help="write the plots into DIR (matplotlib)")
+    add_json(parser)
+
+
+def engine_config(args: argparse.Namespace) -> BudgetConfig:
+    method = None if args.method in ("", "none") or args.num_speculative_tokens == 0 else args.method
+    return BudgetConfig(max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
+                        num_speculative_tokens=args.num_speculative_tokens, method=method,
+                        engine_version=args.engine_version or None, max_model_len=args.max_model_len,
+                        num_kv_blocks=args.num_kv_blocks)
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    try:
+        return _run(args, console)
+    except WHATIF_ERRORS as e:
+        raise UsageError(str(e)) from None
+
+
+def _run(args: argparse.Namespace, console: Console) -> int:
+    cfg = engine_config(args)
+    if args.effective_budget:
+        budgets = effective_budget.budgets_by_policy(cfg, {n: c() for n, c in builtin_policies().items()}, RUNNING)
+        console.json({"config": cfg.to_dict(), "effective_budget": budgets}) if args.json else \
+            console.text(report.budget_table(budgets, RUNNING))
+        return OK
+    names = args.policies or list(DEFAULT_POLICIES)
+    policies = {name: get_policy(name) for name in names}
+    cost = cost_file.load(Path(args.cost_model))
+    runs, results = [], []
+    for conc in args.concurrency:
+        load = workload.synthetic(args.requests, conc, args.rate, workload.Lengths.parse(args.prompt_len, "--prompt-len"),
+                                  workload.Lengths.parse(args.output_len, "--output-len"),
+                                  workload.parse_acceptance(args.acceptance), args.seed)
+        for name, policy in policies.items():
+            def progress(done: int, total: int, name: str = name, conc: int = conc) -> None:
+                console.progress(f"whatif: {name} at concurrency {conc}: {done}/{total} requests finished")
+            result = simulator.simulate(effective_budget.config_for(cfg, policy), policy, load, cost, progress)
+            results.append((conc, result))
+            runs.append({"concurrency": conc, "summary": metrics.summarise(result)})
+    budgets = effective_budget.budgets_by_policy(cfg, policies, RUNNING)
+    doc: dict[str, Any] = {"config": cfg.to_dict(), "cost_model": cost_file.describe(cost), "runs": runs,
+                           "effective_budget": budgets}
+    if args.plot is not None:
+        from .whatif import plots  # matplotlib loads only for --plot
+        doc["plots"] = [str(p) for p in plots.write_all(results, args.plot)]
+    if args.json:
+        console.json(doc)
+    else:
+        console.text(report.latency_table(runs) + "\n\neffective budget (tokens a pass can grant with R running)\n"
+                     + report.budget_table(budgets, RUNNING))
+    return OK
