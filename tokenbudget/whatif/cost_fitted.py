@@ -33,17 +33,19 @@ class FittedCost:
 
 
 def fit(shapes: Sequence[StepShape], seconds: Sequence[float], source: dict[str, Any]) -> FittedCost:
-    """NNLS over the steps, each row divided by its measured time so that the fit minimises
-    the relative error (a long prefill does not drown the short decodes). ValueError with
-    fewer steps than terms."""
+    """NNLS over the steps, twice: plain, then each row divided by the first fit's prediction,
+    so that a long prefill does not drown the short decodes while the fit still estimates
+    the mean time of a shape (dividing by the noisy measured time would bias it low).
+    ValueError with fewer steps than terms."""
     if len(shapes) < len(TERMS):
         raise ValueError(f"a fit of {len(TERMS)} terms needs at least {len(TERMS)} measured steps, got {len(shapes)}")
     x = np.array([(1.0, *s.features()) for s in shapes], dtype=float)
     y = np.asarray(seconds, dtype=float)
     scale = x.max(axis=0)
     scale[scale == 0] = 1.0
-    weighted = (x / scale) / y[:, None]
-    solution = _nnls(weighted, np.ones_like(y)) / scale
+    first = _nnls(x / scale, y)
+    weight = 1.0 / np.maximum((x / scale) @ first, y.mean() * 1e-3)
+    solution = _nnls((x / scale) * weight[:, None], y * weight) / scale
     return FittedCost(dict(zip(TERMS, (float(v) for v in solution))), source)
 
 

@@ -9,12 +9,16 @@ the workload's concurrency.
 from __future__ import annotations
 
 import heapq
+import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Protocol
+from typing import Callable, Mapping, Optional, Protocol
 
 import numpy as np
 
-from ..model import BudgetConfig, BudgetPolicy, scheduler_for
+from ..model import BudgetConfig, BudgetPolicy, SchedulerLoop
+from ..model.target import ModelTarget
+from ..spec.records import StepOutcome, StepRecord
+from ..spec.trace import AddOp
 from .acceptance import AcceptanceDraws
 from .step_shape import StepShape
 from .workload import Workload, WorkloadError
@@ -44,7 +48,7 @@ class RequestTimes:
 
 @dataclass
 class RunResult:
-    """A policy's run: per-request times, and per step its end time, tokens, rows, sequences."""
+    """A policy's run: per-request times, and per step its end time, tokens, rows, sequences, shape."""
 
     policy: str
     requests: dict[str, RequestTimes]
@@ -53,21 +57,46 @@ class RunResult:
     step_rows: np.ndarray
     step_seqs: np.ndarray
     token_cap: int
+    step_shapes: list[StepShape] = field(default_factory=list)
 
 
 Progress = Callable[[int, int], None]  # (requests finished, requests in all)
+StepSeconds = Callable[[StepRecord, float], float]  # (the step's record, its wall-clock seconds) -> its seconds
 
 
-def simulate(cfg: BudgetConfig, policy: BudgetPolicy, workload: Workload, cost: CostModel,
-             progress: Progress | None = None) -> RunResult:
-    """Serve ``workload`` under ``policy``. Raises ConfigError (the policy refuses cfg),
-    WorkloadError (a prompt the config cannot hold), SimulationError (a stall or a failed pass)."""
+class Target(Protocol):
+    """What ``serve`` drives: ``model.target.ModelTarget``, or a target that executes the steps."""
+
+    scheduler: SchedulerLoop
+
+    def add(self, op: AddOp) -> None: ...
+
+    def step(self, accepted: Mapping[str, int]) -> tuple[StepRecord, StepOutcome]: ...
+
+
+def check_prompts(cfg: BudgetConfig, workload: Workload) -> None:
+    """WorkloadError for a prompt that cfg's max_model_len cannot hold."""
     for r in workload.requests:
         if r.prompt_len >= cfg.max_model_len:
             raise WorkloadError(f"request {r.id}: prompt of {r.prompt_len} tokens does not fit max_model_len "
                                 f"{cfg.max_model_len}; shorten --prompt-len or raise --max-model-len")
-    sched = scheduler_for(cfg, policy)
-    draws = AcceptanceDraws(workload.acceptance, cfg.num_speculative_tokens, workload.seed)
+
+
+def simulate(cfg: BudgetConfig, policy: BudgetPolicy, workload: Workload, cost: CostModel,
+             progress: Progress | None = None) -> RunResult:
+    """Serve ``workload`` under ``policy`` on the cost model's clock. Raises ConfigError (the
+    policy refuses cfg), WorkloadError (a prompt the config cannot hold), SimulationError."""
+    check_prompts(cfg, workload)
+    return serve(ModelTarget(cfg, policy), policy.name, workload,
+                 lambda record, _: cost.step_seconds(StepShape.of(record)), progress)
+
+
+def serve(target: Target, name: str, workload: Workload, step_seconds: StepSeconds,
+          progress: Progress | None = None) -> RunResult:
+    """Serve ``workload`` on ``target``, each step taking ``step_seconds`` of the clock; the
+    accepted drafts are the workload's draws. SimulationError on a stall or a failed step."""
+    sched = target.scheduler
+    draws = AcceptanceDraws(workload.acceptance, sched.k, workload.seed)
     index = {r.id: i for i, r in enumerate(workload.requests)}
     decode_steps: dict[str, int] = {}
     times: dict[str, RequestTimes] = {}
@@ -78,41 +107,36 @@ def simulate(cfg: BudgetConfig, policy: BudgetPolicy, workload: Workload, cost: 
     in_flight, finished, now = 0, 0, 0.0
     free_since = [0.0] * limit  # a heap: when each free client slot freed
     ends: list[float] = []
-    tokens: list[int] = []
+    shapes: list[StepShape] = []
     rows: list[int] = []
-    seqs: list[int] = []
     while pending or in_flight:
         while pending and in_flight < limit and pending[-1].arrival_s <= now:
             r = pending.pop()
-            sched.add_request(r.id, r.prompt_len, r.output_len)
+            target.add(AddOp(r.id, r.prompt_len, r.output_len))
             times[r.id] = RequestTimes(max(r.arrival_s, heapq.heappop(free_since)), r.prompt_len, r.output_len)
             outputs[r.id] = 0
+            decode_steps[r.id] = 0
             in_flight += 1
         if not in_flight:
             now = pending[-1].arrival_s
             continue
-        record = sched.schedule()
+        accepted = {rid: draws.accepted(index[rid], decode_steps[rid], sched.k, times[rid].output_len)
+                    for rid in outputs if times[rid].finish_s is None}
+        started = time.perf_counter()
+        record, outcome = target.step(accepted)
+        wall = time.perf_counter() - started
         if record.error is not None:
-            raise SimulationError(f"{policy.name}: step {record.step} failed: {record.error}")
+            raise SimulationError(f"{name}: step {record.step} failed: {record.error}")
         if not record.num_scheduled_tokens:
-            if pending and in_flight < limit:
-                now = max(now, pending[-1].arrival_s)
-                continue
-            raise SimulationError(f"{policy.name} scheduled nothing at step {record.step} with {len(sched.running)} "
+            raise SimulationError(f"{name} scheduled nothing at step {record.step} with {len(sched.running)} "
                                   f"running and {len(sched.waiting)} waiting: it stalls on this workload")
-        shape = StepShape.of(record)
-        now += cost.step_seconds(shape)
+        now += step_seconds(record, wall)
         ends.append(now)
-        tokens.append(shape.tokens)
+        shapes.append(StepShape.of(record))
         rows.append(record.total_runner_rows)
-        seqs.append(shape.num_seqs)
-        accepted = {}
-        for rid, drafts in record.scheduled_draft_tokens.items():
+        for rid in record.num_scheduled_tokens:
             if rid not in record.prefill:
-                step = decode_steps.get(rid, 0)
-                decode_steps[rid] = step + 1
-                accepted[rid] = draws.accepted(index[rid], step, drafts, times[rid].output_len)
-        outcome = sched.update_from_output(record, accepted)
+                decode_steps[rid] += 1
         for rid, state in outcome.requests.items():
             emitted = state.num_output_tokens - outputs[rid]
             t = times[rid]
@@ -126,11 +150,12 @@ def simulate(cfg: BudgetConfig, policy: BudgetPolicy, workload: Workload, cost: 
             if state.status in ("finished", "aborted"):
                 t.finish_s = now
                 in_flight -= 1
-                heapq.heappush(free_since, now)
                 finished += 1
+                del outputs[rid]
+                heapq.heappush(free_since, now)
                 draws.forget(index[rid])
         if progress is not None:
             progress(finished, len(workload.requests))
-    return RunResult(policy.name, times, np.array(ends), np.array(tokens), np.array(rows), np.array(seqs),
-                     sched.limits.max_num_scheduled_tokens)
+    return RunResult(name, times, np.array(ends), np.array([s.tokens for s in shapes]), np.array(rows),
+                     np.array([s.num_seqs for s in shapes]), sched.limits.max_num_scheduled_tokens, shapes)
 
