@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .args import UsageError, add_json, add_policy, positive_float, positive_int, seed
+from .args import UsageError, add_json, add_policy, positive_float, positive_int, seed, whole
 from .console import Console
-from .exits import OK
+from .exits import FAILED, OK
 from .model import BudgetConfig, builtin_policies, get_policy
 from .whatif import cost_file, effective_budget, metrics, report, simulator, workload
 
@@ -18,6 +18,10 @@ DESCRIPTION = ("Runs a workload on the reference scheduler under each --policy, 
                "latency percentiles, throughput and tokens per step, and the effective budget of each policy.")
 DEFAULT_POLICIES = ("vllm-static", "vllm-adaptive")
 RUNNING = (1, 32, 128, 1024)
+CHANGE_CONFIG = BudgetConfig(max_num_batched_tokens=8192, max_num_seqs=1024, num_speculative_tokens=7, method="dspark",
+                             engine_version="0.32", max_model_len=16384, num_kv_blocks=2**20)
+TTFT_TOLERANCE_PCT = 15.0
+CHANGE_TOLERANCE_POINTS = 5.0
 WHATIF_ERRORS = (workload.WorkloadError, cost_file.CostFileError, simulator.SimulationError)
 
 
@@ -30,14 +34,15 @@ def _counts(text: str) -> tuple[int, ...]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_policy(parser, f"a policy to compare (repeatable; default {' and '.join(DEFAULT_POLICIES)})")
-    g = parser.add_argument_group("engine config (default: DSpark, k=7, vLLM 0.32 method table)")
-    g.add_argument("--max-num-batched-tokens", type=positive_int, default=8192, metavar="B")
-    g.add_argument("--max-num-seqs", type=positive_int, default=1024, metavar="S")
-    g.add_argument("--num-speculative-tokens", "-k", type=int, default=7, metavar="K")
-    g.add_argument("--method", default="dspark", help="speculative method (none with -k 0)")
-    g.add_argument("--engine-version", default="0.32", help="the engine version of the method table")
-    g.add_argument("--max-model-len", type=positive_int, default=16384)
-    g.add_argument("--num-kv-blocks", type=positive_int, default=2**20)
+    g = parser.add_argument_group("engine config (default: the vLLM change's: B 8192, S 1024, DSpark k=7 on vLLM "
+                                  "0.32's method table; with --calibrate: B 256, S 32, max_model_len 2048)")
+    g.add_argument("--max-num-batched-tokens", type=positive_int, metavar="B")
+    g.add_argument("--max-num-seqs", type=positive_int, metavar="S")
+    g.add_argument("--num-speculative-tokens", "-k", type=whole, metavar="K")
+    g.add_argument("--method", help="speculative method (none with -k 0)")
+    g.add_argument("--engine-version", help="the engine version of the method table")
+    g.add_argument("--max-model-len", type=positive_int)
+    g.add_argument("--num-kv-blocks", type=positive_int)
     w = parser.add_argument_group("workload")
     w.add_argument("--requests", type=positive_int, default=64, help="requests per run (default %(default)s)")
     w.add_argument("--concurrency", type=_counts, default=(1, 4, 16), metavar="C[,C...]",
@@ -53,15 +58,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--effective-budget", action="store_true",
                         help=f"print only the effective budget of every built-in policy at {RUNNING} running")
     parser.add_argument("--plot", type=Path, metavar="DIR", help="write the plots into DIR (matplotlib)")
+    c = parser.add_argument_group("calibration on the torch runner")
+    c.add_argument("--calibrate", type=Path, metavar="FILE",
+                   help="run the runner's model on the designed step shapes, fit the cost model into FILE, then "
+                        "set the runner's measured median TTFT beside the prediction at each --concurrency (exit 1 "
+                        f"when one misses by more than {TTFT_TOLERANCE_PCT:g}% or a change by more than "
+                        f"{CHANGE_TOLERANCE_POINTS:g} points)")
+    c.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="the runner's device (default cpu)")
+    c.add_argument("--runner-model", default="tiny", choices=("tiny", "wide"), help="the runner's model")
+    c.add_argument("--clock", choices=("wall", "cpu"),
+                   help="time the runner's steps by wall clock, or by this thread's CPU time, which other processes "
+                        "on a shared machine do not inflate (default: cpu on the CPU, wall on CUDA)")
     add_json(parser)
 
 
-def engine_config(args: argparse.Namespace) -> BudgetConfig:
-    method = None if args.method in ("", "none") or args.num_speculative_tokens == 0 else args.method
-    return BudgetConfig(max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
-                        num_speculative_tokens=args.num_speculative_tokens, method=method,
-                        engine_version=args.engine_version or None, max_model_len=args.max_model_len,
-                        num_kv_blocks=args.num_kv_blocks)
+def engine_config(args: argparse.Namespace, base: BudgetConfig) -> BudgetConfig:
+    """``base`` with the knobs the command line set."""
+    knobs = {name: getattr(args, name) for name in ("max_num_batched_tokens", "max_num_seqs", "num_speculative_tokens",
+                                                    "method", "engine_version", "max_model_len", "num_kv_blocks")}
+    changes = {name: value for name, value in knobs.items() if value is not None}
+    if changes.get("method") in ("", "none") or changes.get("num_speculative_tokens") == 0:
+        changes["method"] = None
+    if changes.get("engine_version") == "":
+        changes["engine_version"] = None
+    return base.replace(**changes)
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
@@ -72,7 +92,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
-    cfg = engine_config(args)
+    if args.calibrate is not None:
+        return _calibrate(args, console)
+    cfg = engine_config(args, CHANGE_CONFIG)
     if args.effective_budget:
         budgets = effective_budget.budgets_by_policy(cfg, {n: c() for n, c in builtin_policies().items()}, RUNNING)
         console.json({"config": cfg.to_dict(), "effective_budget": budgets}) if args.json else \
@@ -104,3 +126,26 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         console.text(report.latency_table(runs) + "\n\neffective budget (tokens a pass can grant with R running)\n"
                      + report.budget_table(budgets, RUNNING))
     return OK
+
+
+def _calibrate(args: argparse.Namespace, console: Console) -> int:
+    from . import whatif_runner  # torch loads only for --calibrate
+    from .kernels.target import RunnerOptions
+    cfg = engine_config(args, whatif_runner.RUNNER_CONFIG)
+    options = RunnerOptions(device=args.device, model=args.runner_model, seed=args.seed)
+    clock = args.clock or ("cpu" if args.device == "cpu" else "wall")
+    if clock == "cpu" and args.device == "cuda":
+        raise UsageError("--clock cpu cannot time a CUDA device's work; use --clock wall with --device cuda")
+    cost, quality = whatif_runner.calibrate(cfg, options, args.seed, clock, console.progress)
+    cost_file.save(cost, args.calibrate)
+    rows = whatif_runner.validate(cfg, cost, options, args.concurrency, args.seed + 1000, clock, console.progress)
+    met = all(abs(r[p]["error_pct"]) <= TTFT_TOLERANCE_PCT for r in rows for p in whatif_runner.POLICIES) and all(
+        abs(r["predicted_change_pct"] - r["measured_change_pct"]) <= CHANGE_TOLERANCE_POINTS for r in rows)
+    if args.json:
+        console.json({"cost_model": cost.to_dict(), "fit": quality, "clock": clock, "validation": rows,
+                      "within_targets": met})
+    else:
+        console.text(f"cost model written to {args.calibrate}: {quality['steps']} steps, per-step error median "
+                     f"{quality['median_step_error']:.0%}, p90 {quality['p90_step_error']:.0%}\n"
+                     + report.validation_table(rows, whatif_runner.POLICIES) + f", {clock} clock")
+    return OK if met else FAILED

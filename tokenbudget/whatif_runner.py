@@ -4,6 +4,7 @@ validation sets the runner's measured TTFT beside whatif's prediction on other w
 from __future__ import annotations
 
 import platform
+import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
@@ -37,11 +38,17 @@ def one_thread() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def measure(cfg: BudgetConfig, policy_name: str, load: Workload, options: RunnerOptions) -> RunResult:
-    """``load`` executed on the runner under the policy (the workload's accepted drafts forced)."""
+# The clocks a measured step can be timed on: wall-clock, or this thread's CPU time (torch on
+# one thread computes in it), which other processes on a shared machine do not inflate.
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.thread_time}
+
+
+def measure(cfg: BudgetConfig, policy_name: str, load: Workload, options: RunnerOptions, clock: str) -> RunResult:
+    """``load`` executed on the runner under the policy (the workload's accepted drafts
+    forced), every step timed on ``clock`` (a key of ``CLOCKS``)."""
     check_prompts(cfg, load)
     target = RunnerTarget(cfg, get_policy(policy_name), options)
-    return serve(target, policy_name, load, lambda record, wall: wall)
+    return serve(target, policy_name, load, lambda record, seconds: seconds, clock=CLOCKS[clock])
 
 
 def calibration_workloads(seed: int) -> list[Workload]:
@@ -57,22 +64,23 @@ def validation_workload(concurrency: int, seed: int) -> Workload:
     return synthetic(max(3 * concurrency, 12), concurrency, None, Lengths(100, 1200), Lengths(16, 64), ACCEPTANCE, seed)
 
 
-def calibrate(cfg: BudgetConfig, options: RunnerOptions, seed: int, progress: Progress) -> tuple[FittedCost, dict]:
+def calibrate(cfg: BudgetConfig, options: RunnerOptions, seed: int, clock: str,
+              progress: Progress) -> tuple[FittedCost, dict]:
     """Execute the designed workloads under both vLLM rules, fit the NNLS cost model on every
     step; returns it and its fit quality (median and p90 relative error per step)."""
     shapes, seconds = [], []
     with one_thread():
-        measure(cfg, POLICIES[1], calibration_workloads(seed)[4], options)  # warm-up, not kept
+        measure(cfg, POLICIES[1], calibration_workloads(seed)[4], options, clock)  # warm-up, not kept
         for i, load in enumerate(calibration_workloads(seed)):
             for name in POLICIES:
                 progress(f"calibrate: workload {i + 1} of {len(calibration_workloads(seed))} under {name}")
-                run = measure(cfg, name, load, options)
+                run = measure(cfg, name, load, options, clock)
                 shapes += run.step_shapes
                 seconds += list(np.diff(run.step_end_s, prepend=0.0))
     source = {"what": f"torch runner, model {options.model}, on {options.device} ({platform.processor() or platform.machine()}), "
-                      f"torch {torch.__version__}, 1 thread",
-              "how": "NNLS on the wall-clock seconds of every step of whatif_runner.calibration_workloads under "
-                     f"{' and '.join(POLICIES)}, rows weighted by 1/seconds",
+                      f"torch {torch.__version__}, 1 thread, {clock} clock",
+              "how": f"NNLS on the {clock}-clock seconds of every step of whatif_runner.calibration_workloads under "
+                     f"{' and '.join(POLICIES)}, rows reweighted by a first fit's prediction",
               "config": cfg.to_dict(), "steps": len(shapes), "seed": seed}
     cost = fit(shapes, seconds, source)
     errors = np.abs(np.array([cost.step_seconds(s) for s in shapes]) / np.array(seconds) - 1)
@@ -81,7 +89,7 @@ def calibrate(cfg: BudgetConfig, options: RunnerOptions, seed: int, progress: Pr
 
 
 def validate(cfg: BudgetConfig, cost: CostModel, options: RunnerOptions, concurrencies: tuple[int, ...], seed: int,
-             progress: Progress) -> list[dict[str, Any]]:
+             clock: str, progress: Progress) -> list[dict[str, Any]]:
     """Per concurrency and rule: the runner's measured median TTFT beside whatif's predicted
     one on the same workload, and the old -> new change of each."""
     rows = []
@@ -91,7 +99,7 @@ def validate(cfg: BudgetConfig, cost: CostModel, options: RunnerOptions, concurr
             row: dict[str, Any] = {"concurrency": conc}
             for name in POLICIES:
                 progress(f"validate: concurrency {conc} under {name}")
-                measured = float(np.median(metrics.ttfts(measure(cfg, name, load, options))))
+                measured = float(np.median(metrics.ttfts(measure(cfg, name, load, options, clock))))
                 predicted = float(np.median(metrics.ttfts(simulate(cfg, get_policy(name), load, cost))))
                 row[name] = {"measured_ttft_p50_s": measured, "predicted_ttft_p50_s": predicted,
                              "error_pct": (predicted / measured - 1) * 100}

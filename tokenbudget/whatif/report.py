@@ -47,3 +47,18 @@ def budget_table(budgets: dict[str, dict[str, Any]], running: Sequence[int]) -> 
 def _columns(rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(r[i]) for r in rows if i < len(r)) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def validation_table(rows: Sequence[dict[str, Any]], policies: Sequence[str]) -> str:
+    """Measured against predicted median TTFT per concurrency and policy, and the change
+    between the two policies, measured and predicted."""
+    table = [("conc", "policy", "measured TTFT p50", "predicted", "error")]
+    for r in rows:
+        for name in policies:
+            m = r[name]
+            table.append((str(r["concurrency"]), name, _ms(m["measured_ttft_p50_s"]), _ms(m["predicted_ttft_p50_s"]),
+                          f"{m['error_pct']:+.1f}%"))
+        table.append((str(r["concurrency"]), f"change {policies[0]} -> {policies[1]}", f"{r['measured_change_pct']:+.1f}%",
+                      f"{r['predicted_change_pct']:+.1f}%",
+                      f"{r['predicted_change_pct'] - r['measured_change_pct']:+.1f} points"))
+    return _columns(table) + "\n(TTFT in ms)"

@@ -61,7 +61,7 @@ class RunResult:
 
 
 Progress = Callable[[int, int], None]  # (requests finished, requests in all)
-StepSeconds = Callable[[StepRecord, float], float]  # (the step's record, its wall-clock seconds) -> its seconds
+StepSeconds = Callable[[StepRecord, float], float]  # (the step's record, its measured seconds) -> its seconds
 
 
 class Target(Protocol):
@@ -92,9 +92,10 @@ def simulate(cfg: BudgetConfig, policy: BudgetPolicy, workload: Workload, cost: 
 
 
 def serve(target: Target, name: str, workload: Workload, step_seconds: StepSeconds,
-          progress: Progress | None = None) -> RunResult:
-    """Serve ``workload`` on ``target``, each step taking ``step_seconds`` of the clock; the
-    accepted drafts are the workload's draws. SimulationError on a stall or a failed step."""
+          progress: Progress | None = None, clock: Callable[[], float] = time.perf_counter) -> RunResult:
+    """Serve ``workload`` on ``target``, each step taking ``step_seconds`` of the virtual
+    clock (handed the step's seconds on ``clock``); the accepted drafts are the workload's
+    draws. SimulationError on a stall or a failed step."""
     sched = target.scheduler
     draws = AcceptanceDraws(workload.acceptance, sched.k, workload.seed)
     index = {r.id: i for i, r in enumerate(workload.requests)}
@@ -122,9 +123,9 @@ def serve(target: Target, name: str, workload: Workload, step_seconds: StepSecon
             continue
         accepted = {rid: draws.accepted(index[rid], decode_steps[rid], sched.k, times[rid].output_len)
                     for rid in outputs if times[rid].finish_s is None}
-        started = time.perf_counter()
+        started = clock()
         record, outcome = target.step(accepted)
-        wall = time.perf_counter() - started
+        wall = clock() - started
         if record.error is not None:
             raise SimulationError(f"{name}: step {record.step} failed: {record.error}")
         if not record.num_scheduled_tokens:
