@@ -136,6 +136,9 @@ def _calibrate(args: argparse.Namespace, console: Console) -> int:
     clock = args.clock or ("cpu" if args.device == "cpu" else "wall")
     if clock == "cpu" and args.device == "cuda":
         raise UsageError("--clock cpu cannot time a CUDA device's work; use --clock wall with --device cuda")
+    import torch
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: this machine has no CUDA device; calibrate with --device cpu")
     cost, quality = whatif_runner.calibrate(cfg, options, args.seed, clock, console.progress)
     cost_file.save(cost, args.calibrate)
     rows = whatif_runner.validate(cfg, cost, options, args.concurrency, args.seed + 1000, clock, console.progress)
