@@ -19,7 +19,8 @@ DESCRIPTION = ("Runs a workload on the reference scheduler under each --policy, 
 DEFAULT_POLICIES = ("vllm-static", "vllm-adaptive")
 RUNNING = (1, 32, 128, 1024)
 CHANGE_CONFIG = BudgetConfig(max_num_batched_tokens=8192, max_num_seqs=1024, num_speculative_tokens=7, method="dspark",
-                             engine_version="0.32", max_model_len=16384, num_kv_blocks=2**20)
+                             engine_version="0.32", max_model_len=16384, num_kv_blocks=2**20,
+                             enable_prefix_caching=False)  # synthetic prompts share no prefix
 TTFT_TOLERANCE_PCT = 15.0
 CHANGE_TOLERANCE_POINTS = 5.0
 WHATIF_ERRORS = (workload.WorkloadError, cost_file.CostFileError, simulator.SimulationError)

@@ -16,7 +16,7 @@ class AcceptanceDraws:
         self.seed = seed
         # a position past the given rates repeats the last one
         self.rates = np.array([rates[min(i, len(rates) - 1)] for i in range(k)]) if k else np.zeros(0)
-        self._rows: dict[int, np.ndarray] = {}
+        self._rows: dict[int, list[int]] = {}
 
     def accepted(self, index: int, decode_step: int, drafts: int, max_steps: int) -> int:
         """Drafts accepted (of ``drafts`` scheduled) at request ``index``'s ``decode_step``-th
@@ -27,8 +27,9 @@ class AcceptanceDraws:
         if row is None:
             rng = np.random.default_rng([self.seed, 1, index])
             hits = rng.random((max_steps, self.k)) < self.rates
-            row = self._rows[index] = np.cumprod(hits, axis=1).sum(axis=1)
-        return min(int(row[decode_step]) if decode_step < len(row) else 0, drafts)
+            row = self._rows[index] = np.cumprod(hits, axis=1).sum(axis=1).tolist()
+        taken = row[decode_step] if decode_step < len(row) else 0
+        return taken if taken < drafts else drafts
 
     def forget(self, index: int) -> None:
         """Drop a finished request's stream."""

@@ -121,8 +121,8 @@ def serve(target: Target, name: str, workload: Workload, step_seconds: StepSecon
         if not in_flight:
             now = pending[-1].arrival_s
             continue
-        accepted = {rid: draws.accepted(index[rid], decode_steps[rid], sched.k, times[rid].output_len)
-                    for rid in outputs if times[rid].finish_s is None}
+        accepted = {r.request_id: draws.accepted(index[r.request_id], decode_steps[r.request_id], sched.k, r.max_tokens)
+                    for r in sched.running if not r.is_prefill_chunk}
         started = clock()
         record, outcome = target.step(accepted)
         wall = clock() - started
