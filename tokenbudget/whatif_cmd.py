@@ -6,10 +6,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .args import UsageError, add_json, add_policy, positive_float, positive_int, seed, whole
+from .args import UsageError, add_json, add_policy, at_most, positive_float, positive_int, seed, whole
 from .console import Console
 from .exits import FAILED, OK
 from .model import BudgetConfig, builtin_policies, get_policy
+from .spec.user_paths import writable_folder
 from .whatif import cost_file, effective_budget, metrics, report, simulator, workload
 
 HELP = "predict what budget policies cost in latency (TTFT, TPOT, ITL) on a workload"
@@ -21,6 +22,7 @@ RUNNING = (1, 32, 128, 1024)
 CHANGE_CONFIG = BudgetConfig(max_num_batched_tokens=8192, max_num_seqs=1024, num_speculative_tokens=7, method="dspark",
                              engine_version="0.32", max_model_len=16384, num_kv_blocks=2**20,
                              enable_prefix_caching=False)  # synthetic prompts share no prefix
+MAX_REQUESTS = 1_000_000  # requests (or clients) in one run: past any benchmark
 TTFT_TOLERANCE_PCT = 15.0
 CHANGE_TOLERANCE_POINTS = 5.0
 WHATIF_ERRORS = (workload.WorkloadError, cost_file.CostFileError, simulator.SimulationError)
@@ -28,9 +30,10 @@ WHATIF_ERRORS = (workload.WorkloadError, cost_file.CostFileError, simulator.Simu
 
 def _counts(text: str) -> tuple[int, ...]:
     try:
-        return tuple(positive_int(x) for x in text.split(","))
+        return tuple(at_most(positive_int, MAX_REQUESTS)(x) for x in text.split(","))
     except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers > 0, got {text[:40]!r}") from None
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers 1..{MAX_REQUESTS:,}, got {text[:40]!r}") \
+            from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--max-model-len", type=positive_int)
     g.add_argument("--num-kv-blocks", type=positive_int)
     w = parser.add_argument_group("workload")
-    w.add_argument("--requests", type=positive_int, default=64, help="requests per run (default %(default)s)")
+    w.add_argument("--requests", type=at_most(positive_int, MAX_REQUESTS), default=64,
+                   help="requests per run (default %(default)s)")
     w.add_argument("--concurrency", type=_counts, default=(1, 4, 16), metavar="C[,C...]",
                    help="clients in flight, one run per value (default 1,4,16)")
     w.add_argument("--rate", type=positive_float, help="Poisson arrivals per second (default: all at once)")
@@ -94,7 +98,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 def _run(args: argparse.Namespace, console: Console) -> int:
     if args.calibrate is not None:
+        writable_folder(args.calibrate.parent, "--calibrate")  # before minutes of work, not after
         return _calibrate(args, console)
+    if args.plot is not None:
+        writable_folder(args.plot, "--plot")
     cfg = engine_config(args, CHANGE_CONFIG)
     if args.effective_budget:
         budgets = effective_budget.budgets_by_policy(cfg, {n: c() for n, c in builtin_policies().items()}, RUNNING)

@@ -52,6 +52,12 @@ def test_json_runs_carry_the_percentiles():
     (("--prompt-len", "20000"), "max_model_len"),
     (("--policy", "no-such-policy"), "unknown policy"),
     (("--concurrency", "0"), "--concurrency"),
+    (("--requests", "99999999999"), "--requests"),
+    (("--max-num-batched-tokens", "100"), "max_num_batched_tokens"),
+    (("-k", "500"), "num_speculative_tokens"),
+    (("--method", "magic"), "method"),
+    (("--plot", "/proc/whatif"), "--plot"),
+    (("--calibrate", "/proc/x/cost.json"), "--calibrate"),
 ])
 def test_bad_input_is_one_error_line(argv, named):
     code, out, err = run_cli("--requests", "2", *argv)
