@@ -9,7 +9,7 @@ from typing import Any
 from .args import UsageError, add_json, add_policy, at_most, positive_float, positive_int, seed, whole
 from .console import Console
 from .exits import FAILED, OK
-from .model import BudgetConfig, builtin_policies, get_policy
+from .model import BudgetConfig, ConfigError, builtin_policies, get_policy
 from .spec.user_paths import writable_folder
 from .whatif import cost_file, effective_budget, metrics, report, simulator, workload
 
@@ -63,6 +63,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--effective-budget", action="store_true",
                         help=f"print only the effective budget of every built-in policy at {RUNNING} running")
     parser.add_argument("--plot", type=Path, metavar="DIR", help="write the plots into DIR (matplotlib)")
+    t = parser.add_argument_group("traces")
+    t.add_argument("--trace", type=Path, metavar="FILE",
+                   help="time a trace (a finding's, say) under its policy and each --policy: each request's TTFT")
+    t.add_argument("--search", type=at_most(positive_int, 100_000), metavar="N",
+                   help="search N workloads for the one whose mean TTFT is most longer under the first --policy "
+                        "than under the second (Hypothesis target()), written as a trace to --trace-out")
+    t.add_argument("--trace-out", type=Path, default=Path("whatif-search.json"), metavar="FILE",
+                   help="where --search writes its trace (default %(default)s)")
     c = parser.add_argument_group("calibration on the torch runner")
     c.add_argument("--calibrate", type=Path, metavar="FILE",
                    help="run the runner's model on the designed step shapes, fit the cost model into FILE, then "
@@ -102,7 +110,12 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         return _calibrate(args, console)
     if args.plot is not None:
         writable_folder(args.plot, "--plot")
+    if args.trace is not None:
+        return _time_trace(args, console)
     cfg = engine_config(args, CHANGE_CONFIG)
+    if args.search is not None:
+        writable_folder(args.trace_out.parent, "--trace-out")
+        return _search(args, cfg, console)
     if args.effective_budget:
         budgets = effective_budget.budgets_by_policy(cfg, {n: c() for n, c in builtin_policies().items()}, RUNNING)
         console.json({"config": cfg.to_dict(), "effective_budget": budgets}) if args.json else \
@@ -160,3 +173,53 @@ def _calibrate(args: argparse.Namespace, console: Console) -> int:
                      f"{quality['median_step_error']:.0%}, p90 {quality['p90_step_error']:.0%}\n"
                      + report.validation_table(rows, whatif_runner.POLICIES) + f", {clock} clock")
     return OK if met else FAILED
+
+
+def _time_trace(args: argparse.Namespace, console: Console) -> int:
+    from .spec.trace import load_trace
+    from .whatif.trace_delay import time_trace
+    trace = load_trace(args.trace)
+    cfg = BudgetConfig.from_dict(trace.config)
+    cost = cost_file.load(Path(args.cost_model))
+    names = list(dict.fromkeys([trace.policy, *args.policies]))
+    runs: list[dict[str, Any]] = []
+    for name in names:
+        policy = get_policy(name)
+        try:
+            t = time_trace(trace, effective_budget.config_for(cfg, policy), policy, cost)
+        except ConfigError as e:
+            runs.append({"policy": name, "refused": str(e)})
+            continue
+        runs.append({"policy": name, "seconds": t.seconds, "error": t.error,
+                     "requests": {rid: {"added_s": r.added_s, "ttft_s": r.ttft_s, "finish_s": r.finish_s}
+                                  for rid, r in t.requests.items()}})
+    doc = {"trace": str(args.trace), "cost_model": cost_file.describe(cost), "runs": runs}
+    if args.json:
+        console.json(doc)
+    else:
+        console.text(report.trace_table(doc["runs"]))
+    return OK
+
+
+def _search(args: argparse.Namespace, cfg: BudgetConfig, console: Console) -> int:
+    from .spec.trace import write_trace
+    from .whatif.search import search
+    names = args.policies or list(DEFAULT_POLICIES)
+    if len(names) != 2:
+        raise UsageError(f"--search compares two policies (the slower first), got {len(names)}; give --policy twice")
+    slow, fast = (get_policy(n) for n in names)
+    cost = cost_file.load(Path(args.cost_model))
+    found, trace = search(effective_budget.config_for(cfg, slow), slow, fast, cost,
+                          workload.parse_acceptance(args.acceptance), args.search, args.seed)
+    write_trace(trace, args.trace_out)
+    requests = found.workload.requests if found.workload else ()
+    doc = {"gap_ttft_s": found.gap_s, "trace": str(args.trace_out),
+           "workload": [{"arrival_s": r.arrival_s, "prompt_len": r.prompt_len, "output_len": r.output_len}
+                        for r in requests], "concurrency": found.workload.concurrency if found.workload else None}
+    if args.json:
+        console.json(doc)
+    else:
+        console.text(f"mean TTFT {found.gap_s * 1000:.1f} ms longer under {names[0]} than {names[1]} on "
+                     f"{len(requests)} requests (prompts {[r.prompt_len for r in requests]}); "
+                     f"trace written to {args.trace_out}")
+    return OK

@@ -64,3 +64,36 @@ def test_bad_input_is_one_error_line(argv, named):
     assert code == 2 and out == ""
     lines = err.strip().splitlines()
     assert len(lines) == 1 and named in lines[0] and "Traceback" not in err
+
+
+def test_a_shipped_trace_is_timed_under_its_policy_and_another():
+    from tokenbudget.spec.corpus import corpus_paths
+    path = next(p for p in corpus_paths() if "vllm-adaptive" in p.name)
+    code, out, _ = run_cli("--trace", str(path), "--policy", "vllm-static", "--json")
+    assert code == 0
+    runs = json.loads(out)["runs"]
+    assert [r["policy"] for r in runs] == ["vllm-adaptive", "vllm-static"]
+    assert runs[0]["requests"] and all("ttft_s" in r for r in runs[0]["requests"].values())
+    assert "allows no token" in runs[1]["refused"]  # B = 20 leaves the old rule nothing at S = 16
+    code, out, _ = run_cli("--trace", str(path), "--policy", "vllm-static")
+    assert code == 0 and "vllm-static: refused" in out
+
+
+def test_search_writes_a_trace_that_replays(tmp_path):
+    out_path = tmp_path / "found.json"
+    code, out, _ = run_cli("--search", "15", "--trace-out", str(out_path), "--max-model-len", "4096", "--json")
+    assert code == 0 and json.loads(out)["gap_ttft_s"] > 0
+    code, _, _ = main_replay(str(out_path))
+    assert code == 0
+
+
+def main_replay(path: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(["replay", path, "--quiet"])
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_search_needs_two_policies():
+    code, _, err = run_cli("--search", "5", "--policy", "vllm-static")
+    assert code == 2 and "two policies" in err

@@ -62,3 +62,16 @@ def validation_table(rows: Sequence[dict[str, Any]], policies: Sequence[str]) ->
                       f"{r['predicted_change_pct']:+.1f}%",
                       f"{r['predicted_change_pct'] - r['measured_change_pct']:+.1f} points"))
     return _columns(table) + "\n(TTFT in ms)"
+
+
+def trace_table(runs: Sequence[dict[str, Any]]) -> str:
+    """One row per request of a trace: its TTFT under each policy (ms), and each run's end."""
+    ran = [run for run in runs if "refused" not in run]
+    ids = list(dict.fromkeys(rid for run in ran for rid in run["requests"]))
+    table = [("request", *(run["policy"] for run in ran))]
+    for rid in ids:
+        table.append((rid, *(_ms(run["requests"].get(rid, {}).get("ttft_s")) for run in ran)))
+    ends = [f"{run['policy']}: refused the trace's config: {run['refused']}" if "refused" in run else
+            f"{run['policy']}: {run['seconds'] * 1000:.1f} ms" + (f", stopped at {run['error']}" if run["error"] else "")
+            for run in runs]
+    return _columns(table) + "\n(TTFT in ms; '-': no first token)\n" + "\n".join(ends)

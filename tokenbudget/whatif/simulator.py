@@ -18,7 +18,7 @@ import numpy as np
 from ..model import BudgetConfig, BudgetPolicy, SchedulerLoop
 from ..model.target import ModelTarget
 from ..spec.records import StepOutcome, StepRecord
-from ..spec.trace import AddOp
+from ..spec.trace import AddOp, Op, StepOp
 from .acceptance import AcceptanceDraws
 from .step_shape import StepShape
 from .workload import Workload, WorkloadError
@@ -83,19 +83,21 @@ def check_prompts(cfg: BudgetConfig, workload: Workload) -> None:
 
 
 def simulate(cfg: BudgetConfig, policy: BudgetPolicy, workload: Workload, cost: CostModel,
-             progress: Progress | None = None) -> RunResult:
+             progress: Progress | None = None, ops: list[Op] | None = None) -> RunResult:
     """Serve ``workload`` under ``policy`` on the cost model's clock. Raises ConfigError (the
     policy refuses cfg), WorkloadError (a prompt the config cannot hold), SimulationError."""
     check_prompts(cfg, workload)
     return serve(ModelTarget(cfg, policy), policy.name, workload,
-                 lambda record, _: cost.step_seconds(StepShape.of(record)), progress)
+                 lambda record, _: cost.step_seconds(StepShape.of(record)), progress, ops=ops)
 
 
 def serve(target: Target, name: str, workload: Workload, step_seconds: StepSeconds,
-          progress: Progress | None = None, clock: Callable[[], float] = time.perf_counter) -> RunResult:
+          progress: Progress | None = None, clock: Callable[[], float] = time.perf_counter,
+          ops: list[Op] | None = None) -> RunResult:
     """Serve ``workload`` on ``target``, each step taking ``step_seconds`` of the virtual
     clock (handed the step's seconds on ``clock``); the accepted drafts are the workload's
-    draws. SimulationError on a stall or a failed step."""
+    draws. ``ops`` (when given) gets the ops applied, a trace's. SimulationError on a stall
+    or a failed step."""
     sched = target.scheduler
     draws = AcceptanceDraws(workload.acceptance, sched.k, workload.seed)
     index = {r.id: i for i, r in enumerate(workload.requests)}
@@ -113,7 +115,10 @@ def serve(target: Target, name: str, workload: Workload, step_seconds: StepSecon
     while pending or in_flight:
         while pending and in_flight < limit and pending[-1].arrival_s <= now:
             r = pending.pop()
-            target.add(AddOp(r.id, r.prompt_len, r.output_len))
+            add = AddOp(r.id, r.prompt_len, r.output_len)
+            target.add(add)
+            if ops is not None:
+                ops.append(add)
             times[r.id] = RequestTimes(max(r.arrival_s, heapq.heappop(free_since)), r.prompt_len, r.output_len)
             outputs[r.id] = 0
             decode_steps[r.id] = 0
@@ -126,6 +131,8 @@ def serve(target: Target, name: str, workload: Workload, step_seconds: StepSecon
         started = clock()
         record, outcome = target.step(accepted)
         wall = clock() - started
+        if ops is not None:
+            ops.append(StepOp({rid: n for rid, n in accepted.items() if n}))
         if record.error is not None:
             raise SimulationError(f"{name}: step {record.step} failed: {record.error}")
         if not record.num_scheduled_tokens:
