@@ -19,7 +19,7 @@ def shapes(n: int, seed: int = 0) -> list[StepShape]:
     out = []
     for _ in range(n):
         prefill, verify, seqs = (int(x) for x in rng.integers([0, 0, 1], [2048, 256, 32]))
-        out.append(StepShape(prefill, verify, int(rng.integers(0, 4_000_000)), seqs, 0, int(rng.integers(1, 50_000)), int(rng.integers(0, 4_000_000))))
+        out.append(StepShape(prefill, verify, int(rng.integers(0, 4_000_000)), seqs, 0, int(rng.integers(1, 50_000)), int(rng.integers(0, 4_000_000)), int(rng.integers(0, seqs + 1))))
     return out
 
 
@@ -53,7 +53,7 @@ def test_the_roofline_is_memory_bound_for_a_decode_and_compute_bound_for_a_long_
 
 
 def test_nnls_fit_recovers_the_coefficients_of_exact_data():
-    truth = dict(zip(TERMS, (2e-3, 1e-5, 3e-5, 1e-9, 4e-4, 2e-8, 3e-9)))
+    truth = dict(zip(TERMS, (2e-3, 1e-5, 3e-5, 1e-9, 4e-4, 2e-8, 3e-9, 5e-4)))
     model = FittedCost(truth, {})
     steps = shapes(60)
     fitted = fit(steps, [model.step_seconds(s) for s in steps], {"what": "exact"})
@@ -72,7 +72,7 @@ def test_nnls_keeps_coefficients_non_negative():
 def test_the_projected_solver_agrees_with_scipy():
     from scipy.optimize import nnls
     rng = np.random.default_rng(2)
-    a, b = rng.random((30, 7)), rng.random(30) - 0.2
+    a, b = rng.random((30, 8)), rng.random(30) - 0.2
     assert projected_nnls(a, b, iterations=200000) == pytest.approx(nnls(a, b)[0], abs=1e-5)
 
 
@@ -82,15 +82,15 @@ def test_a_fit_needs_as_many_steps_as_terms():
 
 
 def test_the_table_returns_measured_steps_exactly_and_interpolates_between():
-    a, b = StepShape(100, 0, 5050, 1, 0, 100, 10**4), StepShape(1000, 0, 500500, 1, 0, 1000, 10**6)
+    a, b = StepShape(100, 0, 5050, 1, 0, 100, 10**4, 1), StepShape(1000, 0, 500500, 1, 0, 1000, 10**6, 1)
     table = TableCost((((a.features()), 0.01), ((b.features()), 0.05)), {"what": "two steps"})
     assert table.step_seconds(a) == 0.01 and table.step_seconds(b) == 0.05
-    assert 0.01 < table.step_seconds(StepShape(400, 0, 80200, 1, 0, 400, 160000)) < 0.05
+    assert 0.01 < table.step_seconds(StepShape(400, 0, 80200, 1, 0, 400, 160000, 1)) < 0.05
 
 
 @pytest.mark.parametrize("cost", [
-    FittedCost(dict(zip(TERMS, (1e-3, 2e-5, 0, 1e-9, 0, 1e-8, 0))), {"what": "f"}),
-    TableCost((((1, 0, 1, 1, 1, 1), 0.5),), {"what": "t"}),
+    FittedCost(dict(zip(TERMS, (1e-3, 2e-5, 0, 1e-9, 0, 1e-8, 0, 1e-4))), {"what": "f"}),
+    TableCost((((1, 0, 1, 1, 1, 1, 1), 0.5),), {"what": "t"}),
 ])
 def test_a_cost_model_file_round_trips(tmp_path: Path, cost):
     path = tmp_path / "cost.json"

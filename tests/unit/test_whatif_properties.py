@@ -17,8 +17,10 @@ MAX_MODEL_LEN = 1 << 15
 # A fitted cost with no KV-read and no squared-grant term: reading each sequence's KV once per
 # step, or masking a full rectangle, makes a larger first chunk of the same number of steps
 # cost more, a real (small) cost these laws leave out.
-coefficients = st.tuples(*[st.floats(0, 1e-3) for _ in TERMS[:-2]]).map(
-    lambda c: FittedCost(dict(zip(TERMS, (c[0] + 1e-4, *c[1:], 0.0, 0.0))), {"what": "drawn"}))
+NO_EXTRA = ("per_kv_tokens_s", "per_chunk_square_s")
+coefficients = st.tuples(*[st.floats(0, 1e-3) for _ in TERMS]).map(
+    lambda c: FittedCost({t: 0.0 if t in NO_EXTRA else v + (1e-4 if t == "per_step_s" else 0.0)
+                          for t, v in zip(TERMS, c)}, {"what": "drawn"}))
 with_kv = st.tuples(*[st.floats(0, 1e-3) for _ in TERMS]).map(
     lambda c: FittedCost(dict(zip(TERMS, c)), {"what": "drawn"}))
 costs = st.one_of(with_kv, st.just(load(Path("kimi-k2-h100x8"))))

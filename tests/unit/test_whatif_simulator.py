@@ -19,7 +19,7 @@ def per_token(step_s: float = 0.01, token_s: float = 1e-5) -> FittedCost:
     """A step costs ``step_s`` plus ``token_s`` per prefill or verify token."""
     return FittedCost({"per_step_s": step_s, "per_prefill_tokens_s": token_s, "per_verify_tokens_s": token_s,
                        "per_token_context_s": 0.0, "per_num_seqs_s": 0.0, "per_kv_tokens_s": 0.0,
-                       "per_chunk_square_s": 0.0}, {"what": "test"})
+                       "per_chunk_square_s": 0.0, "per_sampled_seqs_s": 0.0}, {"what": "test"})
 
 
 def test_the_vllm_rules_effective_budgets_are_the_changes_numbers():
@@ -108,8 +108,8 @@ def test_step_shape_counts_causal_context():
 
     simulate(DSPARK.replace(num_speculative_tokens=0, method=None), get_policy("vllm-adaptive"), load,
              Recording(per_token().coefficients, {}))
-    assert shapes[0] == StepShape(10, 0, 55, 1, 0, 10, 100)
-    assert shapes[1] == StepShape(0, 1, 11, 1, 0, 11, 1)
+    assert shapes[0] == StepShape(10, 0, 55, 1, 0, 10, 100, 1)
+    assert shapes[1] == StepShape(0, 1, 11, 1, 0, 11, 1, 1)
 
 
 def test_a_stalling_policy_is_an_error_not_a_hang():
