@@ -25,6 +25,7 @@ RUNNER_CONFIG = BudgetConfig(max_num_batched_tokens=256, max_num_seqs=32, num_sp
 POLICIES = ("vllm-static", "vllm-adaptive")
 ACCEPTANCE = (0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2)
 Progress = Callable[[str], None]
+MEASURED_REQUESTS = 48  # requests measured per concurrency and rule in validation, the workload repeated
 
 
 @contextmanager
@@ -91,18 +92,25 @@ def calibrate(cfg: BudgetConfig, options: RunnerOptions, seed: int, clock: str,
 def validate(cfg: BudgetConfig, cost: CostModel, options: RunnerOptions, concurrencies: tuple[int, ...], seed: int,
              clock: str, progress: Progress) -> list[dict[str, Any]]:
     """Per concurrency and rule: the runner's measured median TTFT beside whatif's predicted
-    one on the same workload, and the old -> new change of each."""
+    one on the same workload, and the old -> new change of each. A small workload runs
+    again (the rules taking turns) until about ``MEASURED_REQUESTS`` requests were measured,
+    so that a passing load on a shared machine weighs on both rules alike."""
     rows = []
     with one_thread():
         for conc in concurrencies:
             load = validation_workload(conc, seed)
-            row: dict[str, Any] = {"concurrency": conc}
+            repeats = max(1, -(-MEASURED_REQUESTS // len(load.requests)))
+            measured: dict[str, list[float]] = {name: [] for name in POLICIES}
+            for turn in range(repeats):
+                for name in POLICIES:
+                    progress(f"validate: concurrency {conc} under {name} ({turn + 1} of {repeats})")
+                    measured[name] += list(metrics.ttfts(measure(cfg, name, load, options, clock)))
+            row: dict[str, Any] = {"concurrency": conc, "repeats": repeats}
             for name in POLICIES:
-                progress(f"validate: concurrency {conc} under {name}")
-                measured = float(np.median(metrics.ttfts(measure(cfg, name, load, options, clock))))
                 predicted = float(np.median(metrics.ttfts(simulate(cfg, get_policy(name), load, cost))))
-                row[name] = {"measured_ttft_p50_s": measured, "predicted_ttft_p50_s": predicted,
-                             "error_pct": (predicted / measured - 1) * 100}
+                median = float(np.median(measured[name]))
+                row[name] = {"measured_ttft_p50_s": median, "predicted_ttft_p50_s": predicted,
+                             "error_pct": (predicted / median - 1) * 100}
             old, new = row[POLICIES[0]], row[POLICIES[1]]
             row["measured_change_pct"] = (new["measured_ttft_p50_s"] / old["measured_ttft_p50_s"] - 1) * 100
             row["predicted_change_pct"] = (new["predicted_ttft_p50_s"] / old["predicted_ttft_p50_s"] - 1) * 100
