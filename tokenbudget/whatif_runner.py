@@ -55,7 +55,7 @@ def measure(cfg: BudgetConfig, policy_name: str, load: Workload, options: Runner
 def calibration_workloads(seed: int) -> list[Workload]:
     """The designed set: lone prompts (prefill chunks of every size, growing contexts) and
     batches of 2, 8 and 24 clients (decodes beside prefills, many sequences)."""
-    lone = [Workload((RequestSpec("c", 0.0, p, 8),), 1, ACCEPTANCE, seed) for p in (16, 100, 400, 1500)]
+    lone = [Workload((RequestSpec("c", 0.0, p, 8),), 1, ACCEPTANCE, seed) for p in (16, 100, 400, 1000, 1500, 2000)]
     batches = [synthetic(2 * c, c, None, Lengths(20, 900), Lengths(8, 48), ACCEPTANCE, seed + c) for c in (2, 8, 24)]
     return lone + batches
 
