@@ -74,8 +74,8 @@ def add_target(parser: argparse.ArgumentParser, command: str) -> None:
     """``--target``: the model or a registered engine that supports ``command``."""
     engines = registry.names(command)
     parser.add_argument("--target", choices=(MODEL, *engines), default=MODEL,
-                        help="what executes the ops: the reference model, or a real engine's scheduler judged by "
-                             "the spec (and in lockstep with the model, where the engine has it): " + "; ".join(
+                        help="what executes the ops: the reference model, or a real engine's scheduler, judged by "
+                             "the spec and in lockstep with the model: " + "; ".join(
                                  f"{n}, {registry.engine(n).target_help}" for n in engines))
 
 

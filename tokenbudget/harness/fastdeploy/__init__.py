@@ -36,8 +36,8 @@ class FastDeployDescriptor(EngineDescriptor):
         return Modelled(engine.release, engine.policy, engine.model_version, engine.warning)
 
     def fuzz_target(self) -> TargetFactory:
-        from .target import FastDeployTarget
-        return FastDeployTarget
+        from .differential import FastDeployDifferentialTarget
+        return FastDeployDifferentialTarget
 
     def replay_target(self) -> TargetFactory:
         from .target import FastDeployTarget
