@@ -62,7 +62,7 @@ def test_the_counterexample_replays_with_the_complaint(tmp_path: Path, capsys: p
     code = main(["replay", trace, "--policy", THROTTLE])
     out = capsys.readouterr().out
     assert code == 1 and f"{WORK} violated" in out  # a counterexample replays failing, with its violation
-    assert message in out and f"max work gap {BOTH_GAPS.search(message)[2]}" in out
+    assert message in out and f"largest work gap seen: {BOTH_GAPS.search(message)[2]} tokens" in out
     assert load_trace(trace).description == message
     code = main(["replay", trace, "--policy", THROTTLE, "--max-work-gap", str(10**6)])
     assert code == 1 and f"{WORK} was not violated" in capsys.readouterr().out  # accepted: the expectation fails
