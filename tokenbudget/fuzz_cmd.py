@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -61,18 +62,12 @@ MAX_EXAMPLES = 10**7  # per policy
 MAX_SECONDS = 7 * 86400.0  # a week per policy
 
 
-def process_started() -> float:
-    """``time.time()`` when this command started: when its process started (read from /proc
-    on Linux; elsewhere, now), or, in the child ``--engine-path`` starts, when the parent
-    did (``engine_path.STARTED_ENV``). Start-up counts from there, so importing, starting
-    the child and spawning workers are part of it."""
-    parent = os.environ.get(STARTED_ENV)
-    if parent:
-        try:
-            return float(parent)
-        except ValueError:
-            pass
-    return own_process_started()
+def command_started() -> float:
+    """``time.time()`` when this command started: in a child the command started for
+    ``--engine-path`` (``engine_path.STARTED_ENV`` set), when that process started, so its
+    imports count; else now (``run`` asks as it begins: the process may be a long-lived
+    caller of ``cli.main``). The start-up a fuzz run reports, and caps, counts from there."""
+    return own_process_started() if os.environ.get(STARTED_ENV) else time.time()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -108,7 +103,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    started = process_started()
+    started = command_started()
     default = [DEFAULT_POLICY[args.target]] if args.target in DEFAULT_POLICY else list(builtin_policies())
     if args.target == FASTDEPLOY:  # FastDeploy missing: bad input, now; by default its commit's policy
         fd = fastdeploy_runtime.load()

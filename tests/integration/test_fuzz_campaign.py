@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tokenbudget.cli import main
+from tokenbudget.exits import NO_EVIDENCE
 from tokenbudget.fuzz.coverage import PATHS
 
 QUIET = "trtllm"  # a policy the fuzzer finds nothing wrong with, fast (fastdeploy-decode-count's F5 is drawn now)
@@ -95,7 +96,8 @@ def test_ctrl_c_ends_a_campaign_with_its_report_and_it_resumes(tmp_path: Path) -
     resumed = subprocess.run([*argv[:-3], "--hours", str((float(stopped["seconds"]) + 2) / 3600), "--json"],  # type: ignore[arg-type]
                              capture_output=True, text=True, timeout=300, env=os.environ)
     doc = json.loads(resumed.stdout)
-    assert resumed.returncode == 0 and doc["seconds"] > float(stopped["seconds"])  # type: ignore[arg-type]
+    ran = doc["examples"] > 0 and doc["steps"] > 0  # a busy machine may spawn no worker in the 2 s: no evidence
+    assert resumed.returncode == (0 if ran else NO_EVIDENCE) and doc["seconds"] > float(stopped["seconds"])  # type: ignore[arg-type]
     assert doc["history"][:len(stopped["history"])] == stopped["history"]  # type: ignore[arg-type]
 
 

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from tokenbudget.fuzz.session import fuzz
-from tokenbudget.fuzz_cmd import process_started
+from tokenbudget.engine_path import STARTED_ENV, own_process_started
+from tokenbudget.fuzz_cmd import command_started
 
 POLICY = "vllm-adaptive"
 
@@ -23,5 +26,9 @@ def test_a_start_up_past_its_cap_runs_no_example() -> None:
     assert report.to_json()["startup_exceeded"] is True
 
 
-def test_the_process_started_before_now() -> None:
-    assert 0.0 <= time.time() - process_started() < 3600.0
+def test_a_command_starts_now_or_in_an_engine_path_child_when_its_process_did(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(STARTED_ENV, raising=False)
+    before = time.time()
+    assert before <= command_started() <= time.time()
+    monkeypatch.setenv(STARTED_ENV, "1234.5")
+    assert abs(command_started() - own_process_started()) < 1.0 and command_started() < before
