@@ -62,7 +62,9 @@ def test_a_campaign_reports_and_continues_where_it_stopped(tmp_path: Path, capsy
             "--database", str(tmp_path / "examples"), "--json"]
     code, out, err = run(capsys, *argv, "--hours", str(HOURS))
     first = json.loads(out)
-    assert code in (0, 1) and err == "" and first["running"] is False and first["interrupted"] is False
+    ran = first["examples"] > 0 and first["steps"] > 0  # a busy machine may start no worker in time: no evidence
+    assert (code in (0, 1) if ran else code == NO_EVIDENCE) and err == ""
+    assert first["running"] is False and first["interrupted"] is False
     assert (out_dir / "report.png").stat().st_size > 0 and json.loads((out_dir / "report.json").read_text())["seconds"]
     before = _state(out_dir)
     assert before["seconds"] >= HOURS * 3600 and len(first["history"]) >= 2
