@@ -83,7 +83,8 @@ class FuzzStats:
     (``fuzz.coverage``); ``tick`` is called as each example starts, and every TICK_EVERY steps. ``max_examples``
     and ``deadline`` (perf_counter) bound the examples run, shrinking included: see
     ``FuzzMachine.deploy``. While ``starting`` (no target built yet) ``deadline`` caps the
-    start-up; the first target built (``target_built``) starts the ``fuzz_seconds``."""
+    start-up; the first target built (``target_built``) starts the ``fuzz_seconds``, which
+    never run past ``end``."""
 
     started: float = field(default_factory=time.perf_counter)
     examples: int = 0
@@ -101,12 +102,15 @@ class FuzzStats:
     starting: bool = False
     fuzz_seconds: float | None = None  # the deadline once a target is built: that many seconds on; None: none
     began: float | None = None  # perf_counter when the first target was built, while ``starting``
+    end: float | None = None  # perf_counter past which no example starts, start-up or not
 
     def target_built(self) -> None:
         """A target was built (or refused its config): start-up, if it lasted, ends now."""
         if self.starting:
             self.starting, self.began = False, time.perf_counter()
-            self.deadline = None if self.fuzz_seconds is None else self.began + self.fuzz_seconds
+            deadline = math.inf if self.fuzz_seconds is None else self.began + self.fuzz_seconds
+            deadline = min(deadline, math.inf if self.end is None else self.end)
+            self.deadline = None if deadline == math.inf else deadline
 
     def spent(self, reserve: int = 0) -> bool:
         """Whether the budget is spent, keeping ``reserve`` examples of it."""

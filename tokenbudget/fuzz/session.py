@@ -154,12 +154,13 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
          database: ExampleDatabase | None = None, known: frozenset[str] = frozenset(),
          tally: Callable[[Tally], None] = lambda _: None, max_work_gap: int | None = None,
          reduce_seconds: float | None = None, startup_seconds: float = STARTUP_SECONDS,
-         started: float | None = None) -> FuzzReport:
+         started: float | None = None, ends_by: float | None = None) -> FuzzReport:
     """Fuzz one policy on one target; save counterexamples under ``corpus`` when given.
 
     Exactly one of ``examples`` and ``seconds`` is set; ``seconds`` count from the first
     target built, and start-up before it, from ``started`` (``time.time()``; default: now),
-    may last ``startup_seconds``: past that no example starts. The session also ends once every
+    may last ``startup_seconds``: past that no example starts, nor past ``ends_by``
+    (``time.time()``: a campaign's end), start-up or not. The session also ends once every
     kind in ``stop_when_found`` has been found (when it is not empty). Kinds in ``known``
     are not searched for (a run showing only those ends quietly). ``tally`` hears the
     counts as ``progress`` does. A user policy with a built-in base is judged against it
@@ -177,12 +178,14 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
     report = FuzzReport(policy_spec, target_name, seed)
     found_by = f"Hypothesis: tokenbudget fuzz --policy {policy_spec} --seed {seed}"
     started = shown = time.perf_counter() - (0.0 if started is None else max(0.0, time.time() - started))
-    startup_deadline, began = started + startup_seconds, None
+    end = None if ends_by is None else time.perf_counter() + ends_by - time.time()
+    startup_deadline, began = min(started + startup_seconds, math.inf if end is None else end), None
 
     def deadline_now() -> float | None:
         if began is None:
             return startup_deadline
-        return None if seconds is None else began + seconds
+        deadline = min(math.inf if seconds is None else began + seconds, math.inf if end is None else end)
+        return None if deadline == math.inf else deadline
 
     def counts(stats: FuzzStats) -> Tally:
         seen = [c.key for c in report.counterexamples] + [k for k in stats.first_failure if not is_known(k, known)]
@@ -237,7 +240,8 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
     batch, size = 0, examples or FIRST_BATCH
     while True:
         stats = FuzzStats(started=started, tick=tick, deadline=deadline_now(), starting=began is None,
-                          fuzz_seconds=seconds, max_examples=None if examples is None else examples - report.examples)
+                          fuzz_seconds=seconds, end=end,
+                          max_examples=None if examples is None else examples - report.examples)
         scratch, judged_gap = None, None
         try:
             cls = machine_class(policy_spec, policy, target_factory, config_strategy, found_by, target_name,
