@@ -32,3 +32,8 @@ def test_a_command_starts_now_or_in_an_engine_path_child_when_its_process_did(mo
     assert before <= command_started() <= time.time()
     monkeypatch.setenv(STARTED_ENV, "1234.5")
     assert abs(command_started() - own_process_started()) < 1.0 and command_started() < before
+
+
+def test_no_example_starts_past_the_end_whatever_the_seconds_left() -> None:
+    report = fuzz(POLICY, seconds=1000.0, ends_by=time.time() - 1.0)
+    assert report.examples == 0 and report.steps == 0
