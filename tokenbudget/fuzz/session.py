@@ -10,9 +10,9 @@ seconds, shrinking included, and reduces a counterexample only while time is lef
 sizes do not depend on timing, so a seed always runs the same examples in the same
 order). A budget spent while shrinking leaves the failure as far as it was shrunk.
 The seconds count from the first example, when the first target is built: start-up
-(importing an engine, building its first scheduler) is counted apart, and capped by
-``startup_seconds`` so that a start-up that never ends still ends the session, with no
-example run.
+(importing an engine, building its first scheduler) is counted apart and capped by
+``startup_seconds``, past which no example starts (a worker whose start-up hangs is
+stopped by its parent: ``fuzz.parallel``).
 
 With an example ``database`` every batch first replays the failing examples saved under
 the machine's key (``Phase.reuse``; ``machine.database_key``), whoever saved them, and
