@@ -178,6 +178,7 @@ def run_campaign(campaign: Campaign, live: Callable[[Live], None] = lambda _: No
                     write_report(campaign, state, running=True)
                     reported = time.perf_counter()
                 live(counts)
+            time.sleep(max(0.0, deadline - time.time()))  # the workers stop with under a second left: it is spent
         except KeyboardInterrupt:
             interrupted = True
         for event in drain(events):
