@@ -1,0 +1,1 @@
+"""TensorRT-LLM's Python schedulers (scheduler.py: PyCapacityScheduler, PyMicroBatchScheduler) as a target."""
