@@ -181,7 +181,8 @@ class OnePassLoop(SchedulerLoop):
                 break
             grant = decision.grant
             assert grant > 0, f"waiting loop granted {grant} with budgets {step.budgets}"
-            slots = grant_rules.kv_slots_needed(computed, grant, self.lookahead, cfg.max_model_len)
+            slots = grant_rules.kv_slots_needed(computed, self._admission_kv_tokens(req, computed, grant),
+                                                self.lookahead, cfg.max_model_len)
             if not self._whole_sequence_fits(req, hits) or not self.pool.allocate(req, slots, hits):
                 break
             del self.waiting[0]
@@ -190,6 +191,11 @@ class OnePassLoop(SchedulerLoop):
             req.num_computed_tokens = computed
             self.pool.cache_full_blocks(req, min(computed + grant, req.num_tokens))
             step.record_grant(req, grant, k if decision.padded else 0, decision.padded)
+
+    def _admission_kv_tokens(self, req: Request, computed: int, grant: int) -> int:
+        """Tokens past ``computed`` an admitted request gets KV for: its grant, unless the engine
+        allocates more at admission."""
+        return grant
 
     def _admission_seq_cap(self) -> int:
         """The most requests the waiting pass lets run: max_num_seqs, unless the engine caps it."""

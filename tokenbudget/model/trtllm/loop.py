@@ -10,8 +10,9 @@ left (``_set_ctx_requests_chunk_size``: EQUAL_PROGRESS, FIRST_COME_FIRST_SERVED 
 FORCE_CHUNK, then ``_fit_draft_tokens``; ``trtllm_chunking``). So generation requests
 are served first whatever their place in the queue: the loop keeps its RUNNING queue
 with decodes ahead of context chunks, and the shared pass then grants them first. The
-context chunks get the rest in queue order, each ``min(left, remaining)``: FCFS with a
-chunk unit of 1 (SPEC.md §9 says what the other policies change).
+context chunks get the rest in queue order, each ``min(left, remaining)``, a chunk cut
+short aligned down to the block size (FCFS with the unit PyExecutor passes,
+``tokens_per_block``: scheduler.py:1205-1259; SPEC.md §9 says what the other policies change).
 
 ``prepare_resources`` (kv_cache_manager.py) gives a generation request KV for its ``1 + D``
 tokens: the drafts ride outside the grant of 1; the method table's lookahead adds what a
@@ -28,6 +29,9 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import decisions
+from ..policy import BudgetParams, BudgetPolicy, Budgets
+from ...spec.intlike import IntLike, BoolLike, and_, or_
+from .chunking import aligned_chunk
 from ..one_pass_loop import OnePassLoop
 from ..request import Request
 from ..step_pass import StepPass
@@ -48,6 +52,17 @@ class TrtllmLoop(OnePassLoop):
     @classmethod
     def method_table(cls, version: Optional[str]) -> str:
         return "trtllm"
+
+    @classmethod
+    def admission(cls, policy: BudgetPolicy, p: BudgetParams, budgets: Budgets, demand: IntLike, computed: IntLike,
+                  threshold: IntLike, max_model_len: IntLike, k: IntLike, prefill_scheduled: BoolLike,
+                  running_scheduled: BoolLike, chunked_prefill: BoolLike) -> decisions.Admission:
+        """The shared decision, its chunk aligned down to the block size when cut short
+        (scheduler.py:1249-1251); a chunk aligned to nothing is not admitted."""
+        decision = super().admission(policy, p, budgets, demand, computed, threshold, max_model_len, k,
+                                     prefill_scheduled, running_scheduled, chunked_prefill)
+        grant = aligned_chunk(decision.grant, demand, p.block_size)
+        return decisions.Admission(grant, decision.padded, or_(decision.stop, and_(chunked_prefill, grant <= 0)))
 
     def schedule(self) -> StepRecord:
         record = super().schedule()
@@ -74,6 +89,8 @@ class TrtllmLoop(OnePassLoop):
             computed = req.num_computed_tokens
             grant = decisions.running_grant(policy, self.params, step.budgets, req.num_tokens - computed, computed,
                                             threshold, cfg.max_model_len, False)
+            if not req.is_decoding:
+                grant = aligned_chunk(grant, req.num_tokens - computed, cfg.block_size)  # scheduler.py:1249-1251
             if grant <= 0:
                 i += 1
                 continue
@@ -83,6 +100,11 @@ class TrtllmLoop(OnePassLoop):
             if next_index is None:
                 break
             i = next_index
+
+    def _admission_kv_tokens(self, req: Request, computed: int, grant: int) -> int:
+        """The whole prompt (a paused request's too: its prompt took its outputs): a first context
+        chunk's ``add_sequence`` (``KVCacheManager.prepare_resources``, kv_cache_manager C++ addSequence)."""
+        return req.num_tokens - computed
 
     def _pick_victim(self) -> Request:
         """MAX_UTILIZATION's pause: the last started request, the tail of the RUNNING queue."""

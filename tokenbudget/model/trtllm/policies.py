@@ -41,6 +41,8 @@ class _TrtllmPolicy(BudgetPolicy):
     engine = "tensorrt-llm"
     table = "trtllm"
     loop = TrtllmLoop
+    commit = "002f3cc3"  # the scheduler.py whose rules the loop follows: the Python port of the C++ pair (PR #10273)
+    stamps_one_model = True  # PyExecutor attaches k placeholder drafts to one-model generation requests too
 
     def requirements(self, p: BudgetParams) -> list[Requirement]:
         b, s, k, max_len = p.max_num_batched_tokens, p.max_num_seqs, p.num_speculative_tokens, p.max_model_len
@@ -125,6 +127,7 @@ class TrtllmOneModelUnreserved(_TrtllmPolicy):
     name = "trtllm-one-model-unreserved"
     description = "before #16101: one-model mtp/eagle3 charge 1 per generation request but run 1 + k rows"
     version = "before PR #16101"
+    stamps_one_model = False
 
     def scheduled_drafts(self, p: BudgetParams) -> IntLike:
         return ite(p.one_model, 0, super().scheduled_drafts(p))
