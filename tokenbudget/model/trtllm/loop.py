@@ -33,7 +33,8 @@ from ..policy import BudgetParams, BudgetPolicy, Budgets
 from ...spec.intlike import IntLike, BoolLike, and_, or_
 from .chunking import aligned_chunk
 from ..one_pass_loop import OnePassLoop
-from ..request import Request
+from ..request import Request, Status
+from ...spec import grant_rules
 from ..step_pass import StepPass
 from ...spec.records import StepOutcome, StepRecord
 
@@ -63,6 +64,40 @@ class TrtllmLoop(OnePassLoop):
                                      prefill_scheduled, running_scheduled, chunked_prefill)
         grant = aligned_chunk(decision.grant, demand, p.block_size)
         return decisions.Admission(grant, decision.padded, or_(decision.stop, and_(chunked_prefill, grant <= 0)))
+
+    def _schedule_waiting(self, step: StepPass, threshold: int) -> None:
+        """The shared waiting pass, except that a context whose chunk is aligned to nothing is
+        passed over, not the end of the pass: ``_chunk_fcfs`` sizes every context in turn
+        (scheduler.py:1219-1259), so a later one whose whole remainder fits the capacity left
+        still runs; the one passed over still took its place in the walk's ``max_batch_size``
+        (scheduler.py:1033-1035)."""
+        cfg, held, index = self.cfg, self.waiting, 0
+        passed_over = 0
+        while index < len(held) and step.may_schedule():
+            if len(self.running) + passed_over >= self._admission_seq_cap():
+                break
+            req = held[index]
+            hits = self.pool.find_cached_prefix(req) if req.num_computed_tokens == 0 else []
+            computed = req.num_computed_tokens + len(hits) * cfg.block_size
+            decision = self.admission(self.policy, self.params, step.budgets, req.num_tokens - computed, computed,
+                                      threshold, cfg.max_model_len, self.k, step.prefill_scheduled,
+                                      bool(step.scheduled_running), self.params.enable_chunked_prefill)
+            if decision.stop and cfg.enable_chunked_prefill and int(decision.grant) <= 0:
+                index, passed_over = index + 1, passed_over + 1
+                continue
+            if decision.stop:
+                break
+            grant = int(decision.grant)
+            slots = grant_rules.kv_slots_needed(computed, self._admission_kv_tokens(req, computed, grant),
+                                                self.lookahead, self._kv_len_cap)
+            if not self._whole_sequence_fits(req, hits) or not self.pool.allocate(req, slots, hits):
+                break
+            del held[index]
+            self.running.append(req)
+            req.status = Status.RUNNING
+            req.num_computed_tokens = computed
+            self.pool.cache_full_blocks(req, min(computed + grant, req.num_tokens))
+            step.record_grant(req, grant, 0, False)
 
     def schedule(self) -> StepRecord:
         record = super().schedule()
@@ -100,6 +135,12 @@ class TrtllmLoop(OnePassLoop):
             if next_index is None:
                 break
             i = next_index
+
+    @property
+    def _kv_len_cap(self) -> int:
+        """max_model_len + k + L: the KV manager's max_seq_len (py_executor_creator.py adds the drafts and
+        num_extra_kv_tokens), so a sequence near max_model_len still gets its drafts' and drafter's slots."""
+        return self.cfg.max_model_len + self.k + self.lookahead
 
     def _admission_kv_tokens(self, req: Request, computed: int, grant: int) -> int:
         """The whole prompt (a paused request's too: its prompt took its outputs): a first context
