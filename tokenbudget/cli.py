@@ -24,7 +24,8 @@ from .console import Console
 from .engine_path import STARTED_ENV, in_child, own_process_started, run_child, run_in_child
 from .harness.fastdeploy import runtime as fastdeploy_runtime
 from .harness.sglang import runtime as sglang_runtime
-from .targets import FASTDEPLOY, SGLANG
+from .harness.trtllm import runtime as trtllm_runtime
+from .targets import FASTDEPLOY, SGLANG, TRTLLM
 from .exits import BAD_INPUT, INTERRUPTED, OK
 from .fuzz.database import DatabaseError, cache_folder
 from .render import clean
@@ -109,10 +110,13 @@ def _main(argv: list[str], console: Console) -> int:
             if os.environ.get(sglang_runtime.CHILD_ENV) != str(folder):
                 return run_child(argv, {STARTED_ENV: repr(own_process_started()), **os.environ,
                                         sglang_runtime.CHILD_ENV: str(folder), sglang_runtime.PATH_ENV: str(folder)})
+        elif getattr(args, "target", None) == TRTLLM:  # in this process: the stand-ins touch only tensorrt_llm.*
+            if engine_path is not None:
+                os.environ[trtllm_runtime.PATH_ENV] = str(trtllm_runtime.check_folder(engine_path))
         elif engine_path is not None and not in_child(engine_path):
             if getattr(args, "target", "vllm") != "vllm":
-                raise UsageError("--engine-path runs a vLLM, an SGLang or a FastDeploy: use it with --target vllm, "
-                                 "sglang or fastdeploy (or conform)")
+                raise UsageError("--engine-path runs a vLLM, an SGLang, a FastDeploy or a TensorRT-LLM: use it with "
+                                 "--target vllm, sglang, fastdeploy or trtllm (or conform)")
             return run_in_child(engine_path, argv)
         with policy_timeout(getattr(args, "policy_timeout", None)):
             if getattr(args, "json", False):

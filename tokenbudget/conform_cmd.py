@@ -18,9 +18,12 @@ from .harness.conform import run_conformance
 from .harness.fastdeploy import runtime as fastdeploy_runtime
 from .harness.fastdeploy.conform import fastdeploy_engine
 from .harness.sglang.conform import sglang_engine
+from .harness.trtllm import runtime as trtllm_runtime
+from .harness.trtllm.conform import trtllm_engine
+from .harness.trtllm.engine import CAPACITY_POLICIES, capacity_policy
 from .harness.sglang.runtime import CHILD_ENV, check_folder
 from .spec.user_paths import writable_folder
-from .targets import ENGINES, FASTDEPLOY, SGLANG, VLLM
+from .targets import ENGINES, FASTDEPLOY, SGLANG, TRTLLM, VLLM
 
 HELP = "compare the model with a real engine step by step on seeded workloads"
 DESCRIPTION = ("Run seeded workloads on the reference model and on a real engine's scheduler in lockstep: vLLM "
@@ -30,7 +33,9 @@ DESCRIPTION = ("Run seeded workloads on the reference model and on a real engine
                ".engines/sglang-0.5.23; the model runs sglang-0.5.23); compare grants, drafts, preemptions, "
                "finished requests and KV blocks in use per step; or FastDeploy (--engine fastdeploy: its ResourceManagerV1.schedule() with "
                "Paddle's CPU wheel, from --engine-path DIR or $TOKENBUDGET_FASTDEPLOY_PATH, a folder holding its "
-               "fastdeploy/ package; the model follows that commit). With --engine sglang the workloads run "
+               "fastdeploy/ package; the model follows that commit); or TensorRT-LLM (--engine trtllm: its scheduler.py's "
+               "SimpleUnifiedScheduler under --capacity-policy, from --engine-path DIR, $TOKENBUDGET_TRTLLM_PATH or "
+               ".engines/tensorrt-llm-002f3cc3; the model runs trtllm). With --engine sglang the workloads run "
                "SGLang's radix cache on (its default) or, with --radix-cache off, off (--disable-radix-cache). "
                "Each divergence is written as a trace and "
                "matched against the explanations in SPEC.md.")
@@ -46,10 +51,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine-path", type=folder, metavar="DIR", dest="engine_dir",
                         help="the engine's folder: for vllm an unpacked wheel or a vLLM checkout (run in a child "
                              "process); for sglang a pip --target folder holding sglang; for fastdeploy a "
-                             "FastDeploy checkout's root (a folder holding fastdeploy/)")
+                             "FastDeploy checkout's root (a folder holding fastdeploy/); for trtllm a folder holding "
+                             "tensorrt_llm/ (an install's site-packages or the unpacked archive)")
     parser.add_argument("--radix-cache", choices=("on", "off"), default=None,
                         help="--engine sglang only: run the workloads with SGLang's radix cache on (default, as "
                              "SGLang serves) or off (its --disable-radix-cache)")
+    parser.add_argument("--capacity-policy", choices=CAPACITY_POLICIES, default=None,
+                        help="--engine trtllm only: TensorRT-LLM's capacity scheduler (default GUARANTEED_NO_EVICT, "
+                             "its default; MAX_REQUESTS is the scheduler without a KV manager)")
     add_json(parser)
 
 
@@ -58,7 +67,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
         writable_folder(args.corpus, "--corpus")
     if args.radix_cache is not None and args.engine != SGLANG:
         raise UsageError(f"--radix-cache is SGLang's radix cache: use it with --engine sglang, not {args.engine}")
-    if args.engine == SGLANG:
+    if args.capacity_policy is not None and args.engine != TRTLLM:
+        raise UsageError(f"--capacity-policy is TensorRT-LLM's: use it with --engine trtllm, not {args.engine}")
+    if args.engine == TRTLLM:  # in this process: the stand-ins touch only tensorrt_llm.*
+        report = run_conformance(args.seed, args.workloads, args.corpus, console.progress,
+                                 engine=trtllm_engine(trtllm_runtime.check_folder(args.engine_dir),
+                                                      capacity_policy(args.capacity_policy)))
+    elif args.engine == SGLANG:
         folder = check_folder(args.engine_dir)
         if os.environ.get(CHILD_ENV) != str(folder):  # SGLang runs in a child process (runtime.py: the stub)
             return run_child(_argv(args, folder), {**os.environ, CHILD_ENV: str(folder)}, console.out)

@@ -33,13 +33,14 @@ from .harness.fastdeploy import runtime as fastdeploy_runtime
 from .harness.fastdeploy.conform import modelled_commit
 from .harness.fastdeploy.target import FastDeployTarget
 from .harness.sglang.differential import SglangDifferentialTarget
+from .harness.trtllm.differential import TrtllmDifferentialTarget
 from .harness.vllm.differential import DifferentialTarget
 from .model import POLICY_ERROR, BudgetConfig, PolicyError, builtin_policies, get_policy
 from .model.target import ModelTarget, TargetFactory
 from .spec.user_paths import writable_folder
 from .model.fastdeploy.commits import FASTDEPLOY_COMMITS
 from .model.findings import FINDINGS
-from .targets import FASTDEPLOY, MODEL, SGLANG, VLLM
+from .targets import FASTDEPLOY, MODEL, SGLANG, TRTLLM, VLLM
 from .verdict import Judge, Verdict, failed
 
 HELP = "fuzz policies with Hypothesis; each counterexample becomes a trace"
@@ -50,8 +51,8 @@ DESCRIPTION = ("Drive a target step by step with Hypothesis-generated requests, 
                "own (or over its base, or known under --strict), else 0.")
 
 FACTORIES: dict[str, TargetFactory] = {MODEL: ModelTarget, VLLM: DifferentialTarget, SGLANG: SglangDifferentialTarget,
-                                        FASTDEPLOY: FastDeployTarget}
-DEFAULT_POLICY = {VLLM: "vllm-adaptive", SGLANG: "sglang-0.5.23"}  # the built-in that models the engine driven
+                                        FASTDEPLOY: FastDeployTarget, TRTLLM: TrtllmDifferentialTarget}
+DEFAULT_POLICY = {VLLM: "vllm-adaptive", SGLANG: "sglang-0.5.23", TRTLLM: "trtllm"}  # the built-in that models the engine driven
 DEFAULT_SECONDS = 10.0
 MAX_EXAMPLES = 10**7  # per policy
 MAX_SECONDS = 7 * 86400.0  # a week per policy
@@ -73,13 +74,16 @@ def process_started() -> float:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_policy(parser, "fuzz this policy (repeatable; default: every built-in; for --target vllm: vllm-adaptive; "
-                       "for --target sglang: sglang-0.5.23; for --target fastdeploy: the policy of the FastDeploy "
+                       "for --target sglang: sglang-0.5.23; for --target trtllm: trtllm; for --target fastdeploy: the policy of the FastDeploy "
                        "commit driven)")
     parser.add_argument("--target", choices=tuple(FACTORIES), default=MODEL,
                         help="what executes the ops: the reference model, the real vLLM scheduler (the importable one, "
                              "or --engine-path's) or SGLang's (--engine-path DIR or $TOKENBUDGET_SGLANG_PATH, in a "
                              "child process), both judged in lockstep with the model, or FastDeploy's (--engine-path "
-                             "DIR or $TOKENBUDGET_FASTDEPLOY_PATH, in a child process)")
+                             "DIR or $TOKENBUDGET_FASTDEPLOY_PATH, in a child process), or TensorRT-LLM's "
+                             "scheduler.py (--engine-path DIR, $TOKENBUDGET_TRTLLM_PATH or "
+                             ".engines/tensorrt-llm-002f3cc3; its capacity policy $TOKENBUDGET_TRTLLM_CAPACITY, "
+                             "default GUARANTEED_NO_EVICT), judged in lockstep with the model")
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--examples", type=at_most(positive_int, MAX_EXAMPLES), metavar="N",
                         help="Hypothesis examples per policy, shrinking included")

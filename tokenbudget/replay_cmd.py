@@ -31,7 +31,7 @@ from .model.target import TargetFactory
 from .model.base_gap import replay_judged
 from .spec.collector import PacedCollector
 from .spec.trace import Trace, load_trace
-from .targets import FASTDEPLOY, MODEL, RUNNER, TARGETS, VLLM
+from .targets import FASTDEPLOY, MODEL, RUNNER, TARGETS, TRTLLM, VLLM
 from .verdict import Judge, Verdict
 
 HELP = "replay trace files and judge them"
@@ -47,8 +47,14 @@ def _fastdeploy_target() -> TargetFactory:
     return FastDeployTarget
 
 
+def _trtllm_target() -> TargetFactory:
+    from .harness.trtllm.target import TrtllmTarget
+    return TrtllmTarget
+
+
 # the real engines' targets, built on demand
-ENGINE_TARGETS: dict[str, Callable[[], TargetFactory]] = {VLLM: lambda: VllmTarget, FASTDEPLOY: _fastdeploy_target}
+ENGINE_TARGETS: dict[str, Callable[[], TargetFactory]] = {VLLM: lambda: VllmTarget, FASTDEPLOY: _fastdeploy_target,
+                                                          TRTLLM: _trtllm_target}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,7 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="what executes the trace: model, or runner (the model with a torch runner executing "
                              "its steps), or vllm (the importable vLLM's scheduler, or --engine-path's), or "
                              "fastdeploy (FastDeploy's ResourceManagerV1 in --engine-path DIR or "
-                             "$TOKENBUDGET_FASTDEPLOY_PATH, in a child process)")
+                             "$TOKENBUDGET_FASTDEPLOY_PATH, in a child process), or trtllm (TensorRT-LLM's "
+                             "scheduler.py in --engine-path DIR, $TOKENBUDGET_TRTLLM_PATH or "
+                             ".engines/tensorrt-llm-002f3cc3, under $TOKENBUDGET_TRTLLM_CAPACITY)")
     parser.add_argument("--device", choices=("cpu", "cuda"), help="device of the runner target")
     parser.add_argument("--mode", choices=("forced", "live"),
                         help="mode of the runner and vllm targets: forced takes the accepted drafts from the trace "
@@ -134,8 +142,8 @@ def _passed(result: ReplayResult) -> bool:
 
 def _usage_problem(args: argparse.Namespace) -> str | None:
     """One line saying what is wrong with the target's options, or None."""
-    if args.target == FASTDEPLOY and (args.device or args.mode or args.max_work_gap):
-        return "the fastdeploy target runs FastDeploy's scheduler on the CPU with the trace's accepted drafts; " \
+    if args.target in (FASTDEPLOY, TRTLLM) and (args.device or args.mode or args.max_work_gap):
+        return f"the {args.target} target runs the engine's scheduler on the CPU with the trace's accepted drafts; " \
                "--device, --mode and --max-work-gap apply to other targets"
     if args.target == VLLM and (args.device or args.mode == "live"):
         return "the vllm target runs vLLM's scheduler on the CPU with the trace's accepted drafts; " \

@@ -6,7 +6,6 @@ from pathlib import Path
 
 from ...model import BudgetConfig, BudgetPolicy
 from ..differential import Differential
-from .engine import GUARANTEED_NO_EVICT
 from .target import TrtllmTarget
 
 
@@ -16,7 +15,7 @@ class TrtllmDifferentialTarget(Differential, TrtllmTarget):
     findings_engine, label = "tensorrt-llm", "TensorRT-LLM"
 
     def __init__(self, cfg: BudgetConfig, policy: BudgetPolicy, path: Path | None = None,
-                 capacity: str = GUARANTEED_NO_EVICT) -> None:
+                 capacity: str | None = None) -> None:
         TrtllmTarget.__init__(self, cfg, policy, path, capacity)
         self.cfg = cfg
         self.start_reference(policy)

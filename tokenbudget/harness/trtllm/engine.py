@@ -31,6 +31,7 @@ chunk unit is the block size (``_util.py`` builds ``ctx_chunk_config`` with ``to
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Hashable, Mapping, Optional
@@ -44,6 +45,17 @@ from .kv_manager import KvCacheManager
 MAX_REQUESTS, GUARANTEED_NO_EVICT, MAX_UTILIZATION = "MAX_REQUESTS", "GUARANTEED_NO_EVICT", "MAX_UTILIZATION"
 CAPACITY_POLICIES = (GUARANTEED_NO_EVICT, MAX_UTILIZATION, MAX_REQUESTS)
 CHUNKING_POLICIES = ("FIRST_COME_FIRST_SERVED", "EQUAL_PROGRESS", "FORCE_CHUNK")
+CAPACITY_ENV = "TOKENBUDGET_TRTLLM_CAPACITY"  # the capacity policy of fuzz and replay (conform: --capacity-policy)
+
+
+def capacity_policy(name: str | None = None) -> str:
+    """``name``, else ``$TOKENBUDGET_TRTLLM_CAPACITY``, else GUARANTEED_NO_EVICT (TensorRT-LLM's default);
+    ConfigError (one line) for an unknown one."""
+    chosen = (name or os.environ.get(CAPACITY_ENV) or GUARANTEED_NO_EVICT).upper().replace("-", "_")
+    if chosen not in CAPACITY_POLICIES:
+        raise ConfigError(f"unknown TensorRT-LLM capacity policy {chosen!r} (--capacity-policy or ${CAPACITY_ENV}); "
+                          f"choose one of {', '.join(CAPACITY_POLICIES)}")
+    return chosen
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ short aligned down to the block size (FCFS with the unit PyExecutor passes,
 tokens: the drafts ride outside the grant of 1; the method table's lookahead adds what a
 model drafter writes past them. The capacity scheduler's MAX_UTILIZATION pauses the last
 started request when one does not fit (``MaxUtilizationPolicy.schedule``): the model's
-victim is the tail of the RUNNING queue, its grant given back (the micro-batch never
+victim is the running request that arrived last, its grant given back (the micro-batch never
 charged it). GUARANTEED_NO_EVICT reserves
 each admitted request's blocks to completion and never pauses; the model admits by the
 shared whole-sequence gate instead (SPEC.md §9). TensorRT-LLM schedules FCFS only and
@@ -148,8 +148,9 @@ class TrtllmLoop(OnePassLoop):
         return req.num_tokens - computed
 
     def _pick_victim(self) -> Request:
-        """MAX_UTILIZATION's pause: the last started request, the tail of the RUNNING queue."""
-        return self.running[-1]
+        """MAX_UTILIZATION's pause: the last started request in arrival order, the active list's
+        order (scheduler.py:1651-1656), whichever of decode or context chunk it is."""
+        return max(self.running, key=lambda r: r.arrival)
 
     def _progress_possible(self, step: StepPass) -> bool:
         """Budget left by the exit rule, and KV for some request's next token."""
