@@ -20,7 +20,8 @@ from .harness.fastdeploy.conform import fastdeploy_engine
 from .harness.sglang.conform import sglang_engine
 from .harness.trtllm import runtime as trtllm_runtime
 from .harness.trtllm.conform import trtllm_engine
-from .harness.trtllm.engine import CAPACITY_POLICIES, capacity_policy
+from .harness.trtllm.engine import CAPACITY_POLICIES
+from .model.trtllm.deployments import GUARANTEED_NO_EVICT
 from .harness.sglang.runtime import CHILD_ENV, check_folder
 from .spec.user_paths import writable_folder
 from .targets import ENGINES, FASTDEPLOY, SGLANG, TRTLLM, VLLM
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.engine == TRTLLM:  # in this process: the stand-ins touch only tensorrt_llm.*
         report = run_conformance(args.seed, args.workloads, args.corpus, console.progress,
                                  engine=trtllm_engine(trtllm_runtime.check_folder(args.engine_dir),
-                                                      capacity_policy(args.capacity_policy)))
+                                                      args.capacity_policy or GUARANTEED_NO_EVICT))
     elif args.engine == SGLANG:
         folder = check_folder(args.engine_dir)
         if os.environ.get(CHILD_ENV) != str(folder):  # SGLang runs in a child process (runtime.py: the stub)

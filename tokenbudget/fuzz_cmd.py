@@ -82,8 +82,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "child process), both judged in lockstep with the model, or FastDeploy's (--engine-path "
                              "DIR or $TOKENBUDGET_FASTDEPLOY_PATH, in a child process), or TensorRT-LLM's "
                              "scheduler.py (--engine-path DIR, $TOKENBUDGET_TRTLLM_PATH or "
-                             ".engines/tensorrt-llm-002f3cc3; its capacity policy $TOKENBUDGET_TRTLLM_CAPACITY, "
-                             "default GUARANTEED_NO_EVICT), judged in lockstep with the model")
+                             ".engines/tensorrt-llm-002f3cc3; the capacity policy the config's engine_version names, "
+                             "all three drawn), judged in lockstep with the model")
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--examples", type=at_most(positive_int, MAX_EXAMPLES), metavar="N",
                         help="Hypothesis examples per policy, shrinking included")

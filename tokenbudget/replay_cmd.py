@@ -65,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "fastdeploy (FastDeploy's ResourceManagerV1 in --engine-path DIR or "
                              "$TOKENBUDGET_FASTDEPLOY_PATH, in a child process), or trtllm (TensorRT-LLM's "
                              "scheduler.py in --engine-path DIR, $TOKENBUDGET_TRTLLM_PATH or "
-                             ".engines/tensorrt-llm-002f3cc3, under $TOKENBUDGET_TRTLLM_CAPACITY)")
+                             ".engines/tensorrt-llm-002f3cc3, under the capacity policy the trace's engine_version names)")
     parser.add_argument("--device", choices=("cpu", "cuda"), help="device of the runner target")
     parser.add_argument("--mode", choices=("forced", "live"),
                         help="mode of the runner and vllm targets: forced takes the accepted drafts from the trace "

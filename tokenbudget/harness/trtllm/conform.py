@@ -1,6 +1,6 @@
 """Conformance of the model's ``trtllm`` with TensorRT-LLM's own scheduler.py (``target.TrtllmTarget``)
-under one capacity policy, over seeded workloads (``workloads``), through the shared
-``harness.conform.run_conformance``."""
+under one capacity policy (the workloads' ``engine_version``, ``model.trtllm.deployments``), over seeded
+workloads (``workloads``), through the shared ``harness.conform.run_conformance``."""
 from __future__ import annotations
 
 from functools import partial
@@ -11,7 +11,7 @@ from ...spec.trace import Trace
 from ..conform import ConformEngine
 from ..lockstep import Lockstep, run_lockstep
 from . import runtime
-from .engine import GUARANTEED_NO_EVICT
+from ...model.trtllm.deployments import GUARANTEED_NO_EVICT
 from .known import explain
 from .target import TrtllmTarget
 from .workloads import POLICY, workload
@@ -26,7 +26,7 @@ def trtllm_engine(path: Path | None = None, capacity: str = GUARANTEED_NO_EVICT,
         f"TensorRT-LLM {trt['release']} is not the modelled commit {runtime.COMMIT}; the model follows {runtime.COMMIT}")
 
     def lockstep(trace: Trace) -> Lockstep:
-        return run_lockstep(trace, partial(TrtllmTarget, path=trt["folder"], capacity=capacity))
+        return run_lockstep(trace, partial(TrtllmTarget, path=trt["folder"]))
 
     return ConformEngine("trtllm", "TensorRT-LLM", f"{trt['release']} ({capacity})",
                          f"{getattr(model, 'commit', runtime.COMMIT)} ({model.version})", warning, policy,

@@ -31,31 +31,19 @@ chunk unit is the block size (``_util.py`` builds ``ctx_chunk_config`` with ``to
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Hashable, Mapping, Optional
 
 from ...model import BudgetConfig, ConfigError
+from ...model.trtllm.deployments import GUARANTEED_NO_EVICT, MAX_REQUESTS, MAX_UTILIZATION
 from ...spec.records import RequestState
 from ...spec.target import describe
 from . import runtime
 from .kv_manager import KvCacheManager
 
-MAX_REQUESTS, GUARANTEED_NO_EVICT, MAX_UTILIZATION = "MAX_REQUESTS", "GUARANTEED_NO_EVICT", "MAX_UTILIZATION"
 CAPACITY_POLICIES = (GUARANTEED_NO_EVICT, MAX_UTILIZATION, MAX_REQUESTS)
 CHUNKING_POLICIES = ("FIRST_COME_FIRST_SERVED", "EQUAL_PROGRESS", "FORCE_CHUNK")
-CAPACITY_ENV = "TOKENBUDGET_TRTLLM_CAPACITY"  # the capacity policy of fuzz and replay (conform: --capacity-policy)
-
-
-def capacity_policy(name: str | None = None) -> str:
-    """``name``, else ``$TOKENBUDGET_TRTLLM_CAPACITY``, else GUARANTEED_NO_EVICT (TensorRT-LLM's default);
-    ConfigError (one line) for an unknown one."""
-    chosen = (name or os.environ.get(CAPACITY_ENV) or GUARANTEED_NO_EVICT).upper().replace("-", "_")
-    if chosen not in CAPACITY_POLICIES:
-        raise ConfigError(f"unknown TensorRT-LLM capacity policy {chosen!r} (--capacity-policy or ${CAPACITY_ENV}); "
-                          f"choose one of {', '.join(CAPACITY_POLICIES)}")
-    return chosen
 
 
 @dataclass(frozen=True)

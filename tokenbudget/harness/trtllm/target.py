@@ -20,21 +20,22 @@ from ...model.target import ModelTarget
 from ...spec.records import StepLimits, StepRecord
 from ...spec.trace import AddOp
 from ..engine_target import EngineTarget
-from .engine import Deployment, TrtllmEngine, TrtllmStep, capacity_policy
+from ...model.trtllm.deployments import capacity_of
+from .engine import Deployment, TrtllmEngine, TrtllmStep
 
 DEFAULT_POLICY = "trtllm"
 
 
 class TrtllmTarget(EngineTarget):
-    """One deployment of TensorRT-LLM's scheduler for ``cfg`` under ``capacity`` (``engine.capacity_policy``;
-    whatever the policy: TensorRT-LLM runs its own code, the policy picks the stamp). Raises
-    TrtllmUnavailable without scheduler.py."""
+    """One deployment of TensorRT-LLM's scheduler for ``cfg`` under ``capacity``, by default the one
+    ``cfg.engine_version`` names (``model.trtllm.deployments``; whatever the policy: TensorRT-LLM runs
+    its own code, the policy picks the stamp). Raises TrtllmUnavailable without scheduler.py."""
 
     def __init__(self, cfg: BudgetConfig, policy: BudgetPolicy | None = None, path: Path | None = None,
                  capacity: str | None = None) -> None:
         policy = policy or get_policy(DEFAULT_POLICY)
         self.limits = ModelTarget(cfg, policy, validate=False).limits
-        deployment = Deployment(capacity=capacity_policy(capacity), stamps_one_model=getattr(policy, "stamps_one_model", True),
+        deployment = Deployment(capacity=capacity or capacity_of(cfg.engine_version), stamps_one_model=getattr(policy, "stamps_one_model", True),
                                 lookahead=self.limits.lookahead)
         self.engine = TrtllmEngine(cfg, deployment, path)
         self.num_steps = 0

@@ -6,7 +6,7 @@ model's ``trtllm`` policy accepts, and op lists.
 unit); max_num_seqs 1..6; max_num_tokens B from S * (1 + k) (the model's scope: every generation
 request fits one step; one workload in four takes it) up to 2 * max_model_len; chunked prefill on
 in three workloads of four (off: B >= max_model_len - 1, as TensorRT-LLM refuses a longer prompt);
-prefix reuse off. The KV pool: under GUARANTEED_NO_EVICT and MAX_UTILIZATION from the blocks of
+prefix reuse off; ``engine_version`` the deployment of the capacity policy. The KV pool: under GUARANTEED_NO_EVICT and MAX_UTILIZATION from the blocks of
 one sequence up, so the capacity policy decides; under MAX_REQUESTS (no KV manager in the
 scheduler) one that holds every request whole. Ops: ``conform_workloads.draw_ops``.
 """
@@ -20,7 +20,7 @@ from ...model.config import BudgetConfig
 from ...spec.intlike import cdiv
 from ...spec.trace import Trace
 from ..conform_workloads import draw_ops
-from .engine import MAX_REQUESTS
+from ...model.trtllm.deployments import MAX_REQUESTS, deployment_of
 
 POLICY = "trtllm"
 METHODS = ("mtp", "eagle3", "draft_model", "ngram")
@@ -62,6 +62,7 @@ def draw_config(rng: random.Random, capacity: str, policy_name: str = POLICY) ->
             "max_num_batched_tokens": batched, "max_num_seqs": seqs, "block_size": block,
             "max_model_len": max_model_len, "num_speculative_tokens": k, "method": rng.choice(METHODS),
             "enable_chunked_prefill": chunked, "enable_prefix_caching": False, "num_kv_blocks": blocks,
+            "engine_version": deployment_of(capacity),
         }
         try:
             policy.validate(BudgetConfig.from_dict(config))

@@ -32,6 +32,8 @@ from .. import decisions
 from ..policy import BudgetParams, BudgetPolicy, Budgets
 from ...spec.intlike import IntLike, BoolLike, and_, or_
 from .chunking import aligned_chunk
+from .deployments import GUARANTEED_NO_EVICT, MAX_REQUESTS, capacity_of
+from ...spec.intlike import cdiv
 from ..one_pass_loop import OnePassLoop
 from ..request import Request, Status
 from ...spec import grant_rules
@@ -65,32 +67,47 @@ class TrtllmLoop(OnePassLoop):
         grant = aligned_chunk(decision.grant, demand, p.block_size)
         return decisions.Admission(grant, decision.padded, or_(decision.stop, and_(chunked_prefill, grant <= 0)))
 
-    def _schedule_waiting(self, step: StepPass, threshold: int) -> None:
+    def _schedule_step(self, step: StepPass) -> None:
+        """The running pass, then the waiting pass over the requests that arrived before the first
+        one paused: MAX_UTILIZATION goes on after a pause, its walk cut at the paused request
+        (``req_it_end = last_started_idx``, scheduler.py:1651-1664)."""
+        self._schedule_running(step, 0)
+        paused = [self.requests[rid].arrival for rid in step.preempted]
+        self._schedule_waiting(step, 0, min(paused) if paused else None)
+
+    def _schedule_waiting(self, step: StepPass, threshold: int, arrived_before: Optional[int] = None) -> None:
         """The shared waiting pass, except that a context whose chunk is aligned to nothing is
         passed over, not the end of the pass: ``_chunk_fcfs`` sizes every context in turn
         (scheduler.py:1219-1259), so a later one whose whole remainder fits the capacity left
         still runs; the one passed over still took its place in the walk's ``max_batch_size``
-        (scheduler.py:1033-1035)."""
+        (scheduler.py:1033-1035) and, under GUARANTEED_NO_EVICT, its blocks to completion: the
+        capacity scheduler runs first (scheduler.py:2246-2253)."""
         cfg, held, index = self.cfg, self.waiting, 0
-        passed_over = 0
-        while index < len(held) and step.may_schedule():
+        passed_over = reserved = 0
+        while index < len(held) and (step.may_schedule() or not self.waiting_checks_exit_rule):
             if len(self.running) + passed_over >= self._admission_seq_cap():
                 break
             req = held[index]
+            if arrived_before is not None and req.arrival >= arrived_before:
+                index += 1
+                continue
             hits = self.pool.find_cached_prefix(req) if req.num_computed_tokens == 0 else []
             computed = req.num_computed_tokens + len(hits) * cfg.block_size
+            if not self._whole_sequence_fits(req, hits, reserved):
+                break
             decision = self.admission(self.policy, self.params, step.budgets, req.num_tokens - computed, computed,
                                       threshold, cfg.max_model_len, self.k, step.prefill_scheduled,
                                       bool(step.scheduled_running), self.params.enable_chunked_prefill)
             if decision.stop and cfg.enable_chunked_prefill and int(decision.grant) <= 0:
                 index, passed_over = index + 1, passed_over + 1
+                reserved += self._reserved_when_passed_over(req, hits)
                 continue
             if decision.stop:
                 break
             grant = int(decision.grant)
             slots = grant_rules.kv_slots_needed(computed, self._admission_kv_tokens(req, computed, grant),
                                                 self.lookahead, self._kv_len_cap)
-            if not self._whole_sequence_fits(req, hits) or not self.pool.allocate(req, slots, hits):
+            if not self.pool.allocate(req, slots, hits):
                 break
             del held[index]
             self.running.append(req)
@@ -98,6 +115,41 @@ class TrtllmLoop(OnePassLoop):
             req.num_computed_tokens = computed
             self.pool.cache_full_blocks(req, min(computed + grant, req.num_tokens))
             step.record_grant(req, grant, 0, False)
+
+    @property
+    def capacity(self) -> str:
+        """The capacity policy of the deployment modelled (``deployments``)."""
+        return capacity_of(self.cfg.engine_version)
+
+    def _blocks_to_completion(self, req: Request) -> int:
+        """getRemainingBlocksToCompletion at beam width 1 (kvCacheManager.cpp): the blocks of
+        prompt + max_new_tokens (clipped to max_model_len) less those held; negative when the
+        request holds more (its drafts' and the drafter's slots past the end)."""
+        end = min(req.num_prompt_tokens + req.max_tokens, self.cfg.max_model_len)
+        return cdiv(end, self.cfg.block_size) - len(req.block_ids)
+
+    def _whole_sequence_fits(self, req: Request, hits: list[int], reserved: int = 0) -> bool:
+        """The capacity policy's gate for a context: GUARANTEED_NO_EVICT's blocks to completion
+        against the free blocks less every started request's and ``reserved`` (scheduler.py:1434-1525,
+        NoEvictScheduledBlocksManager 1755-1803); none under MAX_REQUESTS; MAX_UTILIZATION's is
+        the shared gate."""
+        if self.capacity == MAX_REQUESTS:
+            return True
+        if self.capacity == GUARANTEED_NO_EVICT:
+            reserved += sum(self._blocks_to_completion(r) for r in self.running)
+            return self._blocks_to_completion(req) <= self.pool.num_free - reserved
+        return self._context_blocks(req, hits) <= self.pool.num_free - reserved
+
+    def _context_blocks(self, req: Request, hits: list[int]) -> int:
+        """The blocks a context's first chunk takes: its whole prompt (getNeededBlocksOneStep)."""
+        return self.pool.blocks_needed(req, min(req.num_tokens, self.cfg.max_model_len), hits)
+
+    def _reserved_when_passed_over(self, req: Request, hits: list[int]) -> int:
+        """What the capacity scheduler counted for a context the chunking then gave nothing: its
+        blocks to completion (GUARANTEED_NO_EVICT) or its first chunk's (MAX_UTILIZATION)."""
+        if self.capacity == GUARANTEED_NO_EVICT:
+            return self._blocks_to_completion(req)
+        return 0 if self.capacity == MAX_REQUESTS else self._context_blocks(req, hits)
 
     def schedule(self) -> StepRecord:
         record = super().schedule()
@@ -132,8 +184,8 @@ class TrtllmLoop(OnePassLoop):
             num_drafts = decisions.scheduled_drafts(self.drafts_in_grant, req.num_draft_tokens, computed, grant,
                                                     req.num_tokens, req.is_decoding)
             next_index = self._grant_running(step, i, grant, num_drafts, kv_tokens=grant + num_drafts)
-            if next_index is None:
-                break
+            if next_index is None:  # paused itself: the walk goes on (scheduler.py:1642-1664), at the next request
+                continue
             i = next_index
 
     @property

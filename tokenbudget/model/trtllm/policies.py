@@ -32,6 +32,7 @@ from __future__ import annotations
 from ..config import Requirement
 from ...spec.intlike import BoolLike, IntLike, ite, not_, or_
 from ..policy import BudgetParams, BudgetPolicy, Budgets, plain  # noqa: F401 (plain: the PEP 316 contracts)
+from .deployments import COMMIT, DEPLOYMENTS
 from .loop import TrtllmLoop
 
 
@@ -41,7 +42,8 @@ class _TrtllmPolicy(BudgetPolicy):
     engine = "tensorrt-llm"
     table = "trtllm"
     loop = TrtllmLoop
-    commit = "002f3cc3"  # the scheduler.py whose rules the loop follows: the Python port of the C++ pair (PR #10273)
+    commit = COMMIT  # the scheduler.py whose rules the loop follows: the Python port of the C++ pair (PR #10273)
+    versions = tuple(DEPLOYMENTS)  # its capacity policies (``deployments``), the default last
     stamps_one_model = True  # PyExecutor attaches k placeholder drafts to one-model generation requests too
 
     def requirements(self, p: BudgetParams) -> list[Requirement]:
