@@ -117,6 +117,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         try:
             if args.target in (FASTDEPLOY, SGLANG):  # the engine was found before the child started
                 get_policy(policy)
+            elif args.target == TRTLLM:
+                factory(BudgetConfig(enable_prefix_caching=False), get_policy(policy))
             else:
                 factory(BudgetConfig(), get_policy(policy))
         except PolicyError:  # the user policy itself fails: the session finds and reports that

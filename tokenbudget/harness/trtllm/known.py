@@ -31,6 +31,20 @@ def _raised_past_the_count(capacity: str):  # type: ignore[no-untyped-def]
     return matches
 
 
+def _stale_drafts(result: Lockstep) -> bool:
+    """The step differs only in grants, drafts or blocks, and re-prefills a request paused earlier
+    that the engine gives drafts (or, at its first chunk, their KV): what the stamp left on it."""
+    run, engine = result.model_run, result.vllm
+    if run is None or engine is None or engine.error is not None or not run.steps:
+        return False
+    if not set(result.fields) <= {"num_scheduled_tokens", "scheduled_draft_tokens", "kv_blocks_in_use"}:
+        return False
+    paused = {rid for record in run.steps[:-1] for rid in record.preempted}
+    refilled = paused & run.steps[-1].prefill
+    return bool(refilled) and (bool(refilled & set(engine.scheduled_draft_tokens))
+                               or "scheduled_draft_tokens" not in result.fields)
+
+
 KNOWN: tuple[KnownDivergence, ...] = (
     KnownDivergence(
         "T1", "finding", "tokenbudget/spec/SPEC.md §9 T1",
@@ -43,6 +57,11 @@ KNOWN: tuple[KnownDivergence, ...] = (
         "num_extra_kv_tokens and caps a generation request's 1 + drafts at max_new_tokens, while prepare_resources "
         "adds them: the KV manager runs out",
         _raised_past_the_count(MAX_UTILIZATION)),
+    KnownDivergence(
+        "T3", "finding", "tokenbudget/spec/SPEC.md §9 T3",
+        "a paused request keeps the placeholder drafts stamped on it (LlmRequest::pause leaves mDraftTokens): its "
+        "recomputed context takes their KV at the first chunk and carries them, charged, on its last chunk",
+        _stale_drafts),
 )
 
 

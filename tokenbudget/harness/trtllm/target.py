@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...model import BudgetConfig, BudgetPolicy, get_policy
+from ...model import BudgetConfig, BudgetPolicy, ConfigError, get_policy
 from ...model.target import ModelTarget
 from ...spec.records import StepLimits, StepRecord
 from ...spec.trace import AddOp
@@ -33,6 +33,9 @@ class TrtllmTarget(EngineTarget):
 
     def __init__(self, cfg: BudgetConfig, policy: BudgetPolicy | None = None, path: Path | None = None,
                  capacity: str | None = None) -> None:
+        if cfg.enable_prefix_caching:
+            raise ConfigError("the trtllm target runs TensorRT-LLM without KV block reuse (its prefix-aware scheduling "
+                              "reads the C++ radix tree, which no stand-in has); set enable_prefix_caching=false")
         policy = policy or get_policy(DEFAULT_POLICY)
         self.limits = ModelTarget(cfg, policy, validate=False).limits
         deployment = Deployment(capacity=capacity or capacity_of(cfg.engine_version), stamps_one_model=getattr(policy, "stamps_one_model", True),

@@ -26,13 +26,14 @@ does not read ``long_prefill_token_threshold``.
 """
 from __future__ import annotations
 
+import bisect
 from typing import Optional
 
 from .. import decisions
 from ..policy import BudgetParams, BudgetPolicy, Budgets
 from ...spec.intlike import IntLike, BoolLike, and_, or_
 from .chunking import aligned_chunk
-from .deployments import GUARANTEED_NO_EVICT, MAX_REQUESTS, capacity_of
+from .deployments import GUARANTEED_NO_EVICT, MAX_REQUESTS, MAX_UTILIZATION, capacity_of
 from ...spec.intlike import cdiv
 from ..one_pass_loop import OnePassLoop
 from ..request import Request, Status
@@ -94,7 +95,13 @@ class TrtllmLoop(OnePassLoop):
             hits = self.pool.find_cached_prefix(req) if req.num_computed_tokens == 0 else []
             computed = req.num_computed_tokens + len(hits) * cfg.block_size
             if not self._whole_sequence_fits(req, hits, reserved):
-                break
+                later = [r for r in self.running if r.arrival > req.arrival] if self.capacity == MAX_UTILIZATION else []
+                if not later:
+                    break
+                victim = max(later, key=lambda r: r.arrival)  # the last started after it (scheduler.py:1648-1664)
+                self._pause(step, victim)
+                arrived_before = victim.arrival if arrived_before is None else min(arrived_before, victim.arrival)
+                continue
             decision = self.admission(self.policy, self.params, step.budgets, req.num_tokens - computed, computed,
                                       threshold, cfg.max_model_len, self.k, step.prefill_scheduled,
                                       bool(step.scheduled_running), self.params.enable_chunked_prefill)
@@ -198,6 +205,20 @@ class TrtllmLoop(OnePassLoop):
         """The whole prompt (a paused request's too: its prompt took its outputs): a first context
         chunk's ``add_sequence`` (``KVCacheManager.prepare_resources``, kv_cache_manager C++ addSequence)."""
         return req.num_tokens - computed
+
+    def _enqueue_waiting(self, req: Request, front: bool) -> None:
+        """In arrival order: a paused request stays where it was in PyExecutor's active list."""
+        self.waiting.insert(bisect.bisect(self.waiting, req.arrival, key=lambda r: r.arrival), req)
+
+    def _pause(self, step: StepPass, victim: Request) -> None:
+        """Pause ``victim`` (MAX_UTILIZATION): out of the running queue, its grant of this pass given back."""
+        self.running.remove(victim)
+        if victim.request_id in step.grants:
+            step.record_refund(victim, unschedule=self.unschedules_refunded)
+            if self.unschedules_refunded:
+                step.scheduled_running.remove(victim)
+        self._preempt(victim)
+        step.preempted.append(victim.request_id)
 
     def _pick_victim(self) -> Request:
         """MAX_UTILIZATION's pause: the last started request in arrival order, the active list's

@@ -121,7 +121,8 @@ class LlmRequest:
 
     def pause(self, max_input_len: int) -> None:
         """LlmRequest::pause at beam width 1: the generated tokens join the prompt (up to
-        max_input_len), max_new_tokens shrinks by as many, the context starts over."""
+        max_input_len), max_new_tokens shrinks by as many, the context starts over; the draft
+        tokens stay (pause leaves mDraftTokens alone)."""
         new_prompt = min(max_input_len, self.num_tokens)
         self.num_tokens = new_prompt
         self.max_new_tokens -= new_prompt - self.prompt_len
@@ -129,7 +130,6 @@ class LlmRequest:
         self.state = LlmRequestState.CONTEXT_INIT
         self.context_current_position = 0
         self._chunk = self.prompt_len
-        self.draft_tokens = []
 
 
 def get_multimodal_encoder_token_lengths(request: Any) -> list[int]:
