@@ -77,37 +77,25 @@ class TrtllmLoop(OnePassLoop):
         self._schedule_waiting(step, 0, min(paused) if paused else None)
 
     def _schedule_waiting(self, step: StepPass, threshold: int, arrived_before: Optional[int] = None) -> None:
-        """The shared waiting pass, except that a context whose chunk is aligned to nothing is
-        passed over, not the end of the pass: ``_chunk_fcfs`` sizes every context in turn
-        (scheduler.py:1219-1259), so a later one whose whole remainder fits the capacity left
-        still runs; the one passed over still took its place in the walk's ``max_batch_size``
-        (scheduler.py:1033-1035) and, under GUARANTEED_NO_EVICT, its blocks to completion: the
-        capacity scheduler runs first (scheduler.py:2246-2253)."""
-        cfg, held, index = self.cfg, self.waiting, 0
-        passed_over = reserved = 0
-        while index < len(held) and (step.may_schedule() or not self.waiting_checks_exit_rule):
-            if len(self.running) + passed_over >= self._admission_seq_cap():
+        """The capacity pass over the waiting contexts, then their chunks (scheduler.py:2246-2253).
+
+        Capacity: in arrival order, each context passes the capacity policy's gate against what
+        the pass counted before it (``_whole_sequence_fits``), or MAX_UTILIZATION pauses the last
+        started request that arrived after it and tries again, or the pass ends; budget or not.
+        Chunks: the contexts let through, in order, each the shared decision with its chunk
+        aligned to the block size; one aligned to nothing is passed over (``_chunk_fcfs`` sizes
+        every context, scheduler.py:1219-1259), an unchunked one that does not fit ends them."""
+        admitted = self._capacity_pass(step, arrived_before)
+        cfg, serving = self.cfg, True
+        for req, hits in admitted:
+            serving = serving and (step.may_schedule() or not self.waiting_checks_exit_rule)
+            if not serving:
                 break
-            req = held[index]
-            if arrived_before is not None and req.arrival >= arrived_before:
-                index += 1
-                continue
-            hits = self.pool.find_cached_prefix(req) if req.num_computed_tokens == 0 else []
             computed = req.num_computed_tokens + len(hits) * cfg.block_size
-            if not self._whole_sequence_fits(req, hits, reserved):
-                later = [r for r in self.running if r.arrival > req.arrival] if self.capacity == MAX_UTILIZATION else []
-                if not later:
-                    break
-                victim = max(later, key=lambda r: r.arrival)  # the last started after it (scheduler.py:1648-1664)
-                self._pause(step, victim)
-                arrived_before = victim.arrival if arrived_before is None else min(arrived_before, victim.arrival)
-                continue
             decision = self.admission(self.policy, self.params, step.budgets, req.num_tokens - computed, computed,
                                       threshold, cfg.max_model_len, self.k, step.prefill_scheduled,
                                       bool(step.scheduled_running), self.params.enable_chunked_prefill)
             if decision.stop and cfg.enable_chunked_prefill and int(decision.grant) <= 0:
-                index, passed_over = index + 1, passed_over + 1
-                reserved += self._reserved_when_passed_over(req, hits)
                 continue
             if decision.stop:
                 break
@@ -116,12 +104,34 @@ class TrtllmLoop(OnePassLoop):
                                                 self.lookahead, self._kv_len_cap)
             if not self.pool.allocate(req, slots, hits):
                 break
-            del held[index]
+            self.waiting.remove(req)
             self.running.append(req)
             req.status = Status.RUNNING
             req.num_computed_tokens = computed
             self.pool.cache_full_blocks(req, min(computed + grant, req.num_tokens))
             step.record_grant(req, grant, 0, False)
+
+    def _capacity_pass(self, step: StepPass, arrived_before: Optional[int]) -> list[tuple[Request, list[int]]]:
+        """The waiting contexts the capacity scheduler lets through, with their prefix hits, up to
+        max_num_seqs with the running ones; pausing under MAX_UTILIZATION (scheduler.py:1642-1664)."""
+        admitted: list[tuple[Request, list[int]]] = []
+        reserved = index = 0
+        while index < len(self.waiting) and len(self.running) + len(admitted) < self._admission_seq_cap():
+            req = self.waiting[index]
+            index += 1
+            if arrived_before is not None and req.arrival >= arrived_before:
+                continue
+            hits = self.pool.find_cached_prefix(req) if req.num_computed_tokens == 0 else []
+            while not self._whole_sequence_fits(req, hits, reserved):
+                later = [r for r in self.running if r.arrival > req.arrival] if self.capacity == MAX_UTILIZATION else []
+                if not later:
+                    return admitted
+                victim = max(later, key=lambda r: r.arrival)  # the last started after it (scheduler.py:1648-1664)
+                self._pause(step, victim)
+                arrived_before = victim.arrival if arrived_before is None else min(arrived_before, victim.arrival)
+            admitted.append((req, hits))
+            reserved += self._counted_by_capacity(req, hits)
+        return admitted
 
     @property
     def capacity(self) -> str:
@@ -151,9 +161,9 @@ class TrtllmLoop(OnePassLoop):
         """The blocks a context's first chunk takes: its whole prompt (getNeededBlocksOneStep)."""
         return self.pool.blocks_needed(req, min(req.num_tokens, self.cfg.max_model_len), hits)
 
-    def _reserved_when_passed_over(self, req: Request, hits: list[int]) -> int:
-        """What the capacity scheduler counted for a context the chunking then gave nothing: its
-        blocks to completion (GUARANTEED_NO_EVICT) or its first chunk's (MAX_UTILIZATION)."""
+    def _counted_by_capacity(self, req: Request, hits: list[int]) -> int:
+        """What the capacity scheduler counts for a context it lets through: its blocks to
+        completion (GUARANTEED_NO_EVICT) or its first chunk's (MAX_UTILIZATION)."""
         if self.capacity == GUARANTEED_NO_EVICT:
             return self._blocks_to_completion(req)
         return 0 if self.capacity == MAX_REQUESTS else self._context_blocks(req, hits)
