@@ -32,12 +32,12 @@ def _raised_past_the_count(capacity: str):  # type: ignore[no-untyped-def]
 
 
 def _stale_drafts(result: Lockstep) -> bool:
-    """The step differs only in grants, drafts or blocks, and re-prefills a request paused earlier
-    that the engine gives drafts (or, at its first chunk, their KV): what the stamp left on it."""
+    """The step differs only in grants, drafts, finished requests or blocks, and re-prefills a request
+    paused earlier that the engine gives drafts (or, at its first chunk, their KV): what the stamp left on it."""
     run, engine = result.model_run, result.vllm
     if run is None or engine is None or engine.error is not None or not run.steps:
         return False
-    if not set(result.fields) <= {"num_scheduled_tokens", "scheduled_draft_tokens", "kv_blocks_in_use"}:
+    if not set(result.fields) <= {"num_scheduled_tokens", "scheduled_draft_tokens", "kv_blocks_in_use", "finished"}:
         return False
     paused = {rid for record in run.steps[:-1] for rid in record.preempted}
     refilled = paused & run.steps[-1].prefill

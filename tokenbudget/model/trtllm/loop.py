@@ -30,8 +30,6 @@ import bisect
 from typing import Optional
 
 from .. import decisions
-from ..policy import BudgetParams, BudgetPolicy, Budgets
-from ...spec.intlike import IntLike, BoolLike, and_, or_
 from .chunking import aligned_chunk
 from .deployments import GUARANTEED_NO_EVICT, MAX_REQUESTS, MAX_UTILIZATION, capacity_of
 from ...spec.intlike import cdiv
@@ -57,17 +55,6 @@ class TrtllmLoop(OnePassLoop):
     def method_table(cls, version: Optional[str]) -> str:
         return "trtllm"
 
-    @classmethod
-    def admission(cls, policy: BudgetPolicy, p: BudgetParams, budgets: Budgets, demand: IntLike, computed: IntLike,
-                  threshold: IntLike, max_model_len: IntLike, k: IntLike, prefill_scheduled: BoolLike,
-                  running_scheduled: BoolLike, chunked_prefill: BoolLike) -> decisions.Admission:
-        """The shared decision, its chunk aligned down to the block size when cut short
-        (scheduler.py:1249-1251); a chunk aligned to nothing is not admitted."""
-        decision = super().admission(policy, p, budgets, demand, computed, threshold, max_model_len, k,
-                                     prefill_scheduled, running_scheduled, chunked_prefill)
-        grant = aligned_chunk(decision.grant, demand, p.block_size)
-        return decisions.Admission(grant, decision.padded, or_(decision.stop, and_(chunked_prefill, grant <= 0)))
-
     def _schedule_step(self, step: StepPass) -> None:
         """The running pass, then the waiting pass over the requests that arrived before the first
         one paused: MAX_UTILIZATION goes on after a pause, its walk cut at the paused request
@@ -92,14 +79,15 @@ class TrtllmLoop(OnePassLoop):
             if not serving:
                 break
             computed = req.num_computed_tokens + len(hits) * cfg.block_size
-            decision = self.admission(self.policy, self.params, step.budgets, req.num_tokens - computed, computed,
-                                      threshold, cfg.max_model_len, self.k, step.prefill_scheduled,
+            demand = req.num_tokens - computed
+            decision = self.admission(self.policy, self.params, step.budgets, demand, computed, threshold,
+                                      cfg.max_model_len, self.k, step.prefill_scheduled,
                                       bool(step.scheduled_running), self.params.enable_chunked_prefill)
-            if decision.stop and cfg.enable_chunked_prefill and int(decision.grant) <= 0:
-                continue
             if decision.stop:
                 break
-            grant = int(decision.grant)
+            grant = int(aligned_chunk(decision.grant, demand, cfg.block_size))  # scheduler.py:1249-1251
+            if grant <= 0:
+                continue
             slots = grant_rules.kv_slots_needed(computed, self._admission_kv_tokens(req, computed, grant),
                                                 self.lookahead, self._kv_len_cap)
             if not self.pool.allocate(req, slots, hits):
