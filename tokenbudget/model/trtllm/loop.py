@@ -74,10 +74,11 @@ class TrtllmLoop(OnePassLoop):
         every context, scheduler.py:1219-1259), an unchunked one that does not fit ends them."""
         admitted = self._capacity_pass(step, arrived_before)
         cfg, serving = self.cfg, True
-        for req, hits in admitted:
+        for req in admitted:
             serving = serving and (step.may_schedule() or not self.waiting_checks_exit_rule)
             if not serving:
                 break
+            hits = self.pool.find_cached_prefix(req) if req.num_computed_tokens == 0 else []  # after the pauses
             computed = req.num_computed_tokens + len(hits) * cfg.block_size
             demand = req.num_tokens - computed
             decision = self.admission(self.policy, self.params, step.budgets, demand, computed, threshold,
@@ -99,10 +100,10 @@ class TrtllmLoop(OnePassLoop):
             self.pool.cache_full_blocks(req, min(computed + grant, req.num_tokens))
             step.record_grant(req, grant, 0, False)
 
-    def _capacity_pass(self, step: StepPass, arrived_before: Optional[int]) -> list[tuple[Request, list[int]]]:
-        """The waiting contexts the capacity scheduler lets through, with their prefix hits, up to
-        max_num_seqs with the running ones; pausing under MAX_UTILIZATION (scheduler.py:1642-1664)."""
-        admitted: list[tuple[Request, list[int]]] = []
+    def _capacity_pass(self, step: StepPass, arrived_before: Optional[int]) -> list[Request]:
+        """The waiting contexts the capacity scheduler lets through, up to max_num_seqs with the
+        running ones; pausing under MAX_UTILIZATION (scheduler.py:1642-1664)."""
+        admitted: list[Request] = []
         reserved = index = 0
         while index < len(self.waiting) and len(self.running) + len(admitted) < self._admission_seq_cap():
             req = self.waiting[index]
@@ -117,7 +118,7 @@ class TrtllmLoop(OnePassLoop):
                 victim = max(later, key=lambda r: r.arrival)  # the last started after it (scheduler.py:1648-1664)
                 self._pause(step, victim)
                 arrived_before = victim.arrival if arrived_before is None else min(arrived_before, victim.arrival)
-            admitted.append((req, hits))
+            admitted.append(req)
             reserved += self._counted_by_capacity(req, hits)
         return admitted
 
@@ -224,5 +225,22 @@ class TrtllmLoop(OnePassLoop):
         return max(self.running, key=lambda r: r.arrival)
 
     def _progress_possible(self, step: StepPass) -> bool:
-        """Budget left by the exit rule, and KV for some request's next token."""
-        return step.may_schedule() and self._room_for_a_token(admit=True)
+        """Budget left by the exit rule, and KV for some request's next step: a generation
+        request's 1 + drafts (prepare_resources adds them all), a context's next token, the
+        head of the waiting queue through the capacity policy's gate."""
+        if not step.may_schedule():
+            return False
+        free, cfg = self.pool.num_free, self.cfg
+        for req in self.running:
+            if req.num_computed_tokens + 1 >= cfg.max_model_len:
+                continue
+            tokens = 1 + (req.num_draft_tokens if req.is_decoding else 0)
+            slots = grant_rules.kv_slots_needed(req.num_computed_tokens, tokens, self.lookahead, self._kv_len_cap)
+            if self.pool.blocks_needed(req, slots, []) <= free:
+                return True
+        if self.waiting and len(self.running) < self._admission_seq_cap():
+            req = self.waiting[0]
+            hits = self.pool.find_cached_prefix(req)
+            slots = grant_rules.kv_slots_needed(len(hits) * cfg.block_size, 1, self.lookahead, self._kv_len_cap)
+            return self.pool.blocks_needed(req, slots, hits) <= free and self._whole_sequence_fits(req, hits)
+        return False
