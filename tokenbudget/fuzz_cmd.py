@@ -31,7 +31,7 @@ from .fuzz.parallel import Job, WorkerDied, fuzz_workers
 from .fuzz.session import Counterexample, fuzz, save, seconds_left
 from .harness.fastdeploy import runtime as fastdeploy_runtime
 from .harness.fastdeploy.conform import modelled_commit
-from .harness.fastdeploy.target import FastDeployTarget
+from .harness.fastdeploy.differential import FastDeployDifferentialTarget
 from .harness.sglang.differential import SglangDifferentialTarget
 from .harness.trtllm.differential import TrtllmDifferentialTarget
 from .harness.vllm.differential import DifferentialTarget
@@ -51,7 +51,7 @@ DESCRIPTION = ("Drive a target step by step with Hypothesis-generated requests, 
                "own (or over its base, or known under --strict), else 0.")
 
 FACTORIES: dict[str, TargetFactory] = {MODEL: ModelTarget, VLLM: DifferentialTarget, SGLANG: SglangDifferentialTarget,
-                                        FASTDEPLOY: FastDeployTarget, TRTLLM: TrtllmDifferentialTarget}
+                                        FASTDEPLOY: FastDeployDifferentialTarget, TRTLLM: TrtllmDifferentialTarget}
 DEFAULT_POLICY = {VLLM: "vllm-adaptive", SGLANG: "sglang-0.5.23", TRTLLM: "trtllm"}  # the built-in that models the engine driven
 DEFAULT_SECONDS = 10.0
 MAX_EXAMPLES = 10**7  # per policy
@@ -79,11 +79,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", choices=tuple(FACTORIES), default=MODEL,
                         help="what executes the ops: the reference model, the real vLLM scheduler (the importable one, "
                              "or --engine-path's) or SGLang's (--engine-path DIR or $TOKENBUDGET_SGLANG_PATH, in a "
-                             "child process), both judged in lockstep with the model, or FastDeploy's (--engine-path "
-                             "DIR or $TOKENBUDGET_FASTDEPLOY_PATH, in a child process), or TensorRT-LLM's "
-                             "scheduler.py (--engine-path DIR, $TOKENBUDGET_TRTLLM_PATH or "
-                             ".engines/tensorrt-llm-002f3cc3; the capacity policy the config's engine_version names, "
-                             "all three drawn), judged in lockstep with the model")
+                             "child process) or FastDeploy's (--engine-path DIR or $TOKENBUDGET_FASTDEPLOY_PATH, in a "
+                             "child process) or TensorRT-LLM's scheduler.py (--engine-path DIR, $TOKENBUDGET_TRTLLM_PATH "
+                             "or .engines/tensorrt-llm-002f3cc3; the capacity policy the config's engine_version names, "
+                             "all three drawn), each judged in lockstep with the model")
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--examples", type=at_most(positive_int, MAX_EXAMPLES), metavar="N",
                         help="Hypothesis examples per policy, shrinking included")

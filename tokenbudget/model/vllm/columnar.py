@@ -69,9 +69,12 @@ RULES: dict[str, ColumnarRules] = {
 _POLICY_METHODS = ("initial_budgets", "may_schedule", "grant", "charge", "spend", "runner_rows")
 
 
+_MODEL = __package__.rpartition(".")[0] + "."  # the model's package: the policy base class lives above vllm/
+
+
 def _own(fn: Any) -> bool:
     """Whether ``fn`` is a function the model itself defines (not one a test or a user put in its place)."""
-    return getattr(fn, "__module__", "").startswith(__package__ + ".")
+    return getattr(fn, "__module__", "").startswith(_MODEL)
 
 
 def _model_method(cls: type, name: str) -> bool:
