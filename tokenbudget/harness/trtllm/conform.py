@@ -23,7 +23,7 @@ def trtllm_engine(path: Path | None = None, capacity: str = GUARANTEED_NO_EVICT,
     trt = runtime.load(path)
     model = get_policy(policy)
     warning = None if trt["release"].startswith(runtime.COMMIT) else (
-        f"TensorRT-LLM {trt['release']} is not the modelled commit {runtime.COMMIT}; the model follows {runtime.COMMIT}")
+        f"TensorRT-LLM {trt['release']} is not the modelled commit {runtime.COMMIT}; the model follows it")
 
     def lockstep(trace: Trace) -> Lockstep:
         return run_lockstep(trace, partial(TrtllmTarget, path=trt["folder"]))

@@ -11,6 +11,8 @@ speculation (no drafts, no drafter's slots) matches neither.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from ...model.trtllm.deployments import GUARANTEED_NO_EVICT, MAX_UTILIZATION, capacity_of
 from ..known_divergences import KnownDivergence
 from ..lockstep import Lockstep
@@ -24,10 +26,11 @@ def _speculative_kv(result: Lockstep) -> bool:
     return run is not None and run.limits.num_speculative_tokens + run.limits.lookahead > 0
 
 
-def _raised_past_the_count(capacity: str):  # type: ignore[no-untyped-def]
+def _raised_past_the_count(capacity: str) -> Callable[[Lockstep], bool]:
     def matches(result: Lockstep) -> bool:
-        return (result.vllm_raised and result.config is not None and capacity_of(result.config.engine_version) == capacity
-                and (result.vllm.error or "").startswith(OUT_OF_BLOCKS) and _speculative_kv(result))  # type: ignore[union-attr]
+        if result.vllm is None or result.config is None or capacity_of(result.config.engine_version) != capacity:
+            return False
+        return (result.vllm.error or "").startswith(OUT_OF_BLOCKS) and _speculative_kv(result)
     return matches
 
 

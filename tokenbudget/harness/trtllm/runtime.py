@@ -81,7 +81,7 @@ def _publish(folder: Path) -> None:
     """The empty parent packages over ``folder`` and the stand-ins, under TensorRT-LLM's names."""
     if "strenum" not in sys.modules:
         try:
-            import strenum as _  # noqa: F401
+            import strenum as _  # type: ignore[import-not-found]  # noqa: F401
         except ImportError:
             sys.modules["strenum"] = strenum
     for name in PACKAGES:

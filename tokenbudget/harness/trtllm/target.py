@@ -38,7 +38,8 @@ class TrtllmTarget(EngineTarget):
                               "reads the C++ radix tree, which no stand-in has); set enable_prefix_caching=false")
         policy = policy or get_policy(DEFAULT_POLICY)
         self.limits = ModelTarget(cfg, policy, validate=False).limits
-        deployment = Deployment(capacity=capacity or capacity_of(cfg.engine_version), stamps_one_model=getattr(policy, "stamps_one_model", True),
+        deployment = Deployment(capacity=capacity or capacity_of(cfg.engine_version),
+                                stamps_one_model=getattr(policy, "stamps_one_model", True),
                                 lookahead=self.limits.lookahead)
         self.engine = TrtllmEngine(cfg, deployment, path)
         self.num_steps = 0

@@ -6,8 +6,8 @@ model's ``trtllm`` policy accepts, and op lists.
 unit); max_num_seqs 1..6; max_num_tokens B from S * (1 + k) (the model's scope: every generation
 request fits one step; one workload in four takes it) up to 2 * max_model_len; chunked prefill on
 in three workloads of four (off: B >= max_model_len - 1, as TensorRT-LLM refuses a longer prompt);
-prefix reuse off; ``engine_version`` the deployment of the capacity policy. The KV pool: under GUARANTEED_NO_EVICT and MAX_UTILIZATION from the blocks of
-one sequence up, so the capacity policy decides; under MAX_REQUESTS (no KV manager in the
+prefix reuse off; ``engine_version`` the deployment of the capacity policy. The KV pool: under
+GUARANTEED_NO_EVICT and MAX_UTILIZATION from the blocks of one sequence up, so the capacity policy decides; under MAX_REQUESTS (no KV manager in the
 scheduler) one that holds every request whole. Ops: ``conform_workloads.draw_ops``.
 """
 from __future__ import annotations
