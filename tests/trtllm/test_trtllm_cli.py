@@ -32,7 +32,7 @@ def test_every_trtllm_corpus_trace_replays_on_the_real_scheduler(trtllm_folder: 
 
 @pytest.mark.parametrize("argv, says", [
     (["conform", "--engine", "trtllm", "--engine-path", "{tmp}"], "no TensorRT-LLM scheduler at"),
-    (["conform", "--engine", "vllm", "--capacity-policy", "MAX_REQUESTS"], "--capacity-policy is TensorRT-LLM's"),
+    (["conform", "--engine", "vllm", "--capacity-policy", "MAX_REQUESTS"], "is not a capacity scheduler of vllm"),
     (["replay", "--target", "trtllm", "--engine-path", "{tmp}", str(CORPUS / "trtllm-mtp-reserved.json")],
      "no TensorRT-LLM scheduler at"),
 ])

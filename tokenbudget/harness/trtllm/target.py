@@ -31,6 +31,8 @@ class TrtllmTarget(EngineTarget):
     ``cfg.engine_version`` names (``model.trtllm.deployments``; whatever the policy: TensorRT-LLM runs
     its own code, the policy picks the stamp). Raises TrtllmUnavailable without scheduler.py."""
 
+    engine: TrtllmEngine
+
     def __init__(self, cfg: BudgetConfig, policy: BudgetPolicy | None = None, path: Path | None = None,
                  capacity: str | None = None) -> None:
         if cfg.enable_prefix_caching:

@@ -1,7 +1,7 @@
 """``tensorrt_llm.llmapi.llm_args.CapacitySchedulerPolicy`` (llmapi/llm_args.py, a StrEnum mirroring
 the C++ executor::CapacitySchedulerPolicy): the three policies PyCapacityScheduler dispatches on
 (scheduler.py:1929-1940)."""
-from enum import StrEnum
+from .strenum import StrEnum
 
 
 class CapacitySchedulerPolicy(StrEnum):
