@@ -29,10 +29,11 @@ Faked, with nothing downloaded:
   fresh drafts through ``Scheduler.update_draft_token_ids``, in the order of
   ``EngineCore.step`` + ``post_step`` (vllm/v1/engine/core.py:657-696).
 
-Observed, not changed: the engine wraps the scheduler's ``_preempt_request`` to record
-the order of preemptions (``PreemptionRecorder``) (``SchedulerOutput.preempted_req_ids`` is a set); everything else
-it reads of the scheduler (limits, queues, block tables and hashes, request states,
-``progress_possible``) goes through ``observe``, the runtime monitor's way in too.
+Observed, not changed: the engine records the order of preemptions (``PreemptionRecorder``:
+``SchedulerOutput.preempted_req_ids`` is a set); everything else it reads of the scheduler
+(limits, queues, block tables and hashes, request states, ``progress_possible``) goes
+through ``observe``, the runtime monitor's way in too, at the cost of what a pass changed
+(``PassMemo``, ``VllmEngine.fingerprint``).
 
 Speculative methods. No draft model is ever loaded. The ``SpeculativeConfig`` is built
 as vLLM's own tests build it, with ``method="ngram"`` (which needs no draft model and

@@ -20,17 +20,21 @@ class PassMemo:
                           ) -> Optional[tuple[dict[str, tuple[int, ...]], dict[int, object]]]:
         """Each running request's table in KV group ``group`` and the hash of each block more
         than one holds; None where this vLLM keeps its tables otherwise, or where a block may
-        be held outside the running tables (a KV-holding waiting request, a KV connector).
-        A table whose blocks are those read last, plus some at its end, costs the new ones;
-        only blocks read afresh or shared last time are tested for sharing: a block gains a
-        holder only when a request is admitted onto it (a table read afresh), and an appended
-        block is fresh from the pool (vllm/v1/core/block_pool.py ``get_new_blocks``)."""
+        be held outside the running tables (a KV-holding waiting request, a KV connector, a
+        partial hit's copy-on-write). A table whose blocks are those read last, plus some at
+        its end, costs the new ones; only blocks read afresh or shared last time are tested
+        for sharing: a block gains a holder only when a request is admitted onto it (a table
+        read afresh), and an appended block is fresh from the pool."""
+        coordinator = sched.kv_cache_manager.coordinator
         try:
-            held = sched.kv_cache_manager.coordinator.single_type_managers[group].req_to_blocks
+            held = coordinator.single_type_managers[group].req_to_blocks
         except AttributeError:
+            held = None
+        if (held is None or sched.kv_holding_waiting or getattr(sched, "connector", None) is not None
+                or getattr(coordinator, "enable_partial_hash_hits", False)):
+            self.tables, self.shared = {}, ()  # read whole: the next pass starts afresh
             return None
-        if sched.kv_holding_waiting or getattr(sched, "connector", None) is not None:
-            return None
+        # a new holder: touch (block_pool.py:752-766), an appended block: get_new_blocks (:666-699) in 0.32.0
         memo, tables, fresh = self.tables, {}, list(self.shared)
         for rid in running:
             blocks = held.get(rid, ())
