@@ -2,8 +2,9 @@
 
 The campaign's folder (``--out``) holds its state, its report (``report.json`` and the
 plot ``report.png``, rewritten as it runs) and its corpus; running the same command again
-continues it. Ctrl-C ends it with the report so far (exit 130). Exit status 0 when nothing
-was violated, 1 when something was, as ``fuzz``.
+continues it. Ctrl-C ends it with the report so far (exit 130). Exit status 1 when something
+was violated, 4 when nothing was but the campaign ran under its target's floor of examples and
+steps (``tokenbudget.evidence``: "no evidence", never ok), else 0, as ``fuzz``.
 """
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from pathlib import Path
 from . import render
 from .args import add_database, add_json, add_max_work_gap, add_policy, folder, positive_float, positive_int
 from .console import Console
-from .exits import FAILED, INTERRUPTED, OK
+from .evidence import NO_EVIDENCE, floor_of, shortfall
+from .exits import FAILED, INTERRUPTED, NO_EVIDENCE as NO_EVIDENCE_EXIT, OK
 from .fuzz.campaign import Campaign, report_json, run_campaign
 from .fuzz.database import open_database
 from .fuzz_cmd import FACTORIES
@@ -26,8 +28,8 @@ HELP = "fuzz for hours on every core; resumable, with a periodic report"
 DESCRIPTION = ("Fuzz every policy chosen on worker processes for --hours, round after round, sharing one "
                "example database; each violation becomes a trace in OUT/corpus. OUT/report.json and "
                "OUT/report.png (steps/s and rare-path coverage over time) are rewritten as it runs. Run "
-               "the same command again to continue a stopped campaign. Exit 0 when nothing was violated, "
-               "1 when something was, 130 when interrupted.")
+               "the same command again to continue a stopped campaign. Exit 1 when something was violated, "
+               "4 (no evidence) when nothing was but too little ran, 0 when nothing was, 130 when interrupted.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,9 +60,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
     campaign = Campaign(args.out, args.hours, policies, factory, args.target, args.workers, args.database, args.seed,
                         args.max_work_gap)
     state, interrupted = run_campaign(campaign, lambda live: console.progress(render.live(live)))
-    doc = report_json(campaign, state, running=False)
+    short = None if state.violations else shortfall(state.examples, state.steps, floor_of(args.target))
+    doc = {**report_json(campaign, state, running=False), "no_evidence": short}
     if args.json:
-        console.json({**doc, "ok": not state.violations, "interrupted": interrupted})
+        console.json({**doc, "ok": not state.violations and short is None, "interrupted": interrupted,
+                      "verdict": "FAIL" if state.violations else NO_EVIDENCE if short else "ok"})
     else:
         console.text(render.campaign(doc, interrupted))
-    return INTERRUPTED if interrupted else FAILED if state.violations else OK
+    return INTERRUPTED if interrupted else FAILED if state.violations else NO_EVIDENCE_EXIT if short else OK

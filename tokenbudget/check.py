@@ -13,7 +13,8 @@ corpus trace but the engine findings, with no expectations; traces whose config 
 refuses are skipped. Then every policy is fuzzed briefly on the model (``fuzz_section``):
 FUZZ_EXAMPLES examples from seed 0, deterministic, neither shrunk nor reduced (``tokenbudget
 fuzz`` gives the minimal trace), keeping what fails in the example database given (none by
-default). Last, every obligation of each policy is proved (``proofs_section``, ``tokenbudget
+default); a fuzz run under the model's floor of examples and steps (``tokenbudget.evidence``)
+marks no cell ok and fails the row ("no evidence"). Last, every obligation of each policy is proved (``proofs_section``, ``tokenbudget
 prove``); a built-in's verdict the manifest does not record fails its row. A user policy's
 obligations are proved on every core (``prove`` splits one policy's obligations over ``jobs``
 processes), and every trace on which a replay or the fuzz run showed it violating an invariant
@@ -40,6 +41,7 @@ from hypothesis.database import ExampleDatabase
 from z3 import Z3Exception
 
 from .spec.corpus import load_corpus
+from .fuzz.coverage import steps_per_path
 from .fuzz.session import fuzz
 from .model import POLICY_ERROR, ConfigError, PolicyError, builtin_policies, get_policy
 from .model.policy_guard import symbolic_branch
@@ -50,6 +52,8 @@ from .model.replay import BadInput, ReplayResult, replay_on_model
 from .spec import INVARIANTS
 from .spec.invariants import EFFICIENCY, JUDGED_KINDS
 from .spec.trace import Trace
+from .evidence import NO_EVIDENCE, floor_of, shortfall
+from .targets import MODEL
 from .verdict import Judge, Verdict, judge
 
 OK, VIOLATED, UNEXPECTED, UNTESTED = "ok", "VIOLATED", "UNEXPECTED", "-"
@@ -78,6 +82,7 @@ class PolicyRow:
     verdicts: list[Verdict] = field(default_factory=list)  # every violation judged (``tokenbudget.verdict``), in order
     policy_error: str | None = None  # the user policy failed (raised, a wrong type): later sections skip it
     own: list[Trace] = field(default_factory=list)  # traces that showed a violation of its own, for the prover
+    fuzzed: dict[str, Any] | None = None  # what its fuzz run rests on: examples, steps, coverage; None: not fuzzed
 
     def failed_policy(self, where: str, error: str) -> None:
         self.policy_error = error
@@ -113,7 +118,7 @@ class CheckReport:
             "ok": self.ok,
             "invariants": [{"id": inv.id, "kind": inv.kind} for inv in INVARIANTS.values()],
             "policies": [{"policy": r.policy, "user": r.user, "cells": r.cells, "traces": r.traces,
-                          "ok": r.ok, "failures": r.failures,
+                          "ok": r.ok, "failures": r.failures, "fuzz": r.fuzzed,
                           "judged": [{"invariant": v.invariant, "verdict": v.kind, "where": v.where}
                                      for v in r.verdicts]} for r in self.rows],
             "skipped": self.skipped, "interrupted": self.interrupted, "stopped": self.stopped,
@@ -274,8 +279,14 @@ def fuzz_section(report: CheckReport, progress: Progress, database: ExampleDatab
             continue
         if result.interrupted:  # the session ends quietly on Ctrl-C; the check ends with it
             raise KeyboardInterrupt
-        for invariant in JUDGED:
-            row.mark(invariant, OK)
+        short = shortfall(result.examples, result.steps, floor_of(MODEL, FUZZ_EXAMPLES))
+        row.fuzzed = {"examples": result.examples, "steps": result.steps, "coverage": steps_per_path(result.coverage),
+                      "no_evidence": short}
+        if short is not None and not result.counterexamples:
+            row.failures.append(f"fuzz (seed 0, {FUZZ_EXAMPLES} examples): {NO_EVIDENCE}: {short}")
+        elif short is None:
+            for invariant in JUDGED:
+                row.mark(invariant, OK)
         judged = _judge_of(row, report)
         for found in result.counterexamples:
             if found.kind == POLICY_ERROR:

@@ -9,14 +9,18 @@ Hypothesis program beside it; files that exist are never overwritten. A user pol
 derived from a built-in is fuzzed against it (``--max-work-gap``, ``model.base_gap``).
 Every violation is judged by ``tokenbudget.verdict``, the rule ``check`` and ``prove``
 follow: the summary gives each its verdict (known, own, gap over the base), and the exit
-status is 1 when some verdict fails (own, a gap, or known under ``--strict``), else 0.
-vLLM missing is bad input (2).
+status is 1 when some verdict fails (own, a gap, or known under ``--strict``); else 4 when a
+policy ran under its target's floor of examples and steps (``tokenbudget.evidence``: "no
+evidence", never ok), else 0. ``--seconds`` is fuzzing time, from each policy's first example;
+start-up (importing an engine, spawning workers, building the first target) is reported apart
+and capped by ``--startup-seconds``. vLLM missing is bad input (2).
 """
 from __future__ import annotations
 
 import argparse
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -25,13 +29,14 @@ from .args import (add_database, add_json, add_policy, add_verdict_options, at_m
                    positive_float, positive_int, seed)
 from .console import Console
 from .engine_path import STARTED_ENV, add_engine_path, own_process_started
-from .exits import FAILED, INTERRUPTED, OK
+from .evidence import NO_EVIDENCE, floor_of, shortfall
+from .exits import FAILED, INTERRUPTED, NO_EVIDENCE as NO_EVIDENCE_EXIT, OK
 from .fuzz.database import open_database
 from .fuzz.parallel import Job, WorkerDied, fuzz_workers
-from .fuzz.session import Counterexample, fuzz, save, seconds_left
+from .fuzz.session import STARTUP_SECONDS, Counterexample, FuzzReport, fuzz, save
 from .harness.fastdeploy import runtime as fastdeploy_runtime
 from .harness.fastdeploy.conform import modelled_commit
-from .harness.fastdeploy.target import FastDeployTarget
+from .harness.fastdeploy.differential import FastDeployDifferentialTarget
 from .harness.sglang.differential import SglangDifferentialTarget
 from .harness.vllm.differential import DifferentialTarget
 from .model import POLICY_ERROR, BudgetConfig, PolicyError, builtin_policies, get_policy
@@ -50,25 +55,19 @@ DESCRIPTION = ("Drive a target step by step with Hypothesis-generated requests, 
                "own (or over its base, or known under --strict), else 0.")
 
 FACTORIES: dict[str, TargetFactory] = {MODEL: ModelTarget, VLLM: DifferentialTarget, SGLANG: SglangDifferentialTarget,
-                                        FASTDEPLOY: FastDeployTarget}
+                                        FASTDEPLOY: FastDeployDifferentialTarget}
 DEFAULT_POLICY = {VLLM: "vllm-adaptive", SGLANG: "sglang-0.5.23"}  # the built-in that models the engine driven
 DEFAULT_SECONDS = 10.0
 MAX_EXAMPLES = 10**7  # per policy
 MAX_SECONDS = 7 * 86400.0  # a week per policy
 
 
-def process_started() -> float:
-    """``time.time()`` when this command started: when its process started (read from /proc
-    on Linux; elsewhere, now), or, in the child ``--engine-path`` starts, when the parent
-    did (``engine_path.STARTED_ENV``). ``--seconds`` counts from there, so importing,
-    starting the child and spawning workers are part of it."""
-    parent = os.environ.get(STARTED_ENV)
-    if parent:
-        try:
-            return float(parent)
-        except ValueError:
-            pass
-    return own_process_started()
+def command_started() -> float:
+    """``time.time()`` when this command started: in a child the command started for
+    ``--engine-path`` (``engine_path.STARTED_ENV`` set), when that process started, so its
+    imports count; else now (``run`` asks as it begins: the process may be a long-lived
+    caller of ``cli.main``). The start-up a fuzz run reports, and caps, counts from there."""
+    return own_process_started() if os.environ.get(STARTED_ENV) else time.time()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -78,14 +77,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", choices=tuple(FACTORIES), default=MODEL,
                         help="what executes the ops: the reference model, the real vLLM scheduler (the importable one, "
                              "or --engine-path's) or SGLang's (--engine-path DIR or $TOKENBUDGET_SGLANG_PATH, in a "
-                             "child process), both judged in lockstep with the model, or FastDeploy's (--engine-path "
-                             "DIR or $TOKENBUDGET_FASTDEPLOY_PATH, in a child process)")
+                             "child process) or FastDeploy's (--engine-path DIR or $TOKENBUDGET_FASTDEPLOY_PATH, in a "
+                             "child process), each judged in lockstep with the model")
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--examples", type=at_most(positive_int, MAX_EXAMPLES), metavar="N",
                         help="Hypothesis examples per policy, shrinking included")
     budget.add_argument("--seconds", type=at_most(positive_float, MAX_SECONDS), metavar="S",
-                        help=f"seconds per policy, shrinking and starting the command included (default "
-                             f"{DEFAULT_SECONDS:g})")
+                        help=f"seconds of fuzzing per policy, shrinking included, counted from its first example "
+                             f"(default {DEFAULT_SECONDS:g}); start-up before it is reported apart")
+    parser.add_argument("--startup-seconds", type=at_most(positive_float, MAX_SECONDS), default=STARTUP_SECONDS,
+                        metavar="S", help="the most seconds start-up may take (starting the command, importing the "
+                                          "engine, spawning workers, building the first target) before fuzzing gives "
+                                          "up with no evidence (default %(default)g)")
     parser.add_argument("--seed", type=seed, default=0,
                         help="the Hypothesis seed (default 0); worker 0 uses it, the others seeds derived from it")
     parser.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1, metavar="N",
@@ -100,7 +103,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    started = process_started()
+    started = command_started()
     default = [DEFAULT_POLICY[args.target]] if args.target in DEFAULT_POLICY else list(builtin_policies())
     if args.target == FASTDEPLOY:  # FastDeploy missing: bad input, now; by default its commit's policy
         fd = fastdeploy_runtime.load()
@@ -123,15 +126,15 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.workers == 1:
         reports = []
         for index, policy in enumerate(policies):
-            left = None if seconds is None else seconds_left(started, index, seconds)
             reports.append(fuzz(policy, target_factory=factory, target_name=args.target, examples=args.examples,
-                                seconds=left, seed=args.seed, corpus=corpus, progress=console.progress,
-                                database=database, max_work_gap=args.max_work_gap))
+                                seconds=seconds, seed=args.seed, corpus=corpus, progress=console.progress,
+                                database=database, max_work_gap=args.max_work_gap,
+                                startup_seconds=args.startup_seconds, started=started if index == 0 else None))
             if reports[-1].interrupted:
                 break
     else:
         job = Job(tuple(policies), factory, args.target, args.examples, seconds, args.seed, args.database, started,
-                  args.max_work_gap)
+                  args.max_work_gap, args.startup_seconds)
         try:
             reports = fuzz_workers(job, args.workers, lambda live: console.progress(render.live(live)))
         except WorkerDied as e:
@@ -143,17 +146,32 @@ def run(args: argparse.Namespace, console: Console) -> int:
             r.counterexamples[:] = [save(c, corpus) for c in r.counterexamples]
     interrupted = reports[-1].policy if reports and reports[-1].interrupted else None
     verdicts = {r.policy: [_verdict(args, r.policy, c) for c in r.counterexamples] for r in reports}
-    ok = not failed((v for judged in verdicts.values() for v in judged), args.strict)
+    fails = failed((v for judged in verdicts.values() for v in judged), args.strict)
+    short = {r.policy: None if failed(verdicts[r.policy], args.strict) else _no_evidence(args, r) for r in reports}
     if args.json:
-        console.json({"ok": ok, "target": args.target, "workers": args.workers, "database": args.database,
+        console.json({"ok": not fails and not any(short.values()), "verdict": _verdict_word(fails, short),
+                      "target": args.target, "workers": args.workers, "database": args.database,
                       "corpus": str(corpus), "interrupted": interrupted, "strict": args.strict,
-                      "policies": [{**r.to_json(), "ok": not failed(verdicts[r.policy], args.strict),
+                      "policies": [{**r.to_json(), "ok": not failed(verdicts[r.policy], args.strict) and
+                                    short[r.policy] is None, "no_evidence": short[r.policy],
                                     "known": sorted(v.invariant for v in verdicts[r.policy] if v.known),
                                     "judged": {c.key: v.kind for c, v in zip(r.counterexamples, verdicts[r.policy])}}
                                    for r in reports]})
     else:
-        console.text(render.fuzz(reports, verdicts, corpus, interrupted, args.strict))
-    return INTERRUPTED if interrupted else OK if ok else FAILED
+        console.text(render.fuzz(reports, verdicts, corpus, interrupted, args.strict, short))
+    return INTERRUPTED if interrupted else FAILED if fails else NO_EVIDENCE_EXIT if any(short.values()) else OK
+
+
+def _no_evidence(args: argparse.Namespace, report: FuzzReport) -> str | None:
+    """Why a policy's run is no evidence (``tokenbudget.evidence``), or None: it met its floor."""
+    why = shortfall(report.examples, report.steps, floor_of(args.target, args.examples))
+    if why is not None and report.startup_exceeded:
+        why += f": start-up ran past --startup-seconds {args.startup_seconds:g}"
+    return why
+
+
+def _verdict_word(fails: bool, short: dict[str, str | None]) -> str:
+    return "FAIL" if fails else NO_EVIDENCE if any(short.values()) else "ok"
 
 
 def _verdict(args: argparse.Namespace, policy: str, found: Counterexample) -> Verdict:

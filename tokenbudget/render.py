@@ -36,14 +36,21 @@ def clean(text: object, limit: int = MAX_TEXT) -> str:
     """Text from the input (ids, descriptions, paths, messages quoting them) made safe to
     print on one line: control characters (newlines, ANSI escapes), lone surrogates, line
     separators and bidi overrides escaped as ``\\n``, ``\\x1b``, ``\\ud800``; past ``limit``
-    characters cut with a note saying how many were left out."""
+    characters cut with a note saying how many were left out, unless the note is no shorter
+    than what it would replace."""
     text = str(text)
     cut = len(text) - limit if len(text) > limit else 0
+    if cut and len(_cut_note(cut)) >= cut:
+        cut = 0
     if cut:
         text = text[:limit]
     if not text.isprintable():
         text = "".join(_escape(c) for c in text)
-    return f"{text}... ({cut} more characters)" if cut else text
+    return text + _cut_note(cut) if cut else text
+
+
+def _cut_note(cut: int) -> str:
+    return f"... ({cut} more characters)"
 
 
 def _escape(c: str) -> str:
@@ -119,7 +126,7 @@ def replay(result: ReplayResult, description: str | None, judged: Sequence[Verdi
         verdict = f"violated, as expected ({', '.join(sorted({v.invariant for v in result.violations}))})"
     else:
         verdict = "ok"
-    lines.append(f"verdict: {verdict}  (max work gap {result.max_work_gap})")
+    lines.append(f"verdict: {verdict}  (largest work gap seen: {result.max_work_gap} tokens in a step)")
     return "\n".join(lines)
 
 
@@ -151,14 +158,16 @@ def runner(report: RunnerReport) -> str:
 # -- check ------------------------------------------------------------------------------
 def check(report: CheckReport) -> str:
     ids = list(INVARIANTS)
-    header = ["policy", *[str(n) for n in range(1, len(ids) + 1)], "traces", "verdict"]
-    rows = [[clean(row.policy, 60), *[row.cells[i] for i in ids], str(row.traces), "ok" if row.ok else "FAIL"]
-            for row in report.rows]
+    header = ["policy", *[str(n) for n in range(1, len(ids) + 1)], "traces", "fuzzed", "verdict"]
+    rows = [[clean(row.policy, 60), *[row.cells[i] for i in ids], str(row.traces),
+             "-" if row.fuzzed is None else f"{row.fuzzed['examples']}/{row.fuzzed['steps']}",
+             "ok" if row.ok else "FAIL"] for row in report.rows]
     lines = table(header, rows)
     lines.append("")
     lines += [f"  {n:>2}  {inv.id}  ({inv.kind})" for n, inv in enumerate(INVARIANTS.values(), 1)]
     lines.append("cells: ok held in every replay and fuzz run; VIOLATED violated, known (README: How a verdict is "
-                 "reached); UNEXPECTED a verdict failed on it; gap N budget left unused; - not tested")
+                 "reached); UNEXPECTED a verdict failed on it; gap N budget left unused; - not tested; fuzzed: the "
+                 "examples/steps its fuzz run rests on (under the floor: no evidence, the row fails)")
     known = [f"{r.policy}: {k}" for r in report.rows for k in r.known]
     for label, entries in (("skipped", report.skipped), ("known", known),
                            ("failures", [f"{r.policy}: {f}" for r in report.rows for f in r.failures])):
@@ -232,13 +241,19 @@ def manifest_update(recorded: int, path: str, unknown: Sequence[Outcome]) -> str
 
 # -- fuzz -------------------------------------------------------------------------------
 def fuzz(reports: Sequence[FuzzReport], verdicts: Mapping[str, Sequence[Verdict]], corpus: Path,
-         interrupted: str | None = None, strict: bool = False) -> str:
-    """One row per policy, then each counterexample with its verdict (``verdicts``: per policy,
-    one per counterexample, in order; ``tokenbudget.verdict``) and its trace; ``interrupted``
-    the policy Ctrl-C stopped. The verdict line says what fails by the one rule."""
+         interrupted: str | None = None, strict: bool = False,
+         no_evidence: Mapping[str, str | None] | None = None) -> str:
+    """One row per policy (examples, steps, fuzzing seconds and the start-up before them),
+    then each counterexample with its verdict (``verdicts``: per policy, one per
+    counterexample, in order; ``tokenbudget.verdict``) and its trace; ``interrupted`` the
+    policy Ctrl-C stopped; ``no_evidence``: per policy, why its run is too short to be ok
+    (``tokenbudget.evidence``). The verdict line says what fails by the one rule, and what
+    an ok rests on."""
+    short = {p: why for p, why in (no_evidence or {}).items() if why}
     rows = [[clean(r.policy, 60), str(r.examples), str(r.steps), f"{r.steps_per_second:.0f}", f"{r.seconds:.1f}",
-             ", ".join(c.key for c in r.counterexamples) or "-"] for r in reports]
-    lines = table(["policy", "examples", "steps", "steps/s", "seconds", "violated"], rows, right=(1, 2, 3, 4))
+             f"{r.startup_seconds:.1f}", ", ".join(c.key for c in r.counterexamples) or "-"] for r in reports]
+    lines = table(["policy", "examples", "steps", "steps/s", "seconds", "start-up s", "violated"], rows,
+                  right=(1, 2, 3, 4, 5))
     for r in reports:
         for c, v in zip(r.counterexamples, verdicts[r.policy]):
             shrunk = f"shrunk to {len(c.trace.ops)} ops" if c.program else f"{len(c.trace.ops)} ops, no Hypothesis program"
@@ -252,10 +267,16 @@ def fuzz(reports: Sequence[FuzzReport], verdicts: Mapping[str, Sequence[Verdict]
     failing = [v for v in judged if v.fails(strict)]
     if interrupted:
         lines.append(f"interrupted (Ctrl-C) while fuzzing {clean(interrupted, 60)}; the rows show what ran")
-    if not judged:
-        verdict = "ok: no violation"
+    lines += [f"{clean(policy, 60)}: no evidence: {why}" for policy, why in short.items()]
+    examples, steps = sum(r.examples for r in reports), sum(r.steps for r in reports)
+    evidence = f"{examples} example{'s' * (examples != 1)}, {steps} step{'s' * (steps != 1)}"
+    if not failing and short:
+        verdict = f"no evidence: {len(short)} of {len(reports)} polic{'ies' if len(reports) != 1 else 'y'} ran " \
+                  f"under the floor ({evidence} in all)"
+    elif not judged:
+        verdict = f"ok: no violation in {evidence}"
     elif not failing:
-        verdict = f"ok: {len(judged)} known violation{'s' * (len(judged) != 1)}"
+        verdict = f"ok: {len(judged)} known violation{'s' * (len(judged) != 1)} in {evidence}"
     else:
         known = sum(v.known is not None for v in judged)
         verdict = f"FAIL: {len(judged)} violations, {len(judged) - known} own or over the base, {known} known" + \
@@ -294,7 +315,10 @@ def campaign(doc: Mapping[str, Any], interrupted: bool) -> str:
     rows = [[v["policy"], v["kind"], f"{v['seconds']:.0f}", v["trace"]] for v in doc["violations"]]
     if rows:
         lines += table(["policy", "violated", "after s", "trace"], rows, right=(2,))
-    lines.append(f"verdict: {'ok: no violation' if not rows else f'{len(rows)} violations'}  "
+    evidence = f"{doc['examples']} examples, {doc['steps']} steps"
+    verdict = f"{len(rows)} violations" if rows else f"no evidence: {doc['no_evidence']}" if doc.get("no_evidence") \
+        else f"ok: no violation in {evidence}"
+    lines.append(f"verdict: {verdict}  "
                  f"(report {Path(doc['plot']).with_suffix('.json')}, plot {doc['plot']}, corpus {doc['corpus']})")
     return "\n".join(lines)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tokenbudget.cli import main
+from tokenbudget.exits import NO_EVIDENCE
 from tokenbudget.fuzz.coverage import PATHS
 
 QUIET = "trtllm"  # a policy the fuzzer finds nothing wrong with, fast (fastdeploy-decode-count's F5 is drawn now)
@@ -61,7 +62,9 @@ def test_a_campaign_reports_and_continues_where_it_stopped(tmp_path: Path, capsy
             "--database", str(tmp_path / "examples"), "--json"]
     code, out, err = run(capsys, *argv, "--hours", str(HOURS))
     first = json.loads(out)
-    assert code in (0, 1) and err == "" and first["running"] is False and first["interrupted"] is False
+    ran = first["examples"] > 0 and first["steps"] > 0  # a busy machine may start no worker in time: no evidence
+    assert (code in (0, 1) if ran else code == NO_EVIDENCE) and err == ""
+    assert first["running"] is False and first["interrupted"] is False
     assert (out_dir / "report.png").stat().st_size > 0 and json.loads((out_dir / "report.json").read_text())["seconds"]
     before = _state(out_dir)
     assert before["seconds"] >= HOURS * 3600 and len(first["history"]) >= 2
@@ -71,7 +74,7 @@ def test_a_campaign_reports_and_continues_where_it_stopped(tmp_path: Path, capsy
     second = json.loads(out)
     after = _state(out_dir)
     assert second["seconds"] >= 2 * HOURS * 3600 and second["examples"] >= first["examples"]
-    assert after["rounds"]["0"] >= before["rounds"].get("0", 0)  # type: ignore[union-attr]
+    assert after["rounds"].get("0", 0) >= before["rounds"].get("0", 0)  # type: ignore[union-attr]
     assert len(second["history"]) > len(first["history"]) and second["history"][:len(first["history"])] == first["history"]
 
 
@@ -95,7 +98,8 @@ def test_ctrl_c_ends_a_campaign_with_its_report_and_it_resumes(tmp_path: Path) -
     resumed = subprocess.run([*argv[:-3], "--hours", str((float(stopped["seconds"]) + 2) / 3600), "--json"],  # type: ignore[arg-type]
                              capture_output=True, text=True, timeout=300, env=os.environ)
     doc = json.loads(resumed.stdout)
-    assert resumed.returncode == 0 and doc["seconds"] > float(stopped["seconds"])  # type: ignore[arg-type]
+    ran = doc["examples"] > 0 and doc["steps"] > 0  # a busy machine may spawn no worker in the 2 s: no evidence
+    assert resumed.returncode == (0 if ran else NO_EVIDENCE) and doc["seconds"] > float(stopped["seconds"])  # type: ignore[arg-type]
     assert doc["history"][:len(stopped["history"])] == stopped["history"]  # type: ignore[arg-type]
 
 

@@ -34,6 +34,7 @@ def test_the_fastdeploy_counterexample_exits_1_with_input_rows_overflow(capsys: 
     assert code == 1 and err == ""
     assert "runner verdict: InputRowsOverflow: step 2: needs 528 input rows" in out
     assert "B = 520" in out and "Traceback" not in out
+    assert "the runner raised InputRowsOverflow" in out and "the scheduler raised InputRowsOverflow" not in out
 
 
 def test_json_is_the_only_stdout(capsys: pytest.CaptureFixture[str]) -> None:

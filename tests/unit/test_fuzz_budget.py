@@ -1,22 +1,39 @@
-"""``fuzz --seconds S`` counts from the command's start: each policy's budget ends at
-started + (i + 1) * S, however long starting (imports, spawning workers) took."""
+"""``fuzz --seconds S`` is fuzzing time, counted from the session's first example; the
+start-up before it (from ``started``, the command's start) is reported apart and capped."""
 from __future__ import annotations
 
 import time
 
-from tokenbudget.fuzz.session import MIN_SECONDS, seconds_left
-from tokenbudget.fuzz_cmd import process_started
+import pytest
+
+from tokenbudget.fuzz.session import fuzz
+from tokenbudget.engine_path import STARTED_ENV, own_process_started
+from tokenbudget.fuzz_cmd import command_started
+
+POLICY = "vllm-adaptive"
 
 
-def test_the_budget_left_counts_from_the_start() -> None:
-    started = time.time() - 3.0
-    assert 6.0 < seconds_left(started, 0, 10.0) <= 7.0
-    assert 16.0 < seconds_left(started, 1, 10.0) <= 17.0
+def test_a_long_start_up_leaves_the_seconds_to_fuzzing() -> None:
+    report = fuzz(POLICY, seconds=0.5, started=time.time() - 100.0, startup_seconds=1000.0)
+    assert report.examples >= 1 and report.steps >= 1 and not report.startup_exceeded
+    assert report.startup_seconds >= 100.0 > report.seconds
 
 
-def test_a_start_past_the_budget_leaves_the_minimum() -> None:
-    assert seconds_left(time.time() - 100.0, 0, 10.0) == MIN_SECONDS
+def test_a_start_up_past_its_cap_runs_no_example() -> None:
+    report = fuzz(POLICY, seconds=0.5, started=time.time() - 100.0, startup_seconds=50.0)
+    assert report.examples == 0 and report.steps == 0 and report.startup_exceeded
+    assert report.seconds == 0.0 and report.startup_seconds >= 100.0
+    assert report.to_json()["startup_exceeded"] is True
 
 
-def test_the_process_started_before_now() -> None:
-    assert 0.0 <= time.time() - process_started() < 3600.0
+def test_a_command_starts_now_or_in_an_engine_path_child_when_its_process_did(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(STARTED_ENV, raising=False)
+    before = time.time()
+    assert before <= command_started() <= time.time()
+    monkeypatch.setenv(STARTED_ENV, "1234.5")
+    assert abs(command_started() - own_process_started()) < 1.0 and command_started() < before
+
+
+def test_no_example_starts_past_the_end_whatever_the_seconds_left() -> None:
+    report = fuzz(POLICY, seconds=1000.0, ends_by=time.time() - 1.0)
+    assert report.examples == 0 and report.steps == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 
 from tokenbudget.fuzz.coverage import PATHS, paths_taken
 from tokenbudget.fuzz.database import DatabaseError, default_database, open_database
-from tokenbudget.fuzz.parallel import Live, merge, sigint_held, stream_seed
+from tokenbudget.fuzz.parallel import Live, abandon_hung, merge, sigint_held, stream_seed
 from tokenbudget.fuzz.session import Counterexample, FuzzReport
 from tokenbudget.fuzz.session import Tally
 from tokenbudget.model import BudgetConfig
@@ -112,3 +113,26 @@ def test_a_ctrl_c_inside_a_held_block_is_raised_once_the_block_ends() -> None:
         assert done == ["the rest of the block"] and signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+class _Process:
+    def __init__(self) -> None:
+        self.terminated = False
+
+    def terminate(self) -> None:
+        self.terminated = True
+
+
+def test_past_the_start_up_cap_the_workers_that_built_no_target_are_stopped() -> None:
+    processes = [_Process(), _Process(), _Process()]
+    abandoned: set[int] = set()
+    abandon_hung(processes, {1}, abandoned, startup_ends=time.time() + 3600)  # the cap not reached: none stopped
+    assert abandoned == set() and not any(p.terminated for p in processes)
+    abandon_hung(processes, {1}, abandoned, startup_ends=time.time() - 1)
+    assert abandoned == {0, 2} and [p.terminated for p in processes] == [True, False, True]
+
+
+def test_merged_start_up_is_the_longest_and_exceeded_if_any_worker_exceeded_it() -> None:
+    merged = merge([FuzzReport("p", "model", 0, examples=3, startup_seconds=2.0),
+                    FuzzReport("p", "model", 0, startup_seconds=9.0, startup_exceeded=True)])
+    assert merged.examples == 3 and merged.startup_seconds == 9.0 and merged.startup_exceeded

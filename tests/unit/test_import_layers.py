@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDERS = {"spec": 0, "model": 1, "harness": 2, "fuzz": 2, "proofs": 2, "kernels": 2, "tokenbudget": 3}
+FOLDERS = {"spec": 0, "model": 1, "harness": 2, "fuzz": 2, "proofs": 2, "kernels": 2, "whatif": 2, "tokenbudget": 3}
 
 
 def _module_name(path: Path) -> str:

@@ -126,7 +126,7 @@ def _campaign_worker(campaign: Campaign, worker: int, first_round: int, deadline
             fuzz(policy, target_factory=campaign.target_factory, target_name=campaign.target_name,
                  seconds=min(ROUND_SECONDS, left), seed=stream_seed(campaign.seed, worker, round),
                  database=database, known=frozenset(found.get(policy, ())),
-                 tally=Sender(events, worker, policy), max_work_gap=campaign.max_work_gap)
+                 tally=Sender(events, worker, policy), max_work_gap=campaign.max_work_gap, ends_by=deadline)
             round += 1
     except BaseException as e:
         worker_errors(events, worker)(e)
@@ -178,6 +178,7 @@ def run_campaign(campaign: Campaign, live: Callable[[Live], None] = lambda _: No
                     write_report(campaign, state, running=True)
                     reported = time.perf_counter()
                 live(counts)
+            time.sleep(max(0.0, deadline - time.time()))  # the workers stop with under a second left: it is spent
         except KeyboardInterrupt:
             interrupted = True
         for event in drain(events):

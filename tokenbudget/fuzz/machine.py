@@ -82,7 +82,9 @@ class FuzzStats:
     (before any shrinking); ``coverage`` the steps that took each rare path
     (``fuzz.coverage``); ``tick`` is called as each example starts, and every TICK_EVERY steps. ``max_examples``
     and ``deadline`` (perf_counter) bound the examples run, shrinking included: see
-    ``FuzzMachine.deploy``."""
+    ``FuzzMachine.deploy``. While ``starting`` (no target built yet) ``deadline`` caps the
+    start-up; the first target built (``target_built``) starts the ``fuzz_seconds``, which
+    never run past ``end``."""
 
     started: float = field(default_factory=time.perf_counter)
     examples: int = 0
@@ -97,6 +99,18 @@ class FuzzStats:
     deadline: float | None = None
     stopped: bool = False  # the budget ran out (BudgetSpent raised, or shrinking ended), or ``cut_short`` ended the run
     cut_short: FuzzFailure | None = None  # found draining an example Hypothesis had cut short, which it drops
+    starting: bool = False
+    fuzz_seconds: float | None = None  # the deadline once a target is built: that many seconds on; None: none
+    began: float | None = None  # perf_counter when the first target was built, while ``starting``
+    end: float | None = None  # perf_counter past which no example starts, start-up or not
+
+    def target_built(self) -> None:
+        """A target was built (or refused its config): start-up, if it lasted, ends now."""
+        if self.starting:
+            self.starting, self.began = False, time.perf_counter()
+            deadline = math.inf if self.fuzz_seconds is None else self.began + self.fuzz_seconds
+            deadline = min(deadline, math.inf if self.end is None else self.end)
+            self.deadline = None if deadline == math.inf else deadline
 
     def spent(self, reserve: int = 0) -> bool:
         """Whether the budget is spent, keeping ``reserve`` examples of it."""
@@ -156,7 +170,10 @@ class FuzzMachine(RuleBasedStateMachine):
                 raise BudgetSpent
             _end_shrinking()  # this example is the last one
         try:
-            made = type(self).target_factory(cfg, type(self).policy)
+            try:
+                made = type(self).target_factory(cfg, type(self).policy)
+            finally:
+                stats.target_built()
         except ConfigError:  # the target (a real engine) refuses a config the policy accepts
             reject()
         except PolicyError as e:  # the user policy failed while the target was built

@@ -7,7 +7,9 @@ is shared but what is passed). Each opens the database by the name ``--database`
 runs and each session's report; the parent merges them: counts add up, and a failure
 kind that several workers found is kept once (the one first seen). Workers ignore
 SIGINT: the parent decides when they stop. A worker whose parent dies, even by SIGKILL
-(which skips the parent's own cleanup), exits at once (``exit_with_parent``).
+(which skips the parent's own cleanup), exits at once (``exit_with_parent``). A worker that
+has built no target when the job's start-up cap has passed is stopped and left out: its
+start-up hung.
 """
 from __future__ import annotations
 
@@ -23,11 +25,11 @@ import time
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Collection, Iterator, Sequence
 
 from ..model.target import TargetFactory
 from .database import open_database
-from .session import PROGRESS_EVERY, Counterexample, FuzzReport, Tally, fuzz, seconds_left
+from .session import PROGRESS_EVERY, STARTUP_SECONDS, Counterexample, FuzzReport, Tally, fuzz
 
 Event = tuple[Any, ...]
 CONTEXT = multiprocessing.get_context("spawn")
@@ -44,9 +46,10 @@ def stream_seed(seed: int, worker: int, round: int = 0) -> int:
 @dataclass(frozen=True)
 class Job:
     """What every worker fuzzes: the policies in turn, each for ``examples`` or ``seconds``
-    (on each worker; counted from ``started`` when given, so spawning the workers is part of
-    the budget), on the target ``target_factory`` makes, with the example database named
-    ``database``; a user policy judged against its base by ``max_work_gap`` (``fuzz``)."""
+    (on each worker, from its first example), on the target ``target_factory`` makes, with
+    the example database named ``database``; a user policy judged against its base by
+    ``max_work_gap`` (``fuzz``). Start-up (spawning, importing, building the first target),
+    counted from ``started`` when given, may last ``startup_seconds``."""
 
     policies: tuple[str, ...]
     target_factory: TargetFactory
@@ -57,6 +60,7 @@ class Job:
     database: str
     started: float | None = None  # time.time() the command started: each policy's seconds count from it
     max_work_gap: int | None = None  # None: no work gap judged
+    startup_seconds: float = STARTUP_SECONDS
 
 
 @dataclass
@@ -99,7 +103,7 @@ class Sender:
         delta = Tally(now.examples - last.examples, now.steps - last.steps,
                       dict(Counter(now.coverage) - Counter(last.coverage)),
                       tuple(k for k in now.violations if k not in last.violations),
-                      now.counterexamples[len(last.counterexamples):])
+                      now.counterexamples[len(last.counterexamples):], began=now.began)
         self.last = now
         self.events.put(("tally", self.worker, self.policy, delta))
 
@@ -122,16 +126,17 @@ class WorkerDied(RuntimeError):
         self.worker, self.exitcode = worker, exitcode
 
 
-def receive(events: Any, processes: list[Any], timeout: float = PROGRESS_EVERY) -> Iterator[Event | None]:
-    """The workers' events until each said ``done``; None when nothing came for ``timeout``
-    seconds. A worker's ``error`` is raised here; a worker that died without a word is
-    ``WorkerDied``."""
+def receive(events: Any, processes: list[Any], timeout: float = PROGRESS_EVERY,
+            abandoned: Collection[int] = ()) -> Iterator[Event | None]:
+    """The workers' events until each said ``done`` or is in ``abandoned`` (which the caller
+    may add to as it goes); None when nothing came for ``timeout`` seconds. A worker's
+    ``error`` is raised here; a worker that died without a word is ``WorkerDied``."""
     running = set(range(len(processes)))
-    while running:
+    while running - set(abandoned):
         try:
             event = _get_whole(events, timeout)
         except queue.Empty:
-            dead = [w for w in running if not processes[w].is_alive()]
+            dead = [w for w in running if w not in abandoned and not processes[w].is_alive()]
             if dead and events.empty():
                 raise WorkerDied(dead[0], processes[dead[0]].exitcode) from None
             yield None
@@ -229,12 +234,10 @@ def _fuzz_worker(job: Job, worker: int, events: Any) -> None:
         database = open_database(job.database)
         seed = stream_seed(job.seed, worker)
         for index, policy in enumerate(job.policies):
-            seconds = job.seconds
-            if seconds is not None and job.started is not None:
-                seconds = seconds_left(job.started, index, seconds)
             report = fuzz(policy, target_factory=job.target_factory, target_name=job.target_name,
-                          examples=job.examples, seconds=seconds, seed=seed, database=database,
-                          tally=Sender(events, worker, policy), max_work_gap=job.max_work_gap)
+                          examples=job.examples, seconds=job.seconds, seed=seed, database=database,
+                          tally=Sender(events, worker, policy), max_work_gap=job.max_work_gap,
+                          startup_seconds=job.startup_seconds, started=job.started if index == 0 else None)
             events.put(("report", worker, report))
     except BaseException as e:
         worker_errors(events, worker)(e)
@@ -247,26 +250,35 @@ def fuzz_workers(job: Job, workers: int, live: Callable[[Live], None] = lambda _
     about every PROGRESS_EVERY seconds. A KeyboardInterrupt ends it with the reports of the
     policies every worker finished, then one marked ``interrupted`` holding what the
     workers' tallies told of the policy running (counts and counterexamples up to their
-    last tally)."""
+    last tally). A worker that built no target within the job's start-up cap is stopped
+    and left out (``abandon_hung``); a policy no worker reported on is an empty report,
+    ``startup_exceeded``."""
     assert workers >= 1
     counts = Live(workers)
     reports: dict[str, list[FuzzReport]] = {p: [] for p in job.policies}
     told = {p: FuzzReport(p, job.target_name, job.seed) for p in job.policies}  # the tallies, added up
+    began: set[int] = set()
+    abandoned: set[int] = set()
+    startup_ends = (job.started or time.time()) + job.startup_seconds
 
     def handle(event: Event) -> None:
         if event[0] == "tally":
             counts.add(event[2], event[3])
             _add_tally(told[event[2]], event[3])
+            if event[3].began:
+                began.add(event[1])
         elif event[0] == "report":
             reports[event[2].policy].append(event[2])
+            began.add(event[1])
 
     interrupted = False
     events, processes = start_workers(_fuzz_worker, [(job, w) for w in range(workers)])
     try:
         try:
-            for event in receive(events, processes):
+            for event in receive(events, processes, abandoned=abandoned):
                 if event is not None:
                     handle(event)
+                abandon_hung(processes, began, abandoned, startup_ends)
                 live(counts)
         except KeyboardInterrupt:
             interrupted = True
@@ -275,7 +287,7 @@ def fuzz_workers(job: Job, workers: int, live: Callable[[Live], None] = lambda _
     finally:
         stop_workers(processes)
     if not interrupted:
-        return [merge(reports[p]) for p in job.policies]
+        return [merge(reports[p]) if reports[p] else _never_started(job, p) for p in job.policies]
     done = []
     for policy in job.policies:
         if len(reports[policy]) < workers:
@@ -286,6 +298,24 @@ def fuzz_workers(job: Job, workers: int, live: Callable[[Live], None] = lambda _
         done.append(merge(reports[policy]))
     done[-1].interrupted = True
     return done
+
+
+def abandon_hung(processes: list[Any], began: Collection[int], abandoned: set[int], startup_ends: float) -> None:
+    """Past ``startup_ends`` (``time.time()``), stop every worker that has not ``began``
+    (built a target) and add it to ``abandoned``."""
+    if time.time() < startup_ends:
+        return
+    for worker, process in enumerate(processes):
+        if worker not in began and worker not in abandoned:
+            process.terminate()
+            abandoned.add(worker)
+
+
+def _never_started(job: Job, policy: str) -> FuzzReport:
+    """The report on a policy whose every worker was stopped in its start-up: nothing ran."""
+    report = FuzzReport(policy, job.target_name, job.seed, startup_exceeded=True)
+    report.startup_seconds = time.time() - job.started if job.started is not None else job.startup_seconds
+    return report
 
 
 def _add_tally(report: FuzzReport, delta: Tally) -> None:
@@ -310,6 +340,8 @@ def merge(reports: Sequence[FuzzReport]) -> FuzzReport:
         merged.examples += r.examples
         merged.steps += r.steps
         merged.seconds = max(merged.seconds, r.seconds)
+        merged.startup_seconds = max(merged.startup_seconds, r.startup_seconds)
+        merged.startup_exceeded = merged.startup_exceeded or r.startup_exceeded
         merged.coverage.update(r.coverage)
     merged.counterexamples = _earliest_per_kind([c for r in reports for c in r.counterexamples])
     return merged

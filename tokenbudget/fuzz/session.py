@@ -9,6 +9,10 @@ shows only known ones just ends, so the examples go to finding the others. ``exa
 seconds, shrinking included, and reduces a counterexample only while time is left (batch
 sizes do not depend on timing, so a seed always runs the same examples in the same
 order). A budget spent while shrinking leaves the failure as far as it was shrunk.
+The seconds count from the first example, when the first target is built: start-up
+(importing an engine, building its first scheduler) is counted apart and capped by
+``startup_seconds``, past which no example starts (a worker whose start-up hangs is
+stopped by its parent: ``fuzz.parallel``).
 
 With an example ``database`` every batch first replays the failing examples saved under
 the machine's key (``Phase.reuse``; ``machine.database_key``), whoever saved them, and
@@ -52,6 +56,7 @@ PHASES = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrin
 FIRST_BATCH = 25  # examples in the first batch of a timed session; each next one doubles, up to
 MAX_BATCH = 100
 PROGRESS_EVERY = 0.2  # seconds between progress lines
+STARTUP_SECONDS = 600.0  # the default cap on a session's start-up: importing vLLM on a loaded machine takes a minute
 
 Progress = Callable[[str], None]
 
@@ -61,13 +66,15 @@ class Tally:
     """A session's counts so far (the batch running included), as ``fuzz`` reports them
     to its ``tally`` callback while it runs; ``violations`` are the kinds seen, shrunk or
     not yet, but for those it was told are known (each of them ends up a counterexample
-    of the report); ``counterexamples`` those made so far."""
+    of the report); ``counterexamples`` those made so far; ``began``: a target was built
+    (start-up is over)."""
 
     examples: int
     steps: int
     coverage: dict[str, int]
     violations: tuple[str, ...]
     counterexamples: tuple["Counterexample", ...] = ()
+    began: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,7 +106,9 @@ class Counterexample:
 @dataclass
 class FuzzReport:
     """What a session did: examples and steps run (shrinking included), the steps that
-    took each rare path (``fuzz.coverage``), and one counterexample per failure kind found."""
+    took each rare path (``fuzz.coverage``), and one counterexample per failure kind found;
+    ``seconds`` of fuzzing from the first example, ``startup_seconds`` before it (the whole
+    session when no example ran), ``startup_exceeded`` when start-up ran past its cap."""
 
     policy: str
     target: str
@@ -110,6 +119,8 @@ class FuzzReport:
     counterexamples: list[Counterexample] = field(default_factory=list)
     coverage: Counter[str] = field(default_factory=Counter)
     interrupted: bool = False  # Ctrl-C ended the session early
+    startup_seconds: float = 0.0
+    startup_exceeded: bool = False
 
     @property
     def steps_per_second(self) -> float:
@@ -123,6 +134,7 @@ class FuzzReport:
         return {
             "ok": self.ok, "policy": self.policy, "target": self.target, "seed": self.seed,
             "examples": self.examples, "steps": self.steps, "seconds": round(self.seconds, 3),
+            "startup_seconds": round(self.startup_seconds, 3), "startup_exceeded": self.startup_exceeded,
             "steps_per_second": round(self.steps_per_second, 1), "coverage": steps_per_path(self.coverage),
             "coverage_examples": examples_per_path(self.coverage),
             "violations": {
@@ -141,10 +153,14 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
          phases: Sequence[Phase] = PHASES, stop_when_found: frozenset[str] = frozenset(),
          database: ExampleDatabase | None = None, known: frozenset[str] = frozenset(),
          tally: Callable[[Tally], None] = lambda _: None, max_work_gap: int | None = None,
-         reduce_seconds: float | None = None) -> FuzzReport:
+         reduce_seconds: float | None = None, startup_seconds: float = STARTUP_SECONDS,
+         started: float | None = None, ends_by: float | None = None) -> FuzzReport:
     """Fuzz one policy on one target; save counterexamples under ``corpus`` when given.
 
-    Exactly one of ``examples`` and ``seconds`` is set; the session also ends once every
+    Exactly one of ``examples`` and ``seconds`` is set; ``seconds`` count from the first
+    target built, and start-up before it, from ``started`` (``time.time()``; default: now),
+    may last ``startup_seconds``: past that no example starts, nor past ``ends_by``
+    (``time.time()``: a campaign's end), start-up or not. The session also ends once every
     kind in ``stop_when_found`` has been found (when it is not empty). Kinds in ``known``
     are not searched for (a run showing only those ends quietly). ``tally`` hears the
     counts as ``progress`` does. A user policy with a built-in base is judged against it
@@ -161,14 +177,21 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
     policy = get_policy(policy_spec)
     report = FuzzReport(policy_spec, target_name, seed)
     found_by = f"Hypothesis: tokenbudget fuzz --policy {policy_spec} --seed {seed}"
-    started = shown = time.perf_counter()
-    deadline = None if seconds is None else started + seconds
+    started = shown = time.perf_counter() - (0.0 if started is None else max(0.0, time.time() - started))
+    end = None if ends_by is None else time.perf_counter() + ends_by - time.time()
+    startup_deadline, began = min(started + startup_seconds, math.inf if end is None else end), None
+
+    def deadline_now() -> float | None:
+        if began is None:
+            return startup_deadline
+        deadline = min(math.inf if seconds is None else began + seconds, math.inf if end is None else end)
+        return None if deadline == math.inf else deadline
 
     def counts(stats: FuzzStats) -> Tally:
         seen = [c.key for c in report.counterexamples] + [k for k in stats.first_failure if not is_known(k, known)]
         return Tally(report.examples + stats.examples, report.steps + stats.steps,
                      dict(report.coverage + stats.coverage), tuple(dict.fromkeys(seen)),
-                     tuple(report.counterexamples))
+                     tuple(report.counterexamples), began is not None or stats.began is not None)
 
     def tick(stats: FuzzStats) -> None:
         nonlocal shown
@@ -184,9 +207,20 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
     every_kind: dict[str, tuple[FuzzFailure, float, int]] = {}  # every kind any run showed: its first failure
 
     def reduce_by() -> float | None:
+        deadline = deadline_now()
         if reduce_seconds is None:
             return deadline
         return min(deadline or math.inf, time.perf_counter() + reduce_seconds)
+
+    def clock(stats: FuzzStats) -> None:
+        """The session's clock after a batch: when fuzzing began, its seconds, start-up's."""
+        nonlocal began
+        if began is None and stats.began is not None:
+            began = stats.began
+        now = time.perf_counter()
+        report.startup_seconds = (now if began is None else began) - started
+        report.seconds = 0.0 if began is None else now - began
+        report.startup_exceeded = began is None and now >= startup_deadline
 
     def finish(reduce: bool = True) -> FuzzReport:
         """The report with a counterexample for every kind seen that none stands for yet
@@ -199,13 +233,14 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
             counterexample = (_counterexample(found, first_seen, example, seed, target_factory, reduce_by(), judged_gap)
                               if reduce else _as_found(found, first_seen, example, seed))
             report.counterexamples.append(counterexample if corpus is None else save(counterexample, corpus))
-        report.seconds = time.perf_counter() - started
+        clock(FuzzStats())
         tally(counts(FuzzStats()))
         return report
 
     batch, size = 0, examples or FIRST_BATCH
     while True:
-        stats = FuzzStats(started=started, tick=tick, deadline=deadline,
+        stats = FuzzStats(started=started, tick=tick, deadline=deadline_now(), starting=began is None,
+                          fuzz_seconds=seconds, end=end,
                           max_examples=None if examples is None else examples - report.examples)
         scratch, judged_gap = None, None
         try:
@@ -222,6 +257,7 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
             report.coverage.update(stats.coverage)
             report.interrupted = True
             _keep_seen(every_kind, stats)
+            clock(stats)
             return finish(reduce=False)
         except PolicyError as e:  # the user policy failed outside a target's step: a failure of its own
             found = failure(POLICY_ERROR, (), str(e), Trace(policy_spec, {}, (), description=str(e),
@@ -230,6 +266,7 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
         report.steps += stats.steps
         report.coverage.update(stats.coverage)
         _keep_seen(every_kind, stats)
+        clock(stats)
         if found is not None:
             if scratch is not None:
                 for key, values in scratch.data.items():
@@ -239,7 +276,7 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
             counterexample = _counterexample(found, first_seen, stats.raised_at, seed, target_factory, reduce_by(),
                                              judged_gap)
             report.counterexamples.append(counterexample if corpus is None else save(counterexample, corpus))
-        report.seconds = time.perf_counter() - started
+        clock(FuzzStats())
         tally(counts(FuzzStats()))
         if found is not None and found.kind == POLICY_ERROR:
             return finish()  # every later example would fail the same way
@@ -252,6 +289,7 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
                 return finish()
             size = examples - report.examples
         else:
+            deadline = deadline_now()
             assert deadline is not None
             if time.perf_counter() >= deadline:
                 return finish()
@@ -268,17 +306,6 @@ def _as_found(found: FuzzFailure, first_seen: float, example: int, seed: int) ->
     """The counterexample of a failure as its run found it, neither shrunk nor reduced."""
     return Counterexample(found.kind, found.trace.description or found.kind, found.trace, tuple(found.program),
                           len(found.trace.ops), first_seen, example, seed, identity=found.identity)
-
-
-def seconds_left(started: float, index: int, seconds: float) -> float:
-    """The seconds left to the ``index``-th policy of a run that gives each ``seconds`` and
-    started at ``started`` (``time.time()``): its budget ends at started + (index + 1) *
-    seconds, whatever starting the run took (spawning workers, importing). At least
-    MIN_SECONDS, so a late policy still runs and reports."""
-    return max(MIN_SECONDS, started + (index + 1) * seconds - time.time())
-
-
-MIN_SECONDS = 0.01
 
 
 def run_machine(cls: type[FuzzMachine], size: int, seed: int, phases: Sequence[Phase] = PHASES,

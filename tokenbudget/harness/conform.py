@@ -5,10 +5,11 @@ whichever is importable, compared with the model of the nearest modelled version
 both sides in lockstep (``harness.lockstep``) and compares every step: grants, scheduled drafts,
 preemptions (in order), finished requests and KV blocks in use. A workload agrees when every step does.
 
-Every workload that does not agree is a divergence. Its trace is shrunk (``spec.shrink``)
-while it still diverges the same way, cut after the divergent step and written to the
-corpus directory (never overwriting). The trace's expectations hold vLLM's side of the
-divergent step (its grants, drafts and preemptions; or, when vLLM raised, the
+Every workload that does not agree is a divergence. Its trace is cut after the divergent step
+and shrunk (``spec.shrink``) while it still diverges the same way, and written to the
+corpus directory (never overwriting); where cutting or shrinking loses the divergence (an op
+after the step mattered), the workload's own trace is kept. The trace's expectations hold
+vLLM's side of the divergent step (its grants, drafts and preemptions; or, when vLLM raised, the
 invariants the model reports there), so replaying it on the model shows the model's
 side against vLLM's, and replaying it on ``--target vllm`` meets them. A divergence is
 explained when it matches an entry of ``harness.known_divergences`` (a SPEC.md finding or
@@ -173,9 +174,13 @@ def _divergence(report: ConformReport, index: int, trace: Trace, result: Lockste
         except (ValueError, ConfigError):  # a candidate a side refuses is no counterexample
             return False
 
-    small = shrink(cut_after_step(trace, result.step or 0), same_divergence)
+    cut = cut_after_step(trace, result.step or 0)
+    small = shrink(cut if same_divergence(cut) else trace, same_divergence)
     small_result = engine.lockstep(small)
-    small = cut_after_step(small, small_result.step or 0)
+    if signature(small_result) != wanted:  # the rerun lost it: report the workload's own trace and run
+        small, small_result = trace, result
+    cut = cut_after_step(small, small_result.step or 0)
+    small = cut if cut == small or same_divergence(cut) else small
     known = engine.explain(small_result)
     if report.corpus is None:
         report.corpus = Path(tempfile.mkdtemp(prefix="tokenbudget-conform-"))

@@ -107,7 +107,7 @@ class RunnerTarget:
         forced = accepted if self.options.mode == "forced" else None
         execution, fault = self._execute(record, forced)
         if fault is not None:
-            return replace(record, error=fault), StepOutcome(step=record.step, requests={})
+            return replace(record, error=fault, raised_by="runner"), StepOutcome(step=record.step, requests={})
         assert execution is not None
         return self.model.apply_output(record, accepted if forced is not None else execution.accepted)
 

@@ -162,10 +162,10 @@ def _guarded_hook(loop: type, name: str, func: Callable[..., Any]) -> Callable[.
 
 
 def _engine_loops() -> list[type[OnePassLoop]]:
-    """The one-pass engine loops of this package (the direct subclasses of OnePassLoop in model/),
-    the only loops whose step calls a hook or reads a flag."""
-    package = OnePassLoop.__module__.rpartition(".")[0]
-    return [c for c in OnePassLoop.__subclasses__() if c.__module__.rpartition(".")[0] == package]
+    """The one-pass engine loops of this package (the direct subclasses of OnePassLoop in model/
+    and its engine folders), the only loops whose step calls a hook or reads a flag."""
+    package = OnePassLoop.__module__.rpartition(".")[0] + "."
+    return [c for c in OnePassLoop.__subclasses__() if c.__module__.startswith(package)]
 
 
 def _guarded(cls: type, name: str, method: Callable[..., Any]) -> Callable[..., Any]:

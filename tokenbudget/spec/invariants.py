@@ -301,7 +301,7 @@ def spec_shape(rec: StepRecord) -> list[Breach]:
            "(a user policy's own method failing is a policy-error instead)")
 def model_error(rec: StepRecord) -> list[Breach]:
     if rec.error is not None and POLICY_ERROR + ":" not in rec.error:
-        return [(rec.step, f"the scheduler raised {rec.error}")]
+        return [(rec.step, f"the {rec.raised_by} raised {rec.error}")]
     return []
 
 

@@ -89,6 +89,7 @@ class StepRecord:
     progress_possible: Optional[bool] = None  # some request could take a token this step
     unserved_demand: Optional[int] = None  # tokens queued requests still wanted after the pass
     error: Optional[str] = None  # an exception the target raised inside the pass
+    raised_by: str = "scheduler"  # what raised ``error``: the scheduler, or the runner executing the step
     paused: frozenset[str] = frozenset()  # running decodes the worker paused: 0 rows, no grant
     fingerprint: Optional[Hashable] = None  # the scheduler state at the start of the pass (see above)
 

@@ -26,6 +26,7 @@ FastDeploy itself aborts through an abort task the worker answers, which this sk
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import types
 from dataclasses import asdict
 from pathlib import Path
@@ -77,9 +78,12 @@ class FastDeployEngine:
         self.fd, self.cfg = fd, cfg
         self.k = cfg.num_speculative_tokens
         self.config = build_config(fd, cfg)
+        # The scheduler's one shared-memory block (need_block_num_signal, for a worker that is not there) is named
+        # after the worker queue's port, the same in every process; after this process instead, so that targets
+        # in processes side by side never unlink each other's (resource_manager_v1.py:213-219 at 2a606e361).
+        self.config.parallel_config.local_engine_worker_queue_port = os.getpid()
         self.rm = fd["resource_manager_v1"].ResourceManagerV1(cfg.max_num_seqs, self.config, 1, "mixed")
-        # The scheduler's one shared-memory block (need_block_num_signal, for a worker that is not there):
-        # unlinked at once, it stays mapped here and nothing is left behind when this process is stopped.
+        # Unlinked at once, it stays mapped here and nothing is left behind when this process is stopped.
         self.rm.need_block_num_signal.shm.unlink()
         self.max_tokens: dict[str, int] = {}
         self.reqs: dict[str, Any] = {}

@@ -69,12 +69,12 @@ RULES: dict[str, ColumnarRules] = {
 _POLICY_METHODS = ("initial_budgets", "may_schedule", "grant", "charge", "spend", "runner_rows")
 
 
-MODEL_PACKAGE = __package__.rpartition(".")[0]  # tokenbudget.model: the loop's hooks and the policies' bases live there
+_MODEL = __package__.rpartition(".")[0] + "."  # the model's package: the policy base class lives above vllm/
 
 
 def _own(fn: Any) -> bool:
     """Whether ``fn`` is a function the model itself defines (not one a test or a user put in its place)."""
-    return getattr(fn, "__module__", "").startswith(MODEL_PACKAGE + ".")
+    return getattr(fn, "__module__", "").startswith(_MODEL)
 
 
 def _model_method(cls: type, name: str) -> bool:
@@ -105,7 +105,7 @@ def applies(loop: Any) -> bool:
     shared decision functions in place."""
     policy = loop.policy
     cls = type(policy)
-    if not cls.__module__.startswith(MODEL_PACKAGE + ".") or getattr(cls, "name", None) not in RULES or vars(policy):
+    if not cls.__module__.startswith(__package__ + ".") or getattr(cls, "name", None) not in RULES or vars(policy):
         return False
     if not _builtin_methods(cls):
         return False
