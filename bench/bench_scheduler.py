@@ -25,7 +25,9 @@ record, outcome and verdict of the columnar one is compared with the scalar one'
 (``columnar_agreement``). The columnar goal is 3x vLLM's own step at 256 and 4,096 requests. vLLM's is split into its own
 ``Scheduler.schedule`` + ``update_from_output`` (what the ratio is taken against),
 ``update_draft_token_ids``, and the harness (the fake model runner and the observation
-tokenbudget builds), each timed around the call. Construction and adds are not timed.
+tokenbudget builds), each timed around the call. Construction and adds are not timed. The
+harness goal: its own cost at most half of vLLM's own schedule + update at 512 and 4,096
+requests (``harness_over_own``), every step granting as the model's does (``agreement``).
 
 Exit status: 0 when every requested side ran; 2 when the one side asked for cannot run,
 or no side of ``all`` or ``both`` can (one line on stderr).
@@ -55,6 +57,7 @@ MAX_TOKENS = (20, 200)
 ACCEPT_P = 0.6
 GOAL_RATIO = 10.0
 COLUMNAR_GOAL = (3.0, (256, 4096))  # the columnar step's ratio over vLLM's own, at these sizes
+HARNESS_GOAL = (0.5, (512, 4096))  # the vLLM harness's own cost over vLLM's own step, at most, at these sizes
 MODEL_PARTS = ("schedule", "checks", "update")
 VLLM_PARTS = ("schedule", "update", "drafts", "harness")
 VLLM_OWN = ("schedule", "update")  # the ratio's denominator
@@ -255,6 +258,7 @@ def measure(num_requests: int, args: argparse.Namespace, sides: list[str],
         summary["step"] = spread([r.ms_per_step(names) for r in side_runs])
         if side == "vllm":
             summary["own"] = spread([r.ms_per_step(VLLM_OWN) for r in side_runs])
+            out["harness_over_own"] = round(summary["harness"]["median"] / summary["own"]["median"], 2)
         summary["steps"] = len(side_runs[0].grants)
         if side != "vllm":
             summary["violations"] = side_runs[0].violations
@@ -297,6 +301,10 @@ def main(argv: list[str] | None = None) -> int:
     columnar = {size["requests"]: size["columnar_ratio_over_vllm_own"] for size in sizes
                 if "columnar_ratio_over_vllm_own" in size and size["requests"] in goal_sizes}
     equal = [size["columnar_agreement"] for size in sizes if "columnar_agreement" in size]
+    bound, bound_sizes = HARNESS_GOAL
+    harness = {size["requests"]: size["harness_over_own"] for size in sizes
+               if "harness_over_own" in size and size["requests"] in bound_sizes}
+    alike = [size["agreement"] for size in sizes if "agreement" in size]
     doc: dict[str, Any] = {
         "workload": {"config": CONFIG, "policy": POLICY, "prompt_len": PROMPT_LEN, "max_tokens": MAX_TOKENS,
                      "accept_p": ACCEPT_P, "seed": args.seed, "max_steps": args.steps, "rounds": args.rounds},
@@ -305,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
         "goal_met": min(ratios) >= GOAL_RATIO if ratios else None,  # None: one side only, nothing compared
         "columnar_goal_met": (min(columnar.values()) >= goal and len(columnar) == len(goal_sizes)) if columnar else None,
         "columnar_equal": all(a["equal_steps"] == a["compared_steps"] for a in equal) if equal else None,
+        "harness_goal_met": (max(harness.values()) <= bound and len(harness) == len(bound_sizes)) if harness else None,
+        "granting_alike": all(a["agreeing_steps"] == a["compared_steps"] for a in alike) if alike else None,
     }
     if args.json:
         print(json.dumps(doc, indent=2))
@@ -323,6 +333,9 @@ def _print_text(doc: dict[str, Any]) -> None:
             parts = (*VLLM_PARTS, "own") if side == "vllm" else MODEL_PARTS
             cells = "  ".join(f"{p} {s[p]['median']:.3f} ({s[p]['min']:.3f})" for p in (*parts, "step"))
             print(f"N={size['requests']:<5} {side:8} {s['steps']:4d} steps  {cells}")
+        if "harness_over_own" in size:
+            print(f"N={size['requests']:<5} harness: our own cost / vLLM's own schedule + update = "
+                  f"{size['harness_over_own']}x")
         if "ratio_over_vllm_own" in size:
             a = size["agreement"]
             print(f"N={size['requests']:<5} ratio: vLLM's own schedule + update / model step = "
@@ -340,6 +353,10 @@ def _print_text(doc: dict[str, Any]) -> None:
         print(f"{side} unavailable: {why}")
     verdict = {True: "met", False: "not met", None: "not measured (one side ran)"}
     print(f"goal: the model >= {GOAL_RATIO:g}x vLLM's own schedule + update at every size: {verdict[doc['goal_met']]}")
+    bound, bound_sizes = HARNESS_GOAL
+    print(f"goal: the vLLM harness <= {bound:g}x vLLM's own schedule + update at "
+          f"{' and '.join(map(str, bound_sizes))} requests: {verdict[doc['harness_goal_met']]}; every step granting "
+          f"as the model's: {verdict[doc['granting_alike']]}")
     goal, goal_sizes = COLUMNAR_GOAL
     print(f"goal: the columnar step >= {goal:g}x vLLM's own at {' and '.join(map(str, goal_sizes))} requests: "
           f"{verdict[doc['columnar_goal_met']]}; every step equal to the scalar step's: "

@@ -17,7 +17,7 @@ import bisect
 from typing import ClassVar, Hashable, Optional
 
 from ..spec.queue_ids import QueueIds
-from ..spec.records import RequestState, StepLimits, StepOutcome, StepRecord
+from ..spec.records import RequestState, StepLimits, StepOutcome, StepRecord, pass_record
 from . import decisions, methods
 from .config import BudgetConfig
 from .kv_pool import KVBlockPool
@@ -173,28 +173,12 @@ class SchedulerLoop:
         if step.grants or step.preempted or self.aborted_in_step:
             self.state_changes += 1
         waiting = self.waiting_ids()
-        record = StepRecord(
-            step=self.num_steps,
-            limits=self.limits,
-            num_scheduled_tokens=step.grants,
-            scheduled_draft_tokens=step.drafts,
-            runner_rows=step.rows,
-            computed_before=step.computed_before,
-            num_tokens=step.num_tokens,
-            padded=frozenset(step.padded),
-            prefill=frozenset(step.prefill),
-            preempted=tuple(step.preempted),
-            paused=frozenset(step.paused),
-            running=tuple([r.request_id for r in self.running]),
-            waiting=waiting,
-            kv_blocks_in_use=self.pool.num_in_use,
-            block_tables={r.request_id: r.block_table() for r in self.running},
-            block_keys=self._shared_block_keys(),
-            unserved_demand=self._unserved_demand(),
-            initial_token_budget=initial.token,
-            initial_input_budget=initial.input,
-            ledger=tuple(step.ledger),
-            progress_possible=progress_possible,
+        record = pass_record(
+            self.num_steps, self.limits, step.grants, step.drafts, step.rows, step.computed_before, step.num_tokens,
+            step.prefill, step.preempted, [r.request_id for r in self.running], waiting, self.pool.num_in_use,
+            {r.request_id: r.block_table() for r in self.running}, self._shared_block_keys(), padded=step.padded,
+            paused=step.paused, unserved_demand=self._unserved_demand(), initial_token_budget=initial.token,
+            initial_input_budget=initial.input, ledger=step.ledger, progress_possible=progress_possible,
             fingerprint=fingerprint,
         )
         self.num_steps += 1

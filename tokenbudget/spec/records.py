@@ -8,7 +8,7 @@ tokenbudget: any target can produce these.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Hashable, NamedTuple, Optional, Sequence
+from typing import Hashable, Iterable, NamedTuple, Optional, Sequence
 
 
 @dataclass(frozen=True)
@@ -100,6 +100,29 @@ class StepRecord:
     @property
     def total_runner_rows(self) -> int:
         return sum(self.runner_rows.values())
+
+
+def pass_record(
+    step: int, limits: StepLimits, grants: dict[str, int], drafts: dict[str, int], rows: dict[str, int],
+    computed_before: dict[str, int], num_tokens: dict[str, int], prefill: Iterable[str], preempted: Iterable[str],
+    running: Iterable[str], waiting: Sequence[str], kv_blocks_in_use: int, block_tables: dict[str, tuple[int, ...]],
+    block_keys: dict[int, object], *, padded: Iterable[str] = (), paused: Iterable[str] = (),
+    initial_token_budget: Optional[int] = None, initial_input_budget: Optional[int] = None,
+    ledger: Optional[Iterable[LedgerEntry]] = None, progress_possible: Optional[bool] = None,
+    unserved_demand: Optional[int] = None, error: Optional[str] = None, fingerprint: Optional[Hashable] = None,
+) -> StepRecord:
+    """The StepRecord of one pass, the one way every target builds it: the maps are taken as
+    given (not copied), the id sets become frozensets and the sequences tuples (``waiting`` is
+    kept as it is: a tuple or a QueueIds window)."""
+    return StepRecord(
+        step=step, limits=limits, num_scheduled_tokens=grants, scheduled_draft_tokens=drafts, runner_rows=rows,
+        computed_before=computed_before, num_tokens=num_tokens, padded=frozenset(padded), prefill=frozenset(prefill),
+        preempted=tuple(preempted), running=tuple(running), waiting=waiting, kv_blocks_in_use=kv_blocks_in_use,
+        block_tables=block_tables, block_keys=block_keys, initial_token_budget=initial_token_budget,
+        initial_input_budget=initial_input_budget, ledger=None if ledger is None else tuple(ledger),
+        progress_possible=progress_possible, unserved_demand=unserved_demand, error=error,
+        paused=frozenset(paused), fingerprint=fingerprint,
+    )
 
 
 class RequestState(NamedTuple):

@@ -28,7 +28,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import types
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Hashable, Mapping, Optional
 
@@ -36,31 +36,12 @@ from ...model import ConfigError
 from ...model.fastdeploy import worker as worker
 from ...spec.records import RequestState
 from ...spec.target import describe
+from ..observed_step import ObservedStep
 from . import runtime
 
 
 # The admission reserve's state: the output reserve (before #7498), the new-token ratio (#7498)
 RESERVE_STATE = ("current_reserve_output_block_num_float", "can_relax_prefill_strategy", "new_token_ratio")
-
-
-@dataclass
-class FastDeployStep:
-    """What one step did, as read from FastDeploy's objects and the emulated worker."""
-
-    num_scheduled_tokens: dict[str, int] = field(default_factory=dict)
-    scheduled_draft_tokens: dict[str, int] = field(default_factory=dict)
-    computed_before: dict[str, int] = field(default_factory=dict)
-    num_tokens: dict[str, int] = field(default_factory=dict)
-    prefill: set[str] = field(default_factory=set)
-    paused: frozenset[str] = frozenset()
-    preempted: tuple[str, ...] = ()
-    running: tuple[str, ...] = ()
-    waiting: tuple[str, ...] = ()
-    kv_blocks_in_use: int = 0
-    block_tables: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    requests: dict[str, RequestState] = field(default_factory=dict)
-    error: Optional[str] = None
-    fingerprint: Hashable = None
 
 
 def build_config(fd: Mapping[str, Any], cfg: Any) -> Any:
@@ -154,10 +135,10 @@ class FastDeployEngine:
         self.rm.finish_requests(rid)
 
     # -- one step -----------------------------------------------------------------------
-    def step(self, accepted: Mapping[str, int]) -> FastDeployStep:
-        out = FastDeployStep(fingerprint=self.fingerprint())
+    def step(self, accepted: Mapping[str, int]) -> ObservedStep:
+        out = ObservedStep(fingerprint=self.fingerprint())
         if self.dead is not None:
-            out.error = self.dead
+            out.error, out.running = self.dead, ()
             return out
         try:
             self._step(out, accepted)
@@ -168,7 +149,7 @@ class FastDeployEngine:
         out.requests = {rid: self.state(rid) for rid in touched}
         return out
 
-    def _snapshot(self, out: FastDeployStep) -> None:
+    def _snapshot(self, out: ObservedStep) -> None:
         """The queues, blocks and pauses after the pass, before the step's output."""
         rm = self.rm
         out.running = tuple(r.request_id for r in rm.running)
@@ -177,7 +158,7 @@ class FastDeployEngine:
         out.block_tables = {r.request_id: tuple(r.block_tables) for r in rm.running}
         out.paused = frozenset(self.paused & set(out.running))
 
-    def _step(self, out: FastDeployStep, accepted: Mapping[str, int]) -> None:
+    def _step(self, out: ObservedStep, accepted: Mapping[str, int]) -> None:
         rt = self.fd["RequestType"]
         batch, _errors = self.rm.schedule()
         prefills: dict[str, tuple[int, int]] = {}

@@ -16,15 +16,16 @@ from pathlib import Path
 
 from ...model import BudgetConfig, BudgetPolicy, get_policy
 from ...model.target import ModelTarget
-from ...spec.records import StepLimits, StepRecord
+from ...spec.records import StepRecord
 from ...spec.trace import AddOp
 from ..engine_target import EngineTarget
-from .engine import FastDeployEngine, FastDeployStep
+from ..observed_step import ObservedStep
+from .engine import FastDeployEngine
 
 DEFAULT_POLICY = "fastdeploy-spec-method"
 
 
-class FastDeployTarget(EngineTarget[FastDeployStep]):
+class FastDeployTarget(EngineTarget[ObservedStep]):
     """One deployment of FastDeploy's scheduler for ``cfg`` (whatever the policy: FastDeploy
     runs its own code). Raises FastDeployUnavailable without FastDeploy."""
 
@@ -38,18 +39,8 @@ class FastDeployTarget(EngineTarget[FastDeployStep]):
     def add(self, op: AddOp) -> None:
         self.engine.add(op.id, op.prompt_len, op.max_tokens, op.prefix_group, op.prefix_len)
 
-    def record(self, step: int, observed: FastDeployStep) -> StepRecord:
-        return _record(step, self.limits, observed)
+    def record(self, step: int, observed: ObservedStep) -> StepRecord:
+        drafts, prefill, grants = observed.scheduled_draft_tokens, observed.prefill, observed.num_scheduled_tokens
+        rows = {rid: n if rid in prefill else n + drafts.get(rid, 0) for rid, n in grants.items()}
+        return observed.record(step, self.limits, rows)
 
-
-def _record(step: int, limits: StepLimits, s: FastDeployStep) -> StepRecord:
-    grants = s.num_scheduled_tokens
-    rows = {rid: n if rid in s.prefill else n + s.scheduled_draft_tokens.get(rid, 0) for rid, n in grants.items()}
-    return StepRecord(
-        step=step, limits=limits, num_scheduled_tokens=dict(grants),
-        scheduled_draft_tokens={rid: s.scheduled_draft_tokens.get(rid, 0) for rid in grants},
-        runner_rows=rows, computed_before=dict(s.computed_before), num_tokens=dict(s.num_tokens),
-        padded=frozenset(), prefill=frozenset(s.prefill), preempted=s.preempted, running=s.running,
-        waiting=s.waiting, kv_blocks_in_use=s.kv_blocks_in_use, block_tables=dict(s.block_tables), block_keys={},
-        error=s.error, paused=s.paused, fingerprint=s.fingerprint,
-    )

@@ -59,34 +59,13 @@ from __future__ import annotations
 import hashlib
 import types
 from array import array
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Hashable, Mapping, Optional
 
 from ...spec.records import RequestState
 from ...spec.target import describe
+from ..observed_step import ObservedStep
 from . import runtime
-
-
-@dataclass
-class SglangStep:
-    """What one step did, as read from SGLang's objects."""
-
-    num_scheduled_tokens: dict[str, int] = field(default_factory=dict)
-    scheduled_draft_tokens: dict[str, int] = field(default_factory=dict)
-    computed_before: dict[str, int] = field(default_factory=dict)
-    num_tokens: dict[str, int] = field(default_factory=dict)
-    prefill: set[str] = field(default_factory=set)
-    preempted: tuple[str, ...] = ()
-    aborted: tuple[str, ...] = ()
-    running: Optional[tuple[str, ...]] = None  # the running batch after the pass, before its outputs (the model's)
-    waiting: tuple[str, ...] = ()
-    kv_blocks_in_use: int = 0  # the allocator's pages not free after the pass, before its output (the model's)
-    block_tables: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    block_keys: dict[int, object] = field(default_factory=dict)  # pages more than one table holds: their content keys
-    requests: dict[str, RequestState] = field(default_factory=dict)
-    error: Optional[str] = None
-    fingerprint: Hashable = None  # the scheduler state before the step (``SglangEngine.fingerprint``)
 
 
 class _Tokens:
@@ -195,8 +174,8 @@ class SglangEngine:
             self.sg["common"].release_kv_cache(req, self.tree_cache, checkpoint=checkpoint)
 
     # -- one step -----------------------------------------------------------------------
-    def step(self, accepted: Mapping[str, int]) -> SglangStep:
-        out = SglangStep(fingerprint=self.fingerprint())
+    def step(self, accepted: Mapping[str, int]) -> ObservedStep:
+        out = ObservedStep(fingerprint=self.fingerprint())
         if self.dead is not None:
             out.error, out.running = self.dead, ()
             return out
@@ -244,7 +223,7 @@ class SglangEngine:
         return RequestState(status, req.kv.kv_committed_len, len(req.output_ids), self.max_tokens[rid],
                             len(req.origin_input_ids))
 
-    def _prefill(self, out: SglangStep) -> list[Any]:
+    def _prefill(self, out: ObservedStep) -> list[Any]:
         """The admission walk of ``_get_new_batch_prefill_raw`` (scheduler.py:4079-4310)."""
         policy = self.sg["schedule_policy"]
         if not self.running:
@@ -286,7 +265,7 @@ class SglangEngine:
         """``get_num_allocatable_reqs`` (scheduler.py:4027-4050)."""
         return min(self.max_running - len(self.running), self.req_to_token_pool.available_size() + held)
 
-    def _run_prefill(self, batch: list[Any], out: SglangStep) -> None:
+    def _run_prefill(self, batch: list[Any], out: ObservedStep) -> None:
         """Allocate each admitted extend (``alloc_for_extend``, allocation.py:374-488: the radix
         cache first evicts for the batch's extends, plus a page a request at pages past one token,
         :175-201; a new request's row starts with its matched prefix, ``_prefix_kv_indices``,
@@ -325,7 +304,7 @@ class SglangEngine:
         if any(req is self.chunked or req.finished() for req in batch):
             self.batch_is_full = False  # the filtered prefill batch shrank (scheduler.py:3938-3950)
 
-    def _decode(self, out: SglangStep, accepted: Mapping[str, int]) -> None:
+    def _decode(self, out: ObservedStep, accepted: Mapping[str, int]) -> None:
         """``update_running_batch`` (scheduler.py:4459-4550), then the verify."""
         if not self.running:
             self.batch_is_full = False

@@ -20,10 +20,11 @@ from ...model.sglang.loop import context_headroom
 from ...spec.records import StepLimits, StepRecord
 from ...spec.trace import AddOp
 from ..engine_target import EngineTarget
-from .engine import SglangEngine, SglangStep
+from ..observed_step import ObservedStep
+from .engine import SglangEngine
 
 
-class SglangTarget(EngineTarget[SglangStep]):
+class SglangTarget(EngineTarget[ObservedStep]):
     """One deployment of SGLang's scheduler for ``cfg`` (whatever the policy: SGLang runs its
     own code). Raises SglangUnavailable without SGLang."""
 
@@ -45,19 +46,5 @@ class SglangTarget(EngineTarget[SglangStep]):
     def add(self, op: AddOp) -> None:
         self.engine.add(op.id, op.prompt_len, op.max_tokens, op.prefix_group, op.prefix_len)
 
-    def record(self, step: int, observed: SglangStep) -> StepRecord:
-        return _record(step, self.limits, observed)
-
-
-def _record(step: int, limits: StepLimits, s: SglangStep) -> StepRecord:
-    grants = s.num_scheduled_tokens
-    assert s.running is not None  # a finished step always knows its running batch
-    return StepRecord(
-        step=step, limits=limits, num_scheduled_tokens=dict(grants),
-        scheduled_draft_tokens={rid: s.scheduled_draft_tokens.get(rid, 0) for rid in grants},
-        runner_rows=dict(grants), computed_before=dict(s.computed_before), num_tokens=dict(s.num_tokens),
-        padded=frozenset(), prefill=frozenset(s.prefill), preempted=s.preempted, running=s.running,
-        waiting=s.waiting, kv_blocks_in_use=s.kv_blocks_in_use, block_tables=dict(s.block_tables),
-        block_keys=dict(s.block_keys),
-        error=s.error, fingerprint=s.fingerprint,
-    )
+    def record(self, step: int, observed: ObservedStep) -> StepRecord:
+        return observed.record(step, self.limits, observed.num_scheduled_tokens)  # the verify rows are the grant

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Hashable, Mapping, Optional
 
+from ..observed_step import ObservedStep
 from ...model import BudgetConfig, ConfigError
 from ...model.trtllm.deployments import GUARANTEED_NO_EVICT, MAX_REQUESTS, MAX_UTILIZATION
 from ...spec.records import RequestState
@@ -66,23 +67,10 @@ class Deployment:
 
 
 @dataclass
-class TrtllmStep:
-    """What one iteration did, read from the scheduler's output and the emulated executor."""
+class TrtllmStep(ObservedStep):
+    """An observed step with the rows each request ran (the emulated executor's, not a rule of the grant)."""
 
-    num_scheduled_tokens: dict[str, int] = field(default_factory=dict)
-    scheduled_draft_tokens: dict[str, int] = field(default_factory=dict)
     runner_rows: dict[str, int] = field(default_factory=dict)
-    computed_before: dict[str, int] = field(default_factory=dict)
-    num_tokens: dict[str, int] = field(default_factory=dict)
-    prefill: set[str] = field(default_factory=set)
-    preempted: tuple[str, ...] = ()
-    running: tuple[str, ...] = ()
-    waiting: tuple[str, ...] = ()
-    kv_blocks_in_use: int = 0
-    block_tables: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    requests: dict[str, RequestState] = field(default_factory=dict)
-    error: Optional[str] = None
-    fingerprint: Hashable = None
 
 
 @dataclass

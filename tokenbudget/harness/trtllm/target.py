@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ...model import BudgetConfig, BudgetPolicy, ConfigError, get_policy
 from ...model.target import ModelTarget
-from ...spec.records import StepLimits, StepRecord
+from ...spec.records import StepRecord
 from ...spec.trace import AddOp
 from ..engine_target import EngineTarget
 from ...model.trtllm.deployments import capacity_of
@@ -26,7 +26,7 @@ from .engine import Deployment, TrtllmEngine, TrtllmStep
 DEFAULT_POLICY = "trtllm"
 
 
-class TrtllmTarget(EngineTarget):
+class TrtllmTarget(EngineTarget[TrtllmStep]):
     """One deployment of TensorRT-LLM's scheduler for ``cfg`` under ``capacity``, by default the one
     ``cfg.engine_version`` names (``model.trtllm.deployments``; whatever the policy: TensorRT-LLM runs
     its own code, the policy picks the stamp). Raises TrtllmUnavailable without scheduler.py."""
@@ -50,16 +50,4 @@ class TrtllmTarget(EngineTarget):
         self.engine.add(op.id, op.prompt_len, op.max_tokens)
 
     def record(self, step: int, observed: TrtllmStep) -> StepRecord:
-        return _record(step, self.limits, observed)
-
-
-def _record(step: int, limits: StepLimits, s: TrtllmStep) -> StepRecord:
-    grants = s.num_scheduled_tokens
-    return StepRecord(
-        step=step, limits=limits, num_scheduled_tokens=dict(grants),
-        scheduled_draft_tokens={rid: s.scheduled_draft_tokens.get(rid, 0) for rid in grants},
-        runner_rows=dict(s.runner_rows), computed_before=dict(s.computed_before), num_tokens=dict(s.num_tokens),
-        padded=frozenset(), prefill=frozenset(s.prefill), preempted=s.preempted, running=s.running,
-        waiting=s.waiting, kv_blocks_in_use=s.kv_blocks_in_use, block_tables=dict(s.block_tables), block_keys={},
-        error=s.error, fingerprint=s.fingerprint,
-    )
+        return observed.record(step, self.limits, observed.runner_rows)

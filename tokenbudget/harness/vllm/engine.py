@@ -29,10 +29,11 @@ Faked, with nothing downloaded:
   fresh drafts through ``Scheduler.update_draft_token_ids``, in the order of
   ``EngineCore.step`` + ``post_step`` (vllm/v1/engine/core.py:657-696).
 
-Observed, not changed: the engine wraps the scheduler's ``_preempt_request`` to record
-the order of preemptions (``SchedulerOutput.preempted_req_ids`` is a set); everything else
-it reads of the scheduler (limits, queues, block tables and hashes, request states,
-``progress_possible``) goes through ``observe``, the runtime monitor's way in too.
+Observed, not changed: the engine records the order of preemptions (``PreemptionRecorder``:
+``SchedulerOutput.preempted_req_ids`` is a set); everything else it reads of the scheduler
+(limits, queues, block tables and hashes, request states, ``progress_possible``) goes
+through ``observe``, the runtime monitor's way in too, at the cost of what a pass changed
+(``PassMemo``, ``VllmEngine.fingerprint``).
 
 Speculative methods. No draft model is ever loaded. The ``SpeculativeConfig`` is built
 as vLLM's own tests build it, with ``method="ngram"`` (which needs no draft model and
@@ -72,6 +73,8 @@ from ...model.vllm.versions import VLLM_VERSIONS, modelled_version, nearest_vers
 from ...spec.records import RequestState, StepLimits, StepRecord
 from ..unavailable import EngineUnavailable
 from . import observe
+from .pass_memo import PassMemo
+from .preemptions import PreemptionRecorder
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -82,6 +85,7 @@ if TYPE_CHECKING:
     from ...model.config import BudgetConfig
 
 VOCAB_SIZE = 32000  # token ids are drawn from [1, VOCAB_SIZE); the model has no EOS
+TOKEN_STRIDE = 7919  # a sampled or drafted token: 1 + (request's base + position * stride) % (VOCAB_SIZE - 1)
 FAKE_ARCHITECTURE = "OPTForCausalLM"  # the fake target model's class: vLLM only inspects it
 
 
@@ -334,14 +338,9 @@ class VllmEngine:
             self._block_hasher = get_request_block_hasher(cfg.block_size, hash_fn, *extra)
         self._token_base: dict[str, int] = {}
         self._arrivals = 0
-        self._preempted: list[str] = []
-        preempt = self.scheduler._preempt_request
-
-        def recording_preempt(request: Any, *args: Any, **kwargs: Any) -> None:
-            self._preempted.append(request.request_id)
-            preempt(request, *args, **kwargs)
-
-        self.scheduler._preempt_request = recording_preempt  # type: ignore[method-assign]
+        self._preemptions = PreemptionRecorder(self.scheduler)
+        self._memo = PassMemo()
+        self._state_changes = 0  # adds, aborts and passes that granted, preempted or raised
 
     def add(
         self,
@@ -374,10 +373,12 @@ class VllmEngine:
             block_hasher=self._block_hasher,
         )
         self._token_base[rid] = zlib.crc32(rid.encode())
+        self._state_changes += 1
         self.scheduler.add_request(request)
 
     def abort(self, rid: str) -> None:
         """Abort a request; unknown or finished ids are ignored, as in vLLM."""
+        self._state_changes += 1
         self.scheduler.finish_requests(rid, self._status.FINISHED_ABORTED)
 
     def step(self, accepted: Mapping[str, int]) -> VllmStep:
@@ -390,16 +391,20 @@ class VllmEngine:
         """
         sched, index = self.scheduler, self.num_steps
         self.num_steps += 1
-        self._preempted = []
-        state = observe.fingerprint(sched)
+        state = self.fingerprint()
         possible = observe.progress_possible(sched, self.limits)
+        self._preemptions.start()
         try:
             out = sched.schedule()
         except Exception as exc:
-            preempted = tuple(self._preempted)
-            return VllmStep(observe.error_record(index, self.limits, sched, preempted, exc, state), preempted)
-        preempted = tuple(self._preempted)
-        record = observe.step_record(index, self.limits, sched, out, preempted, state, possible)
+            preempted = self._preemptions.stop()
+            self._state_changes += 1
+            record = observe.error_record(index, self.limits, sched, preempted, exc, state, self._memo)
+            return VllmStep(record, preempted)
+        preempted = self._preemptions.stop()
+        if out.num_scheduled_tokens or preempted:
+            self._state_changes += 1
+        record = observe.step_record(index, self.limits, sched, out, preempted, state, possible, self._memo)
         requests = observe.scheduled_requests(sched, out, preempted)
         runner_output, proposals = self._run_model(out, accepted)
         try:
@@ -411,38 +416,38 @@ class VllmEngine:
         return VllmStep(record, preempted, observe.outcome(index, requests, preempted).requests)
 
     def fingerprint(self) -> Hashable:
-        """The scheduler's state as a value (``observe.fingerprint``)."""
-        return observe.fingerprint(self.scheduler)
+        """The scheduler's state as a value in O(1) (``observe.fingerprint`` reads it whole):
+        the adds, aborts and passes that changed it so far, then the queues' lengths and the
+        free blocks. A pass changes only the requests it schedules or preempts
+        (vllm/v1/core/sched/scheduler.py:1616-1634 in 0.32.0), so equal values mean equal
+        states (``tests/vllm/test_vllm_fingerprint.py`` pins it against the whole state)."""
+        return (self._state_changes, *observe.sizes(self.scheduler))
 
     def _run_model(
         self, out: SchedulerOutput, accepted: Mapping[str, int]
     ) -> tuple[ModelRunnerOutput, DraftTokenIds]:
         """The fake model runner's output and next drafts for a SchedulerOutput."""
-        k = self.cfg.num_speculative_tokens
-        requests, spec_tokens = self.scheduler.requests, out.scheduled_spec_decode_tokens
+        k, vocab, stride = self.cfg.num_speculative_tokens, VOCAB_SIZE - 1, TOKEN_STRIDE
+        requests, spec_tokens, bases = self.scheduler.requests, out.scheduled_spec_decode_tokens, self._token_base
         req_ids = list(out.num_scheduled_tokens)
         sampled: list[list[int]] = []
         draft_ids: list[str] = []
         draft_tokens: list[list[int]] = []
+        steps = range(stride, (k + 1) * stride, stride)
         for rid in req_ids:
             request = requests[rid]
             if request.is_prefill_chunk:  # still prefilling after this chunk: no sample
                 sampled.append([])
                 continue
-            drafts = spec_tokens.get(rid, [])
+            drafts = spec_tokens.get(rid, ())
             real = drafts.index(-1) if -1 in drafts else len(drafts)
             n = max(0, min(accepted.get(rid, 0), real))
-            position = request.num_tokens + n  # where the bonus token lands
-            sampled.append(drafts[:n] + self._tokens(rid, position, 1))
+            at = bases[rid] + (request.num_tokens + n) * stride  # where the bonus token lands, times the stride
+            sampled.append([*drafts[:n], 1 + at % vocab])
             if k:
                 draft_ids.append(rid)
-                draft_tokens.append(self._tokens(rid, position + 1, k))
+                draft_tokens.append([1 + (at + d) % vocab for d in steps])
         output = self._output_cls(
-            req_ids=req_ids, req_id_to_index={rid: i for i, rid in enumerate(req_ids)}, sampled_token_ids=sampled
+            req_ids=req_ids, req_id_to_index=dict(zip(req_ids, range(len(req_ids)))), sampled_token_ids=sampled
         )
         return output, self._drafts_cls(req_ids=draft_ids, draft_token_ids=draft_tokens)
-
-    def _tokens(self, rid: str, position: int, count: int) -> list[int]:
-        """The ``count`` tokens ``rid`` samples or drafts from ``position`` on."""
-        base = self._token_base[rid]
-        return [1 + (base + p * 7919) % (VOCAB_SIZE - 1) for p in range(position, position + count)]

@@ -34,6 +34,7 @@ from ...spec.invariants import STEP_CHECKS, RequestAccounting, Violation
 from ...spec.records import StepLimits, StepRecord
 from . import observe
 from .engine import EngineUnavailable, not_importable
+from .preemptions import PreemptionRecorder
 
 RUN_HALF = "progress (run half)"
 RUN_HALF_WHY = "a test drives the scheduler by hand: a repeated state or a long drain is no deadlock of vLLM's"
@@ -163,15 +164,13 @@ class SchedulerWatch:
         self.requests: dict[str, Any] = {}  # every request added, by id: a finish inside vLLM is read off it
         self.pending: dict[int, tuple[Any, int, dict[str, Any], tuple[str, ...]]] = {}  # id(output) -> its step
         self.num_steps = 0
-        self.in_pass = False
-        self.preempted: list[str] = []
         for rid, request in sched.requests.items():
             self._adopt(rid, request)
         self._wrap("schedule", self._schedule)
         self._wrap("update_from_output", self._update_from_output)
         self._wrap("add_request", self._add_request)
         self._wrap("finish_requests", self._finish_requests)
-        self._wrap("_preempt_request", self._preempt_request)
+        self.preemptions = PreemptionRecorder(sched, self._preempted)
 
     def scope_lines(self) -> list[str]:
         lines = [*self.scope.lines(), f"{RUN_HALF}: not judged ({RUN_HALF_WHY})"]
@@ -204,14 +203,10 @@ class SchedulerWatch:
                 self.accounting.ended(request.request_id, state.status)
         return result
 
-    def _preempt_request(self, original: Callable[..., Any], request: Any, *args: Any, **kwargs: Any) -> Any:
-        result = original(request, *args, **kwargs)
-        if self.in_pass:
-            self.preempted.append(request.request_id)
-        else:
+    def _preempted(self, rid: str, in_pass: bool) -> None:
+        if not in_pass:
             self.monitor.stats.preempted_outside_a_pass += 1
-        self.accounting.preempted(request.request_id)
-        return result
+        self.accounting.preempted(rid)
 
     def _schedule(self, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
@@ -219,20 +214,19 @@ class SchedulerWatch:
         self.num_steps += 1
         stats.steps += 1
         possible = observe.progress_possible(sched, self.limits) if self.judges_progress else None
-        self.in_pass, self.preempted = True, []
+        self.preemptions.start()
         called = time.perf_counter()
         try:
             out = original(*args, **kwargs)
         except Exception as exc:
-            self.in_pass = False
+            preempted = self.preemptions.stop()
             returned = time.perf_counter()
-            record = observe.error_record(index, self.limits, sched, tuple(self.preempted), exc)
+            record = observe.error_record(index, self.limits, sched, preempted, exc)
             self._judge(record)
             stats.seconds += called - started + time.perf_counter() - returned
             raise
-        self.in_pass = False
+        preempted = self.preemptions.stop()
         returned = time.perf_counter()
-        preempted = tuple(self.preempted)
         record = observe.step_record(index, self.limits, sched, out, preempted, possible=possible)
         self.pending[id(out)] = (out, index, observe.scheduled_requests(sched, out, preempted), preempted)
         self._judge(record)

@@ -32,12 +32,15 @@ the canvas is the request's own tokens, not drafts, so the record carries no dra
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import Any, Hashable, Iterable, Mapping, Optional
+from typing import Any, Hashable, Iterable, Mapping, Optional, Sequence
+
 
 from ...spec.grant_rules import kv_slots_needed
-from ...spec.records import RequestState, StepLimits, StepOutcome, StepRecord
+from ...spec.records import RequestState, StepLimits, StepOutcome, StepRecord, pass_record
 from ...spec.target import describe
+from .pass_memo import PassMemo
 
 FULL_ATTENTION_SPECS = ("FullAttentionSpec", "MLAAttentionSpec")  # tables hold every slot a request writes
 STATUS_QUEUES = {"RUNNING": "running", "FINISHED_ABORTED": "aborted"}  # other FINISHED_*: finished; else waiting
@@ -114,22 +117,37 @@ def limits(sched: Any) -> StepLimits:
     )
 
 
-def queues(sched: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The running ids, and the waiting ids (those holding KV blocks first, as vLLM serves them)."""
-    running = tuple(r.request_id for r in sched.running)
-    waiting = tuple(r.request_id for queue in (sched.kv_holding_waiting, sched.waiting) for r in queue)
-    return running, waiting
+def queues(sched: Any, memo: Optional[PassMemo] = None) -> tuple[tuple[str, ...], Sequence[str]]:
+    """The running ids, and the waiting ids (those holding KV blocks first, as vLLM serves them):
+    a tuple, or with ``memo`` (the scheduler's, kept across its passes) a window of a log that
+    costs what changed in the queue since the last pass."""
+    running = tuple([r.request_id for r in sched.running])
+    if memo is None:
+        return running, tuple(r.request_id for queue in (sched.kv_holding_waiting, sched.waiting) for r in queue)
+    memo.waiting.update([*sched.kv_holding_waiting, *sched.waiting])
+    return running, memo.waiting.ids
 
 
-def blocks(sched: Any, running: Iterable[str]) -> tuple[int, dict[str, tuple[int, ...]], dict[int, object]]:
+def sizes(sched: Any) -> tuple[int, int, int, int]:
+    """The lengths of the running, KV-holding and waiting queues, and the free blocks: O(1)."""
+    return (len(sched.running), len(sched.kv_holding_waiting), len(sched.waiting),
+            sched.kv_cache_manager.block_pool.get_num_free_blocks())
+
+
+def blocks(sched: Any, running: tuple[str, ...], memo: Optional[PassMemo] = None
+           ) -> tuple[int, dict[str, tuple[int, ...]], dict[int, object]]:
     """Usable blocks in use (cached free blocks count as free), the block table of each
-    running request in the read KV group, and the hash of each block more than one holds."""
+    running request in the read KV group, and the hash of each block more than one holds;
+    with ``memo``, at the cost of what the pass changed where it can (``PassMemo``)."""
     manager = sched.kv_cache_manager
     pool = manager.block_pool
     in_use = pool.num_gpu_blocks - 1 - pool.get_num_free_blocks()
     group = kv_group(sched)
     if group is None:
         return in_use, {}, {}
+    read = memo.tables_and_shared(sched, group, running) if memo is not None else None
+    if read is not None:
+        return in_use, *read
     tables = {rid: tuple(manager.get_block_ids(rid)[group]) for rid in running}
     pool_blocks = pool.blocks
     shared: dict[int, object] = {
@@ -138,9 +156,10 @@ def blocks(sched: Any, running: Iterable[str]) -> tuple[int, dict[str, tuple[int
 
 
 def fingerprint(sched: Any) -> Hashable:
-    """The scheduler's state as a value: every queued request in queue order (its status,
+    """The scheduler's whole state as a value: every queued request in queue order (its status,
     computed and output tokens, drafts, preemptions and KV blocks) and the free blocks.
-    Costs the live requests; requests that finished are not read."""
+    Costs the live requests; requests that finished are not read. ``VllmEngine.fingerprint``
+    stands for it in O(1)."""
     manager = sched.kv_cache_manager
     group = kv_group(sched) or 0
 
@@ -241,54 +260,42 @@ def scheduled_requests(sched: Any, out: Any, preempted: Iterable[str]) -> dict[s
 
 
 def step_record(step: int, lim: StepLimits, sched: Any, out: Any, preempted: tuple[str, ...],
-                fingerprint: Hashable = None, possible: Optional[bool] = None) -> StepRecord:
+                fingerprint: Hashable = None, possible: Optional[bool] = None,
+                memo: Optional[PassMemo] = None) -> StepRecord:
     """The record of one ``schedule()`` that returned ``out``, read at once. ``preempted``:
     the requests it preempted, in order (``SchedulerOutput.preempted_req_ids`` is a set);
-    ``possible``: ``progress_possible`` read before the pass."""
+    ``possible``: ``progress_possible`` read before the pass; ``memo`` as for ``queues``."""
     grants: dict[str, int] = dict(out.num_scheduled_tokens)
-    requests = sched.requests
-    computed = {rid: requests[rid].num_computed_tokens - n for rid, n in grants.items()}
-    num_tokens = {rid: requests[rid].num_tokens for rid in grants}
+    requests, d = sched.requests, lim.draft_slots
+    computed, num_tokens, rows, prefill = {}, {}, {}, []
+    for rid, n in grants.items():
+        request = requests[rid]
+        computed[rid] = before = request.num_computed_tokens - n
+        num_tokens[rid] = tokens = request.num_tokens
+        rows[rid] = n + d
+        if before < tokens - 1:
+            prefill.append(rid)
     if is_diffusion(sched):
-        drafts: dict[str, int] = {rid: 0 for rid in grants}
+        drafts: dict[str, int] = dict.fromkeys(grants, 0)
         padded: frozenset[str] = frozenset()
     else:
         spec_tokens = out.scheduled_spec_decode_tokens
         drafts = {rid: len(spec_tokens.get(rid, ())) for rid in grants}
-        padded = frozenset(rid for rid, t in spec_tokens.items() if t and all(x == -1 for x in t))
-    running, waiting = queues(sched)
-    in_use, tables, shared = blocks(sched, running)
-    return StepRecord(
-        step=step,
-        limits=lim,
-        num_scheduled_tokens=grants,
-        scheduled_draft_tokens=drafts,
-        runner_rows={rid: n + lim.draft_slots for rid, n in grants.items()},
-        computed_before=computed,
-        num_tokens=num_tokens,
-        padded=padded,
-        prefill=frozenset(rid for rid in grants if computed[rid] < num_tokens[rid] - 1),
-        preempted=preempted,
-        running=running,
-        waiting=waiting,
-        kv_blocks_in_use=in_use,
-        block_tables=tables,
-        block_keys=shared,
-        progress_possible=possible,
-        fingerprint=fingerprint,
-    )
+        padded = frozenset(rid for rid, t in spec_tokens.items() if t and t.count(-1) == len(t))
+    running, waiting = queues(sched, memo)
+    in_use, tables, shared = blocks(sched, running, memo)
+    return pass_record(step, lim, grants, drafts, rows, computed, num_tokens, prefill, preempted, running, waiting,
+                       in_use, tables, shared, padded=padded, progress_possible=possible, fingerprint=fingerprint)
 
 
 def error_record(step: int, lim: StepLimits, sched: Any, preempted: tuple[str, ...], exc: BaseException,
-                 fingerprint: Hashable = None) -> StepRecord:
+                 fingerprint: Hashable = None, memo: Optional[PassMemo] = None) -> StepRecord:
     """The record of a ``schedule()`` that raised ``exc``: no grants, the queues and blocks
     as the exception left them."""
-    running, waiting = queues(sched)
-    in_use, tables, shared = blocks(sched, running)
-    return StepRecord(step=step, limits=lim, num_scheduled_tokens={}, scheduled_draft_tokens={}, runner_rows={},
-                      computed_before={}, num_tokens={}, padded=frozenset(), prefill=frozenset(),
-                      preempted=preempted, running=running, waiting=waiting, kv_blocks_in_use=in_use,
-                      block_tables=tables, block_keys=shared, error=engine_error(exc), fingerprint=fingerprint)
+    running, waiting = queues(sched, memo)
+    in_use, tables, shared = blocks(sched, running, memo)
+    return pass_record(step, lim, {}, {}, {}, {}, {}, (), preempted, running, waiting, in_use, tables, shared,
+                       error=engine_error(exc), fingerprint=fingerprint)
 
 
 def engine_error(exc: BaseException) -> str:
@@ -304,10 +311,15 @@ def engine_error(exc: BaseException) -> str:
 
 def request_state(request: Any) -> RequestState:
     """A vLLM request's observable state: its queue by status, token counts and max_tokens."""
-    name = request.status.name
-    queue = STATUS_QUEUES.get(name) or ("finished" if name.startswith("FINISHED") else "waiting")
-    return RequestState(queue, request.num_computed_tokens, request.num_output_tokens, request.max_tokens,
-                        request.num_prompt_tokens)
+    return RequestState(status_queue(request.status), request.num_computed_tokens, request.num_output_tokens,
+                        request.max_tokens, request.num_prompt_tokens)
+
+
+@functools.cache
+def status_queue(status: Any) -> str:
+    """The queue a request status stands for (an enum member: read once per member)."""
+    name = status.name
+    return STATUS_QUEUES.get(name) or ("finished" if name.startswith("FINISHED") else "waiting")
 
 
 def outcome(step: int, requests: Mapping[str, Any], preempted: Iterable[str]) -> StepOutcome:

@@ -32,7 +32,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ...spec import grant_rules
-from ...spec.records import LedgerEntry, RequestState, StepOutcome, StepRecord
+from ...spec.records import LedgerEntry, RequestState, StepOutcome, StepRecord, pass_record
 from .. import decisions
 from ..one_pass_loop import HOOKS, VARIANT_FLAGS
 from ..policy import Budgets
@@ -261,28 +261,12 @@ def schedule(loop: Any) -> Optional[StepRecord]:
         wanted_running += decisions.running_demand(r.num_tokens, r.num_draft_tokens, r.num_computed_tokens)
     waiting = loop.waiting_ids()
     unserved = decisions.unserved_total(cfg.max_num_seqs, len(running), wanted_running, loop.waiting_snapshot.demand)
-    record = StepRecord(
-        step=loop.num_steps,
-        limits=loop.limits,
-        num_scheduled_tokens=step.grants,
-        scheduled_draft_tokens=step.drafts,
-        runner_rows=step.rows,
-        computed_before=step.computed_before,
-        num_tokens=step.num_tokens,
-        padded=frozenset(step.padded),
-        prefill=frozenset(step.prefill),
-        preempted=(),
-        paused=frozenset(),
-        running=tuple(ids) if every and not admitted else tuple([r.request_id for r in running]),
-        waiting=waiting,
-        kv_blocks_in_use=pool.num_in_use,
-        block_tables=_tables(tables_before[0] if known else None, running, reqs, new_blocks, admitted),
-        block_keys=loop._shared_block_keys(),
-        unserved_demand=unserved,
-        initial_token_budget=initial.token,
-        initial_input_budget=initial.input,
-        ledger=tuple(step.ledger),
-        progress_possible=progress_possible,
+    record = pass_record(
+        loop.num_steps, loop.limits, step.grants, step.drafts, step.rows, step.computed_before, step.num_tokens,
+        step.prefill, (), ids if every and not admitted else [r.request_id for r in running], waiting, pool.num_in_use,
+        _tables(tables_before[0] if known else None, running, reqs, new_blocks, admitted), loop._shared_block_keys(),
+        padded=step.padded, unserved_demand=unserved, initial_token_budget=initial.token,
+        initial_input_budget=initial.input, ledger=step.ledger, progress_possible=progress_possible,
         fingerprint=fingerprint,
     )
     loop.num_steps += 1
