@@ -77,7 +77,7 @@ def table(rows: list[dict], seeds: list[int]) -> str:
 
 
 def main() -> int:
-    sys.path.insert(0, str(TESTS))
+    sys.path[:0] = [str(TESTS), str(TESTS.parent)]  # the slips and tests/planted_line.py
     from fastdeploy_slips import SLIPS, plant
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "trtllm"))
+sys.path[:0] = [str(ROOT / "tests" / "trtllm"), str(ROOT / "tests")]  # the slips and tests/planted_line.py
 from trtllm_slips import SLIPS, plant  # noqa: E402
 
 

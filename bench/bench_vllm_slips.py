@@ -79,7 +79,7 @@ def line(result: dict, unpatched: bool) -> str:
 
 
 def main() -> int:
-    sys.path.insert(0, str(TESTS))
+    sys.path[:0] = [str(TESTS), str(TESTS.parent)]  # the slips and tests/planted_line.py
     from vllm_slips import SLIPS, plant
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

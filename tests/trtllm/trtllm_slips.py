@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from planted_line import replace_line
+
 SCHEDULER = Path("tensorrt_llm", "_torch", "pyexecutor", "scheduler", "scheduler.py")
 
 
@@ -39,15 +41,10 @@ BY_NAME = {slip.name: slip for slip in SLIPS}
 
 
 def plant(folder: Path, slip: Slip, dest: Path) -> Path:
-    """``dest`` holding ``folder``'s scheduler.py with ``slip`` planted; AssertionError when the
+    """``dest`` holding ``folder``'s scheduler.py with ``slip`` planted; ValueError when the
     line is not there as many times as ``occurrence`` asks."""
-    lines = (folder / SCHEDULER).read_text().splitlines(keepends=True)
-    hits = [i for i, line in enumerate(lines) if line.strip() == slip.old]
-    assert len(hits) >= slip.occurrence, f"{slip.name}: {slip.old!r} is not in {folder / SCHEDULER}"
-    i = hits[slip.occurrence - 1]
-    indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
-    lines[i] = f"{indent}{slip.new}\n"
     target = dest / SCHEDULER
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text("".join(lines))
+    target.write_text((folder / SCHEDULER).read_text())
+    replace_line(target, slip.old, slip.new, slip.occurrence)
     return dest

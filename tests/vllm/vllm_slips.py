@@ -13,6 +13,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from planted_line import replace_line
+
 SCHEDULER = "vllm/v1/core/sched/scheduler.py"
 SPECULATIVE = "vllm/config/speculative.py"
 
@@ -71,11 +73,5 @@ def plant(engine: Path, slip: Slip | None, into: Path) -> Path:
     if slip is None:
         return into
     path = into / slip.file
-    lines = path.read_text().split("\n")
-    hits = [i for i, line in enumerate(lines) if line.strip() == slip.old]
-    if len(hits) < slip.occurrence:
-        raise ValueError(f"{slip.file} has {len(hits)} lines {slip.old!r}, not {slip.occurrence}")
-    i = hits[slip.occurrence - 1]
-    lines[i] = lines[i][:len(lines[i]) - len(lines[i].lstrip())] + slip.new
-    path.write_text("\n".join(lines))
+    replace_line(path, slip.old, slip.new, slip.occurrence)
     return into
