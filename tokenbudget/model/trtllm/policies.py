@@ -74,13 +74,6 @@ class _TrtllmPolicy(BudgetPolicy):
                 scope=True,
             ),
             Requirement(
-                b >= p.block_size,
-                lambda: f"{self.name} models configs where a context chunk can always run: a trimmed chunk is "
-                f"aligned down to the block (scheduler.py:1249-1251 at 002f3cc3), so max_num_batched_tokens ({b}) "
-                f"must be >= block_size ({p.block_size}); raise max_num_batched_tokens or lower block_size",
-                scope=True,
-            ),
-            Requirement(
                 or_(p.chunked_prefill_knob, b >= max_len - 1),
                 lambda: f"without chunked prefill a whole prompt must fit max_num_tokens: max_num_batched_tokens "
                 f"({b}) must be >= max_model_len - 1 ({max_len - 1}); raise max_num_batched_tokens, lower "
