@@ -12,7 +12,6 @@ ENGINES = {  # name -> the package under tokenbudget.harness
     "vllm": "vllm",
     "sglang": "sglang",
     "fastdeploy": "fastdeploy",
-    "trtllm": "trtllm",
 }
 
 

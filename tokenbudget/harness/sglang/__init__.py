@@ -50,8 +50,7 @@ class SglangDescriptor(EngineDescriptor):
         from .target import SglangTarget
         return SglangTarget
 
-    def conform_engine(self, path: Optional[Path], prefix_cache: bool = True,
-                       capacity_policy: Optional[str] = None) -> ConformEngine:
+    def conform_engine(self, path: Optional[Path], prefix_cache: bool = True) -> ConformEngine:
         from .conform import sglang_engine
         return sglang_engine(path, radix=prefix_cache)
 

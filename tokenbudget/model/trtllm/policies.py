@@ -32,7 +32,6 @@ from __future__ import annotations
 from ..config import Requirement
 from ...spec.intlike import BoolLike, IntLike, ite, not_, or_
 from ..policy import BudgetParams, BudgetPolicy, Budgets, plain  # noqa: F401 (plain: the PEP 316 contracts)
-from .deployments import COMMIT, DEPLOYMENTS
 from .loop import TrtllmLoop
 
 
@@ -42,9 +41,6 @@ class _TrtllmPolicy(BudgetPolicy):
     engine = "tensorrt-llm"
     table = "trtllm"
     loop = TrtllmLoop
-    commit = COMMIT  # the scheduler.py whose rules the loop follows: the Python port of the C++ pair (PR #10273)
-    versions = tuple(DEPLOYMENTS)  # its capacity policies (``deployments``), the default last
-    stamps_one_model = True  # PyExecutor attaches k placeholder drafts to one-model generation requests too
 
     def requirements(self, p: BudgetParams) -> list[Requirement]:
         b, s, k, max_len = p.max_num_batched_tokens, p.max_num_seqs, p.num_speculative_tokens, p.max_model_len
@@ -129,7 +125,6 @@ class TrtllmOneModelUnreserved(_TrtllmPolicy):
     name = "trtllm-one-model-unreserved"
     description = "before #16101: one-model mtp/eagle3 charge 1 per generation request but run 1 + k rows"
     version = "before PR #16101"
-    stamps_one_model = False
 
     def scheduled_drafts(self, p: BudgetParams) -> IntLike:
         return ite(p.one_model, 0, super().scheduled_drafts(p))
