@@ -51,12 +51,11 @@ from ..spec import interrupts
 from ..spec.invariants import (INVARIANTS, RequestAccounting, Violation, check_step, drain_steps_left, ends_in_fixpoint,
                                no_request_lost, progress, work_gap)
 from ..spec.records import RequestState, StepRecord
-from ..spec.target import describe
+from ..spec.target import describe, release
 from ..spec.trace import AbortOp, Op, StepOp, Trace, ViolationExpectation
 from .config_strategies import (asks_more_pool_of, config_space, configs, priority_wave_configs, rare_path_configs,
                                 same_step_refund_configs)
 from .coverage import example_key, paths_taken
-from ..spec.collector import PacedCollector
 from ..spec.execution import Execution
 from .failures import MODEL_ERROR, FuzzFailure, error_kind, failure, identity, is_known, kind_of
 from ..model.target import ModelTarget, TargetFactory
@@ -136,7 +135,6 @@ class FuzzMachine(RuleBasedStateMachine):
     reported: ClassVar[frozenset[str]] = frozenset()  # identities found already: these exactly, not their kinds
     max_work_gap: ClassVar[int | None] = None  # tokens beyond the base's gap a step may leave; None: not judged
     base: ClassVar[BudgetPolicy | None] = None  # the built-in the policy derives from, when judged against it
-    collector: ClassVar[PacedCollector | None] = None  # the run's garbage-collection pacer, ticked per step
     aims: ClassVar[bool] = True  # report target() scores: only Hypothesis's target phase uses them
 
     def __init__(self) -> None:
@@ -275,9 +273,6 @@ class FuzzMachine(RuleBasedStateMachine):
             if not current_build_context().is_final:  # shrinking: this example is dropped, the shrinking ends
                 _end_shrinking()
                 reject()
-        collector = type(self).collector
-        if collector is not None:
-            collector.tick()
         record = self._apply(StepOp(dict(accepted)))
         if record is None:
             return
@@ -355,18 +350,24 @@ class FuzzMachine(RuleBasedStateMachine):
         this teardown (``drain_steps_left`` reads it from the run after the first step), so a
         stuck run stops at the very step where ``progress_bound`` first judges it. An example
         Hypothesis cut short (out of data) is drained too: what that finds Hypothesis would
-        drop, so it is kept in ``stats.cut_short`` and ends the run, which reports it.
+        drop, so it is kept in ``stats.cut_short`` and ends the run, which reports it. The
+        targets are released at the end, whatever happened.
         """
-        if self.execution is None or self.broken:
-            return
-        stats = type(self).stats
-        cut_short = stats.raised_kind is None and isinstance(sys.exc_info()[1], StopTest)
         try:
-            self._drain()
-        except FuzzFailure as found:
-            if not cut_short:
-                raise
-            stats.cut_short = found  # Hypothesis ran out of data for this example: it would drop the failure
+            if self.execution is None or self.broken:
+                return
+            stats = type(self).stats
+            cut_short = stats.raised_kind is None and isinstance(sys.exc_info()[1], StopTest)
+            try:
+                self._drain()
+            except FuzzFailure as found:
+                if not cut_short:
+                    raise
+                stats.cut_short = found  # Hypothesis ran out of data for this example: it would drop the failure
+        finally:
+            for execution in (self.execution, self.beside):
+                if execution is not None:
+                    release(execution.target)
 
     def _drain(self) -> None:
         assert self.execution is not None

@@ -40,7 +40,6 @@ from hypothesis.stateful import run_state_machine_as_test
 from ..model import POLICY_ERROR, BudgetConfig, PolicyError, get_policy
 from ..model.replay import BadInput, ReplayResult, replay_on_model
 from ..model.base_gap import replay_judged
-from ..spec.collector import PacedCollector
 from ..spec.invariants import work_conserving
 from ..spec.execution import Execution
 from ..spec.trace import Trace, ViolationExpectation, write_trace
@@ -326,8 +325,7 @@ def run_machine(cls: type[FuzzMachine], size: int, seed: int, phases: Sequence[P
         suppress_health_check=list(HealthCheck), report_multiple_bugs=False, phases=tuple(phases),
     )
     try:
-        with with_reporter(lambda _: None), seeded_draws(), PacedCollector() as collector:
-            cls.collector = collector
+        with with_reporter(lambda _: None), seeded_draws():
             cls.aims = Phase.target in s.phases
             run_state_machine_as_test(hypothesis_seed(seed)(cls), settings=s)
     except FuzzFailure as found:
@@ -340,8 +338,6 @@ def run_machine(cls: type[FuzzMachine], size: int, seed: int, phases: Sequence[P
         # the budget ran out before any failure (Hypothesis may complain of the example cut
         # short), or a failure Hypothesis dropped ended the run
         return cls.stats.cut_short
-    finally:
-        cls.collector = None
     return cls.stats.cut_short
 
 

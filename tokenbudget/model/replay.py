@@ -20,7 +20,6 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from ..spec import interrupts
-from ..spec.collector import PacedCollector
 from ..spec.execution import Execution
 from .target import ModelTarget, TargetFactory
 from . import POLICY_ERROR, BudgetConfig, BudgetPolicy, ConfigError, PolicyError, get_policy
@@ -164,14 +163,13 @@ def replay_on_model(trace: Trace, policy: str | BudgetPolicy | None = None,
     except Exception as e:  # the model raised while it was built: a model-error, not a crash
         return _judge(trace, name, None, None, crash=f"{describe(e)} while it was built")
     execution = Execution(target)
-    with PacedCollector() as collector:
-        crash = _run(trace, execution, collector, progress)
-        progress(f"judging {len(execution.run.steps)} steps")
-        version = _version_used(cfg, pol, target)
-        if crash is not None and POLICY_ERROR + ":" in crash:
-            return replace(_judge(trace, name, None, execution.run), errors=(crash,), engine_version=version)
-        return replace(_judge(trace, name, None, execution.run, crash, _with_target_judged(target, judge_more),
-                              frozenset(getattr(target, "explained_errors", ()))), engine_version=version)
+    crash = _run(trace, execution, progress)
+    progress(f"judging {len(execution.run.steps)} steps")
+    version = _version_used(cfg, pol, target)
+    if crash is not None and POLICY_ERROR + ":" in crash:
+        return replace(_judge(trace, name, None, execution.run), errors=(crash,), engine_version=version)
+    return replace(_judge(trace, name, None, execution.run, crash, _with_target_judged(target, judge_more),
+                          frozenset(getattr(target, "explained_errors", ()))), engine_version=version)
 
 
 def _with_target_judged(target: object, judge_more: Callable[[RunRecord], Sequence[Violation]] | None
@@ -214,7 +212,7 @@ def _resolve_policy(trace: Trace, policy: str | BudgetPolicy | None) -> tuple[st
         raise BadInput(f"{trace.source}: {e}") from None
 
 
-def _run(trace: Trace, execution: Execution, collector: PacedCollector, progress: Callable[[str], None]) -> str | None:
+def _run(trace: Trace, execution: Execution, progress: Callable[[str], None]) -> str | None:
     """Apply the trace's ops until the end, a step in which the target raised, or an add
     or abort that raised (then what it raised, ``ops[i]: ...``, is returned). On a target
     whose steps are pure (``repeats_fixpoints``), once only steps are left and the run
@@ -225,7 +223,6 @@ def _run(trace: Trace, execution: Execution, collector: PacedCollector, progress
         if execution.crashed is not None:
             break
         interrupts.check()
-        collector.tick()
         if index % PROGRESS_OPS == 0:
             progress(f"op {index} of {len(trace.ops)}, step {len(execution.run.steps)}")
         try:

@@ -16,7 +16,6 @@ from dataclasses import MISSING, Field, dataclass, field, fields
 from importlib import resources
 from typing import Any, Literal, Mapping, NoReturn, Sequence, Union
 
-from .collector import PacedCollector
 from .invariants import INVARIANTS
 from .schema import Schema
 from .user_paths import PathRefused, readable_file
@@ -245,8 +244,7 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
     except UnicodeDecodeError as e:
         raise TraceError(source, [], f"not UTF-8 (byte {e.start})") from None
     try:
-        with PacedCollector():  # a decoded document holds no cycles
-            obj = json.loads(text, object_pairs_hook=_no_duplicates, parse_int=_int, parse_constant=_constant)
+        obj = json.loads(text, object_pairs_hook=_no_duplicates, parse_int=_int, parse_constant=_constant)
     except json.JSONDecodeError as e:
         raise TraceError(source, [], f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
     except _DuplicateKey as e:

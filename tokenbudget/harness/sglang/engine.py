@@ -144,6 +144,11 @@ class SglangEngine:
         self.aborted: set[str] = set()
         self.dead: Optional[str] = None
 
+    def close(self) -> None:
+        """Free SGLang's pools, tree and requests now; the engine takes no more calls."""
+        vars(self.tree_cache).clear()  # the tree is in cycles (its components, its session) and holds the pools
+        vars(self).clear()
+
     # -- requests ---------------------------------------------------------------------
     def add(self, rid: str, prompt_len: int, max_tokens: int, prefix_group: Optional[str] = None,
             prefix_len: int = 0) -> None:
