@@ -1,32 +1,4 @@
-"""The fuzzing state machine: generate ops, execute them on a target, judge every step.
-
-Generate, execute and check stay apart. The rules generate operations (``add``,
-``step``, ``abort``) and record each one before applying it; an ``Execution`` applies
-them to the target; the spec's predicates judge what it observed. A failing run
-therefore becomes a Trace of exactly the ops applied, and replays.
-
-Every step is judged as it happens (``check_step``, and the target's ``error``); the
-``@invariant`` judges the events since its last call (``no_request_lost``, incrementally). At teardown the machine
-stops adding and drains: it steps until every live request has finished, and once the
-drain is longer than the spec's bound ``progress_bound`` judges it, or at once when a drain step
-leaves the target's state unchanged (a fixpoint, ``first_fixpoint``). A user policy with a
-built-in base, given ``max_work_gap``, is judged against it (``model.base_gap``): the
-same ops run on the base alongside, while both are in the same state, and a step that
-leaves more work undone than the base's by over ``max_work_gap`` tokens is a
-``work-conserving`` violation naming both gaps. ``target()`` steers generation toward high
-input-row use and preemption (in Hypothesis's target phase). The first violation raises a
-FuzzFailure carrying the trace, unless it is known: its kind or identity is ``known`` (the
-caller's), or its identity is ``reported`` (found before in the same session; exactly that
-identity, so a violation no finding explains never hides a finding's): then the run just
-ends, its later rules doing nothing. Every kind a run shows,
-raised or not, is kept with its first trace in ``FuzzStats.seen``: the session reports it
-even when Hypothesis never raises it again. So does a drain that looks
-stuck (``STUCK_REPEATS`` idle steps in a row, each the one before again) once ``progress``
-is known: a drain has no input, so it would most likely repeat that step up to the bound.
-
-Only the spec's observations are read, never the target's internals, so a real engine
-whose records lack a ledger (or carry an ``error``) runs in the same machine.
-"""
+"""The fuzzing state machine: generate ops, execute them on a target, judge every step."""
 from __future__ import annotations
 
 import hashlib
