@@ -1,17 +1,4 @@
-"""Replay a trace on the reference model and judge the run: invariants, work gap, expectations.
-
-``replay_on_model`` applies the ops to the reference model through the shared
-op-application path (``spec.execution.Execution`` on a ``model.target.ModelTarget``), checks
-the RunRecord with ``spec.check_run`` (as ``spec.columnar_checks.check_run_columnar`` judges
-it: the same violations) and each expectation of the trace. A step in which the target
-raised ends the run there: the error is reported, later ops are not applied. On
-the model, a run that reaches a fixpoint with only steps left writes the rest as the
-fixpoint's record again instead of running them (the same run, a tenth of the cost). An
-exception inside the model outside a step (building the scheduler, adding or aborting a
-request) ends it too, as a ``model-error`` violation. Input that cannot be replayed as
-given raises BadInput (the CLI's exit status 2); what the run showed, good or bad, is
-the ReplayResult.
-"""
+"""Replay a trace on the reference model and judge the run: invariants, work gap, expectations."""
 from __future__ import annotations
 
 import json
