@@ -56,7 +56,7 @@ def test_the_roofline_is_memory_bound_for_a_decode_and_compute_bound_for_a_long_
 
 
 def test_nnls_fit_recovers_the_coefficients_of_exact_data():
-    truth = dict(zip(TERMS, (2e-3, 1e-5, 3e-5, 1e-9, 4e-4, 2e-8, 3e-9, 5e-4, 4e-9)))
+    truth = dict(zip(TERMS, (2e-3, 1e-5, 3e-5, 1e-9, 4e-4, 2e-8, 3e-9, 5e-4, 1e-3, 4e-9)))
     model = FittedCost(truth, {})
     steps = shapes(60)
     fitted = fit(steps, [model.step_seconds(s) for s in steps], {"what": "exact"})
@@ -115,8 +115,8 @@ def test_the_table_returns_measured_steps_exactly_and_interpolates_between():
 
 
 @pytest.mark.parametrize("cost", [
-    FittedCost(dict(zip(TERMS, (1e-3, 2e-5, 0, 1e-9, 0, 1e-8, 0, 1e-4, 2e-9))), {"what": "f"}),
-    TableCost((((1, 0, 1, 1, 1, 1, 1, 0), 0.5),), {"what": "t"}),
+    FittedCost(dict(zip(TERMS, (1e-3, 2e-5, 0, 1e-9, 0, 1e-8, 0, 1e-4, 2e-3, 2e-9))), {"what": "f"}),
+    TableCost((((1, 0, 1, 1, 1, 1, 1, 1, 0), 0.5),), {"what": "t"}),
 ])
 def test_a_cost_model_file_round_trips(tmp_path: Path, cost):
     path = tmp_path / "cost.json"
@@ -135,7 +135,7 @@ def test_a_bad_cost_file_is_named(tmp_path: Path, text, named):
 
 
 def test_without_scipy_the_fit_uses_the_projected_solver(monkeypatch):
-    truth = dict(zip(TERMS, (2e-3, 1e-5, 3e-5, 1e-9, 4e-4, 2e-8, 3e-9, 5e-4, 4e-9)))
+    truth = dict(zip(TERMS, (2e-3, 1e-5, 3e-5, 1e-9, 4e-4, 2e-8, 3e-9, 5e-4, 1e-3, 4e-9)))
     steps = shapes(60)
     seconds = [FittedCost(truth, {}).step_seconds(s) for s in steps]
     monkeypatch.setitem(sys.modules, "scipy.optimize", None)  # its import now raises ImportError

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from ..spec.records import StepRecord
 
 FEATURES = ("prefill_tokens", "verify_tokens", "token_context", "num_seqs", "kv_tokens", "chunk_square", "sampled_seqs",
-            "pairs_past_cached_keys")
+            "sampling_steps", "pairs_past_cached_keys")
 # Keys per request past which attention on the torch runner's CPU costs about twice as much a
 # query-key pair (profiled: bench/bench_whatif_steps.py); see pairs_past_cached_keys.
 CACHED_KEYS = 1024
@@ -18,9 +18,13 @@ class StepShape:
     drafts), the sum over requests of each token's context (causal attention's pairs), sequences, the
     drafter's rows (runner rows past the grants), the KV tokens read (each sequence's
     context once), the sum of squared grants (what attention that masks a full
-    grant x context rectangle, as the torch runner's does, computes past the causal pairs)
-    and the sequences that sample a token (decodes and last prefill chunks: the sampler and
-    the drafter run for them, not for a prompt's earlier chunks)."""
+    grant x context rectangle, as the torch runner's does, computes past the causal pairs),
+    the sequences that sample a token (decodes and last prefill chunks: the sampler and the
+    drafter run for them, not for a prompt's earlier chunks) and the query-key pairs of each
+    request past its first ``CACHED_KEYS`` keys (grant x keys beyond them: where a layer's
+    keys, values and scores outgrow a CPU core's cache). The features add whether any
+    sequence samples (the sampler and the drafter's pass run once a step for all of them, a
+    fixed cost that a step of prompt chunks alone does not pay)."""
 
     prefill_tokens: int
     verify_tokens: int
@@ -39,7 +43,7 @@ class StepShape:
     def features(self) -> tuple[int, ...]:
         """The inputs of a fitted or tabled cost model, in ``FEATURES`` order."""
         return (self.prefill_tokens, self.verify_tokens, self.token_context, self.num_seqs, self.kv_tokens,
-                self.chunk_square, self.sampled_seqs, self.pairs_past_cached_keys)
+                self.chunk_square, self.sampled_seqs, int(self.sampled_seqs > 0), self.pairs_past_cached_keys)
 
     @classmethod
     def of(cls, record: StepRecord) -> "StepShape":
