@@ -41,7 +41,7 @@ def profile(prompt: int, repeats: int) -> dict[tuple[int, int], float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--prompt", type=int, default=2000)
+    parser.add_argument("--prompt", type=int, default=2040)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     steps = profile(args.prompt, args.repeats)

@@ -34,6 +34,11 @@ def test_every_shipped_roofline_number_names_its_source():
                 assert all(doc[section][k]["source"].strip() for k in keys), (name, section)
 
 
+def test_every_shipped_cost_model_loads_and_prices_a_step():
+    for name in cost_file.shipped():
+        assert cost_file.load(Path(name)).step_seconds(StepShape(64, 0, 64 * 1000 + 2080, 1, 0, 1064, 4096, 0, 64 * 40)) > 0
+
+
 def test_a_roofline_number_without_its_source_is_refused(tmp_path: Path):
     doc = json.loads((cost_file.SHIPPED / "kimi-k2-h100x8.json").read_text())
     doc["model"]["num_layers"] = {"value": 61}
