@@ -138,6 +138,7 @@ def calibrate_and_validate(cfg: BudgetConfig, options: RunnerOptions, concurrenc
 
 def _compare(cfg: BudgetConfig, cost: CostModel, conc: int, load: Workload,
              ttfts: dict[tuple[int, str], list[float]]) -> dict[str, Any]:
+    """One concurrency's row: per rule the measured and predicted median TTFT, and the change of each."""
     row: dict[str, Any] = {"concurrency": conc, "requests_per_rule": len(ttfts[conc, POLICIES[0]])}
     for name in POLICIES:
         predicted = float(np.median(metrics.ttfts(simulate(cfg, get_policy(name), load, cost))))
