@@ -13,7 +13,8 @@ corpus trace but the engine findings, with no expectations; traces whose config 
 refuses are skipped. Then every policy is fuzzed briefly on the model (``fuzz_section``):
 FUZZ_EXAMPLES examples from seed 0, deterministic, neither shrunk nor reduced (``tokenbudget
 fuzz`` gives the minimal trace), keeping what fails in the example database given (none by
-default); a fuzz run under the model's floor of examples and steps (``tokenbudget.evidence``)
+default), a user policy on the generic scales (FUZZ_EXAMPLES) then on the rare-path
+shapes of its loop (RARE_PATH_EXAMPLES); a fuzz run under the model's floor of examples and steps (``tokenbudget.evidence``)
 marks no cell ok and fails the row ("no evidence"). Last, every obligation of each policy is proved (``proofs_section``, ``tokenbudget
 prove``); a built-in's verdict the manifest does not record fails its row. A user policy's
 obligations are proved on every core (``prove`` splits one policy's obligations over ``jobs``
@@ -42,6 +43,7 @@ from z3 import Z3Exception
 
 from .spec.corpus import load_corpus
 from .fuzz.coverage import steps_per_path
+from .fuzz.machine import ALL_SHAPES, RARE_PATHS, SCALES
 from .fuzz.session import fuzz
 from .model import POLICY_ERROR, ConfigError, PolicyError, builtin_policies, get_policy
 from .model.policy_guard import symbolic_branch
@@ -261,42 +263,63 @@ def _mark_verdict(row: PolicyRow, verdict: Verdict, report: CheckReport) -> None
 
 
 FUZZ_EXAMPLES = 50  # per policy: a short deterministic fuzz, about 10 s for every built-in policy
+RARE_PATH_EXAMPLES = 25  # a user policy's run on the rare-path shapes alone, after its FUZZ_EXAMPLES on the scales
 
 
 def fuzz_section(report: CheckReport, progress: Progress, database: ExampleDatabase | None) -> None:
     """Fuzz each policy briefly (seed 0, no shrinking) and mark each violation's verdict; a
-    user policy is fuzzed against its base too (``max_work_gap``)."""
+    user policy is fuzzed against its base too (``max_work_gap``), on the scales alone, then
+    on the rare-path shapes alone (its loop's), so neither draws from the other's examples."""
     for row in report.rows:
         if row.policy_error:
             continue
-        progress(f"{row.policy}: fuzzing {FUZZ_EXAMPLES} examples")
-        try:
-            result = fuzz(row.policy, examples=FUZZ_EXAMPLES, seed=0, phases=(Phase.explicit, Phase.generate),
-                          database=database, max_work_gap=report.max_work_gap if row.user else None,
-                          reduce_seconds=0.0)  # check reports a violation; fuzz gives its minimal trace
-        except ConfigError as e:
-            report.skipped.append(f"fuzz {row.policy}: {e}")
+        runs = [(ALL_SHAPES, FUZZ_EXAMPLES)] if not row.user else [(SCALES, FUZZ_EXAMPLES),
+                                                                    (RARE_PATHS, RARE_PATH_EXAMPLES)]
+        for shapes, examples in runs:
+            if not row.policy_error:
+                _fuzz_row(row, report, progress, database, shapes, examples)
+
+
+def _fuzz_row(row: PolicyRow, report: CheckReport, progress: Progress, database: ExampleDatabase | None,
+              shapes: str, examples: int) -> None:
+    """One fuzz run of a row's policy on the configs ``shapes`` names, marking its verdicts."""
+    label = f"seed 0, {examples} examples" + ("" if shapes == ALL_SHAPES else f" on the {shapes}")
+    progress(f"{row.policy}: fuzzing {examples} examples" + ("" if shapes == ALL_SHAPES else f" on the {shapes}"))
+    try:
+        result = fuzz(row.policy, examples=examples, seed=0, phases=(Phase.explicit, Phase.generate),
+                      database=database, max_work_gap=report.max_work_gap if row.user else None,
+                      reduce_seconds=0.0, shapes=shapes)  # check reports a violation; fuzz gives its minimal trace
+    except ConfigError as e:
+        report.skipped.append(f"fuzz {row.policy}: {e}")
+        return
+    if result.interrupted:  # the session ends quietly on Ctrl-C; the check ends with it
+        raise KeyboardInterrupt
+    short = shortfall(result.examples, result.steps, floor_of(MODEL, examples))
+    fuzzed = {"examples": result.examples, "steps": result.steps, "coverage": steps_per_path(result.coverage),
+              "no_evidence": short}
+    row.fuzzed = fuzzed if row.fuzzed is None else _summed(row.fuzzed, fuzzed)
+    if short is not None and not result.counterexamples:
+        row.failures.append(f"fuzz ({label}): {NO_EVIDENCE}: {short}")
+    elif short is None:
+        for invariant in JUDGED:
+            row.mark(invariant, OK)
+    judged = _judge_of(row, report)
+    for found in result.counterexamples:
+        if found.kind == POLICY_ERROR:
+            row.failed_policy(f"fuzz ({label})", found.message)
             continue
-        if result.interrupted:  # the session ends quietly on Ctrl-C; the check ends with it
-            raise KeyboardInterrupt
-        short = shortfall(result.examples, result.steps, floor_of(MODEL, FUZZ_EXAMPLES))
-        row.fuzzed = {"examples": result.examples, "steps": result.steps, "coverage": steps_per_path(result.coverage),
-                      "no_evidence": short}
-        if short is not None and not result.counterexamples:
-            row.failures.append(f"fuzz (seed 0, {FUZZ_EXAMPLES} examples): {NO_EVIDENCE}: {short}")
-        elif short is None:
-            for invariant in JUDGED:
-                row.mark(invariant, OK)
-        judged = _judge_of(row, report)
-        for found in result.counterexamples:
-            if found.kind == POLICY_ERROR:
-                row.failed_policy(f"fuzz (seed 0, {FUZZ_EXAMPLES} examples)", found.message)
-                continue
-            where = f"fuzz (seed 0, {FUZZ_EXAMPLES} examples): {found.message}"
-            verdict = judged.of_violation(found.kind, found.trace, where)
-            _mark_verdict(row, verdict, report)
-            if verdict.known is None and verdict.gap is None:
-                row.own.append(replace(found.trace, policy=row.policy, expect=()))
+        verdict = judged.of_violation(found.kind, found.trace, f"fuzz ({label}): {found.message}")
+        _mark_verdict(row, verdict, report)
+        if verdict.known is None and verdict.gap is None:
+            row.own.append(replace(found.trace, policy=row.policy, expect=()))
+
+
+def _summed(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """What two fuzz runs of one row rest on together: examples, steps, coverage summed."""
+    coverage = {path: before["coverage"].get(path, 0) + after["coverage"].get(path, 0)
+                for path in {**before["coverage"], **after["coverage"]}}
+    return {"examples": before["examples"] + after["examples"], "steps": before["steps"] + after["steps"],
+            "coverage": coverage, "no_evidence": before["no_evidence"] or after["no_evidence"]}
 
 
 def proofs_section(report: CheckReport, progress: Progress, database: ExampleDatabase | None) -> None:
