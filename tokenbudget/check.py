@@ -283,8 +283,9 @@ def fuzz_section(report: CheckReport, progress: Progress, database: ExampleDatab
 def _fuzz_row(row: PolicyRow, report: CheckReport, progress: Progress, database: ExampleDatabase | None,
               shapes: str, examples: int) -> None:
     """One fuzz run of a row's policy on the configs ``shapes`` names, marking its verdicts."""
-    label = f"seed 0, {examples} examples" + ("" if shapes == ALL_SHAPES else f" on the {shapes}")
-    progress(f"{row.policy}: fuzzing {examples} examples" + ("" if shapes == ALL_SHAPES else f" on the {shapes}"))
+    drawn = {ALL_SHAPES: "", SCALES: " on the scales", RARE_PATHS: " on the rare-path shapes"}[shapes]
+    label = f"seed 0, {examples} examples{drawn}"
+    progress(f"{row.policy}: fuzzing {examples} examples{drawn}")
     try:
         result = fuzz(row.policy, examples=examples, seed=0, phases=(Phase.explicit, Phase.generate),
                       database=database, max_work_gap=report.max_work_gap if row.user else None,
