@@ -34,6 +34,7 @@ check; what the sections before it found is kept in the report (``stopped``).
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
@@ -53,7 +54,7 @@ from .proofs.verdicts import PROVED, PROVED_UP_TO, Outcome
 from .model.replay import BadInput, ReplayResult, replay_on_model
 from .spec import INVARIANTS
 from .spec.invariants import EFFICIENCY, JUDGED_KINDS
-from .spec.trace import Trace
+from .spec.trace import Trace, write_trace
 from .evidence import NO_EVIDENCE, floor_of, shortfall
 from .targets import MODEL
 from .verdict import Judge, Verdict, judge
@@ -110,6 +111,7 @@ class CheckReport:
     stopped: str | None = None  # "section: one line" when a section failed; the sections before it are complete
     error: Exception | None = field(default=None, repr=False)  # what stopped it
     seconds: dict[str, float] = field(default_factory=dict)  # section -> wall seconds it took (reported, never judged)
+    found: list[tuple[str, Trace]] = field(default_factory=list)  # (a file name's stem, the trace) of each violation
 
     @property
     def ok(self) -> bool:
@@ -127,6 +129,7 @@ class CheckReport:
             "strict": self.strict, "max_work_gap": self.max_work_gap,
             "seconds": {name: round(s, 3) for name, s in self.seconds.items()},
             "known": [f"{r.policy}: {k}" for r in self.rows for k in r.known],
+            "traces_found": len(self.found),
             "replays": [r.to_json() for r in self.replays],
         }
 
@@ -238,6 +241,8 @@ def _mark_user(row: PolicyRow, trace: Trace, result: ReplayResult, report: Check
     verdicts = _judge_of(row, report).of_run(trace, result, result.source)
     for verdict in verdicts:
         _mark_verdict(row, verdict, report)
+    if verdicts:
+        _keep(report, row, f"replay-{Path(trace.source).stem}", replace(trace, policy=row.policy, expect=()))
     if any(v.known is None and v.gap is None for v in verdicts):
         row.own.append(replace(trace, policy=row.policy, expect=()))
 
@@ -311,6 +316,7 @@ def _fuzz_row(row: PolicyRow, report: CheckReport, progress: Progress, database:
             continue
         verdict = judged.of_violation(found.kind, found.trace, f"fuzz ({label}): {found.message}")
         _mark_verdict(row, verdict, report)
+        _keep(report, row, f"fuzz-{shapes}-{found.kind}", found.trace)
         if verdict.known is None and verdict.gap is None:
             row.own.append(replace(found.trace, policy=row.policy, expect=()))
 
@@ -350,10 +356,35 @@ def proofs_section(report: CheckReport, progress: Progress, database: ExampleDat
         verdict = judgement.verdicts.get((outcome.policy, outcome.obligation))
         if verdict is not None:
             row.verdicts.append(verdict)
+        for n, trace in enumerate(outcome.traces, 1):
+            _keep(report, row, f"prove-{outcome.obligation}" + (f"-{n}" if n > 1 else ""), trace)
         if complaint:
             row.failures.append(f"prove: {complaint}")
         elif row.user and verdict is not None and verdict.known is not None:  # a built-in's: the manifest
             row.known.append(f"prove: {outcome.obligation} refuted (known: {verdict.known}; {outcome.detail})")
+
+
+def _keep(report: CheckReport, row: PolicyRow, what: str, trace: Trace) -> None:
+    """Keep a trace that showed a violation of the row's policy, for ``write_found``."""
+    slug = "".join(c if c.isalnum() or c in "-_" else "_" for c in row.policy)
+    report.found.append((f"{slug}-{what}", trace))
+
+
+def write_found(report: CheckReport, folder: Path) -> list[Path]:
+    """Write every trace the check found a violation on into ``folder`` as ``STEM.json``, or
+    ``STEM-2.json``, ... where a file is there already (never overwritten); their paths."""
+    written = []
+    for stem, trace in report.found:
+        n = 1
+        while True:
+            path = folder / (f"{stem}.json" if n == 1 else f"{stem}-{n}.json")
+            try:
+                write_trace(trace, path)
+                break
+            except FileExistsError:
+                n += 1
+        written.append(path)
+    return written
 
 
 def _proof_cell(outcome: Outcome) -> str:
