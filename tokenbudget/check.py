@@ -33,6 +33,7 @@ check; what the sections before it found is kept in the report (``stopped``).
 """
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from dataclasses import dataclass, field, replace
@@ -47,6 +48,7 @@ from .fuzz.coverage import steps_per_path
 from .fuzz.machine import ALL_SHAPES, RARE_PATHS, SCALES
 from .fuzz.session import fuzz
 from .model import POLICY_ERROR, ConfigError, PolicyError, builtin_policies, get_policy
+from .model.findings import FINDINGS, explaining_finding
 from .model.policy_guard import symbolic_branch
 from .proofs.obligations import Options as ProofOptions
 from .proofs.prove import default_jobs, prove
@@ -60,6 +62,7 @@ from .targets import MODEL
 from .verdict import Judge, Verdict, judge
 
 OK, VIOLATED, UNEXPECTED, UNTESTED = "ok", "VIOLATED", "UNEXPECTED", "-"
+PROVED_MARK = "proved"  # an ok cell whose invariant the prover proved
 
 # Invariants a replay judges (check_run) and those it measures as a work gap.
 JUDGED = tuple(i.id for i in INVARIANTS.values() if i.kind in JUDGED_KINDS)
@@ -86,14 +89,27 @@ class PolicyRow:
     policy_error: str | None = None  # the user policy failed (raised, a wrong type): later sections skip it
     own: list[Trace] = field(default_factory=list)  # traces that showed a violation of its own, for the prover
     fuzzed: dict[str, Any] | None = None  # what its fuzz run rests on: examples, steps, coverage; None: not fuzzed
+    why: dict[str, set[str]] = field(default_factory=dict)  # invariant -> why its cell is marked (F1, base, proved)
 
     def failed_policy(self, where: str, error: str) -> None:
         self.policy_error = error
         self.failures.append(f"{where}: {error}")
 
-    def mark(self, invariant: str, cell: str) -> None:
+    def mark(self, invariant: str, cell: str, why: str | None = None) -> None:
+        """Mark a cell, keeping its most telling mark; ``why`` is kept with a VIOLATED mark
+        (a finding's id, ``base``, ``record``) or a proof (``proved``)."""
         if _rank(cell) > _rank(self.cells.get(invariant, UNTESTED)):
             self.cells[invariant] = cell
+        if why is not None:
+            self.why.setdefault(invariant, set()).add(why)
+
+    def shown(self, invariant: str) -> str:
+        """The cell as the matrix prints it: a VIOLATED cell with why it is known, an ok one
+        the prover proved as ``proved``."""
+        cell, why = self.cells[invariant], self.why.get(invariant, set())
+        if cell == VIOLATED and why - {PROVED_MARK}:
+            return f"{cell} {','.join(sorted(why - {PROVED_MARK}))}"
+        return PROVED_MARK if cell == OK and PROVED_MARK in why else cell
 
     @property
     def ok(self) -> bool:
@@ -123,6 +139,7 @@ class CheckReport:
             "invariants": [{"id": inv.id, "kind": inv.kind} for inv in INVARIANTS.values()],
             "policies": [{"policy": r.policy, "user": r.user, "cells": r.cells, "traces": r.traces,
                           "ok": r.ok, "failures": r.failures, "fuzz": r.fuzzed,
+                          "why": {i: sorted(w) for i, w in r.why.items()},
                           "judged": [{"invariant": v.invariant, "verdict": v.kind, "where": v.where}
                                      for v in r.verdicts]} for r in self.rows],
             "skipped": self.skipped, "interrupted": self.interrupted, "stopped": self.stopped,
@@ -222,7 +239,7 @@ def _mark(row: PolicyRow, result: ReplayResult) -> None:
         for invariant in MEASURED:
             row.mark(invariant, f"gap {result.max_work_gap}" if result.max_work_gap else OK)
         for invariant in violated:
-            row.mark(invariant, VIOLATED if expected else UNEXPECTED)
+            row.mark(invariant, VIOLATED if expected else UNEXPECTED, _finding_of_trace(result.source))
         for invariant in expected - violated:
             row.mark(invariant, UNEXPECTED)
     row.failures += [f"{result.source}: {problem}" for problem in result.problems]
@@ -261,7 +278,7 @@ def _mark_verdict(row: PolicyRow, verdict: Verdict, report: CheckReport) -> None
         row.mark(verdict.invariant, UNEXPECTED)
         row.failures.append(verdict.where)
     else:
-        row.mark(verdict.invariant, VIOLATED)
+        row.mark(verdict.invariant, VIOLATED, known_mark(verdict.known))
         row.known.append(f"{verdict.where} (known: {verdict.known})")
         if report.strict:
             row.failures.append(f"{verdict.where} (known: {verdict.known}; --strict)")
@@ -351,17 +368,46 @@ def proofs_section(report: CheckReport, progress: Progress, database: ExampleDat
     for outcome in judgement.outcomes:
         row = rows[outcome.policy]
         complaint = judgement.complaints.get((outcome.policy, outcome.obligation))
-        if outcome.obligation in INVARIANTS:
-            row.mark(outcome.obligation, UNEXPECTED if complaint else _proof_cell(outcome))
         verdict = judgement.verdicts.get((outcome.policy, outcome.obligation))
+        if outcome.obligation in INVARIANTS:
+            cell = UNEXPECTED if complaint else _proof_cell(outcome)
+            why = PROVED_MARK if cell == OK else _refutation_mark(outcome, verdict) if cell == VIOLATED else None
+            row.mark(outcome.obligation, cell, why)
         if verdict is not None:
             row.verdicts.append(verdict)
         for n, trace in enumerate(outcome.traces, 1):
             _keep(report, row, f"prove-{outcome.obligation}" + (f"-{n}" if n > 1 else ""), trace)
         if complaint:
             row.failures.append(f"prove: {complaint}")
-        elif row.user and verdict is not None and verdict.known is not None:  # a built-in's: the manifest
+        elif verdict is not None and verdict.known is not None:  # a built-in's: its own record
             row.known.append(f"prove: {outcome.obligation} refuted (known: {verdict.known}; {outcome.detail})")
+
+
+def known_mark(known: str | None) -> str:
+    """Why a known violation is known, in a cell: the finding's id, ``base`` (its base shows
+    it), or ``record`` (a built-in's own record)."""
+    found = re.search(r"\bfinding (F\d+)", known or "")
+    if found:
+        return found.group(1)
+    return "base" if "its base" in (known or "") else "record"
+
+
+def _finding_of_trace(source: str) -> str:
+    """The id of the finding whose trace ``source`` is, else ``record`` (a built-in's own trace)."""
+    return next((f.id for f in FINDINGS.values() if Path(source).name == Path(f.trace_path).name), "record")
+
+
+def _refutation_mark(outcome: Outcome, verdict: Verdict | None) -> str | None:
+    """Why a refutation is known: its verdict's mark, or for a built-in's own record the
+    finding its first counterexample shows, when one does."""
+    mark = known_mark(verdict.known) if verdict is not None and verdict.known is not None else None
+    if mark == "record" and outcome.traces:
+        try:
+            shown = explaining_finding(outcome.traces[0], outcome.obligation, outcome.policy)
+        except BadInput:
+            shown = None
+        return shown.id if shown is not None else mark
+    return mark
 
 
 def _keep(report: CheckReport, row: PolicyRow, what: str, trace: Trace) -> None:

@@ -159,15 +159,19 @@ def runner(report: RunnerReport) -> str:
 def check(report: CheckReport) -> str:
     ids = list(INVARIANTS)
     header = ["policy", *[str(n) for n in range(1, len(ids) + 1)], "traces", "fuzzed", "verdict"]
-    rows = [[clean(row.policy, 60), *[row.cells[i] for i in ids], str(row.traces),
+    rows = [[clean(row.policy, 60), *[row.shown(i) for i in ids], str(row.traces),
              "-" if row.fuzzed is None else f"{row.fuzzed['examples']}/{row.fuzzed['steps']}",
              _row_verdict(report, row)] for row in report.rows]
     lines = table(header, rows)
     lines.append("")
     lines += [f"  {n:>2}  {inv.id}  ({inv.kind})" for n, inv in enumerate(INVARIANTS.values(), 1)]
-    lines.append("cells: ok held in every replay and fuzz run; VIOLATED violated, known (README: How a verdict is "
-                 "reached); UNEXPECTED a verdict failed on it; gap N budget left unused; - not tested; fuzzed: the "
-                 "examples/steps its fuzz run rests on (under the floor: no evidence, the row fails)")
+    lines.append("cells: ok held in every replay and fuzz run; proved: held and the prover proved it; VIOLATED X "
+                 "violated, known as X: a finding's id (tokenbudget/spec/SPEC.md §6), base (the user policy's base "
+                 "shows it on the same trace) or record (the built-in's recorded verdict), each listed under known: "
+                 "below, the fuzzer's and the prover's; UNEXPECTED a verdict failed on it (under failures:); gap N "
+                 "the most budget a step left unused (a user policy's no more than its base's, else UNEXPECTED); - "
+                 "not tested; fuzzed: the examples/steps its fuzz runs rest on (under the floor: no evidence, the "
+                 "row fails)")
     known = [f"{r.policy}: {k}" for r in report.rows for k in r.known]
     for label, entries in (("skipped", report.skipped), ("known", known),
                            ("failures", [f"{r.policy}: {f}" for r in report.rows for f in r.failures])):
