@@ -14,8 +14,8 @@ refuses are skipped. Then every policy is fuzzed briefly on the model (``fuzz_se
 FUZZ_EXAMPLES examples from seed 0, deterministic, neither shrunk nor reduced (``tokenbudget
 fuzz`` gives the minimal trace), keeping what fails in the example database given (none by
 default), a user policy on the generic scales (FUZZ_EXAMPLES) then on the rare-path
-shapes of its loop (RARE_PATH_EXAMPLES); a fuzz run under the model's floor of examples and steps (``tokenbudget.evidence``)
-marks no cell ok and fails the row ("no evidence"). Last, every obligation of each policy is proved (``proofs_section``, ``tokenbudget
+shapes of its loop (RARE_PATH_EXAMPLES); a fuzz run under the model's floor of examples
+and steps (``tokenbudget.evidence``) marks no cell ok and fails the row ("no evidence"). Last, every obligation of each policy is proved (``proofs_section``, ``tokenbudget
 prove``); a built-in's verdict the manifest does not record fails its row. A user policy's
 obligations are proved on every core (``prove`` splits one policy's obligations over ``jobs``
 processes), and every trace on which a replay or the fuzz run showed it violating an invariant
