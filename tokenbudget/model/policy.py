@@ -192,14 +192,7 @@ class BudgetPolicy:
 
     def charge(self, p: BudgetParams, grant: IntLike, is_decode: BoolLike) -> Budgets:
         """What scheduling ``grant`` tokens subtracts from each budget: nothing negative, and
-        an input budget is charged at least the runner rows the grant occupies.
-
-        pre: plain(grant, p.draft_slots, p.decode_rows, p.block_size) and grant >= 1 and p.draft_slots >= 0
-        pre: p.block_size >= 1
-        pre: isinstance(is_decode, bool)
-        post: __return__.token >= 0
-        post: __return__.input is None or __return__.input >= self.runner_rows(p, grant, is_decode)
-        """
+        an input budget is charged at least the runner rows the grant occupies."""
         return Budgets(grant, None)
 
     def refund(self, p: BudgetParams, grant: IntLike, is_decode: BoolLike) -> Budgets:
