@@ -38,6 +38,7 @@ DEFAULTS = BudgetConfig().to_dict()
 WAVE_PASSES = 2  # a priority wave's admission and the pass after it, where it preempts and refunds
 TICK_EVERY = 512  # steps between two calls of ``FuzzStats.tick`` inside one example (it paces its own output)
 REQUESTS = st.lists(request_shapes(), min_size=1, max_size=3)
+ALL_SHAPES, SCALES, RARE_PATHS = "all", "scales", "rare-paths"  # which configs a machine draws (``machine_class``)
 
 
 class BudgetSpent(BaseException):
@@ -480,11 +481,14 @@ def _end_shrinking() -> None:
 def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: TargetFactory = ModelTarget,
                   config_strategy: st.SearchStrategy[BudgetConfig] | None = None,
                   found_by: str = "Hypothesis (tokenbudget fuzz)", target_name: str = "model",
-                  config_name: str | None = None, max_work_gap: int | None = None) -> type[FuzzMachine]:
+                  config_name: str | None = None, max_work_gap: int | None = None,
+                  shapes: str = ALL_SHAPES) -> type[FuzzMachine]:
     """A state machine fuzzing ``policy`` (loaded from ``policy_spec``, the name a trace
     records) on targets made by ``target_factory`` (named ``target_name``), with configs
-    from ``config_strategy`` (default: every scale ``fuzz.config_strategies.configs`` knows; a
-    strategy given is named by ``config_name``, else by its repr). A user policy with a
+    from ``config_strategy`` (default: every scale ``fuzz.config_strategies.configs`` knows
+    and, on the model, the rare-path shapes that apply to the policy's loop, built-in or
+    not; ``shapes`` picks SCALES or RARE_PATHS alone; a strategy given is named by
+    ``config_name``, else by its repr). A user policy with a
     built-in base is judged against it when ``max_work_gap`` is given; a built-in never
     is. Raises ConfigError when no config of the policy can be found.
 
@@ -498,16 +502,19 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
     strategy = config_strategy if space is None else configs(policy, space)
     # a real engine shows no ledger: the same-step refund and the input-budget stop are drawn on purpose
     real_engine = target_name != "model"
-    # the rare paths of the built-ins' findings; a user policy draws the scales alone
-    built_in = policy_spec in builtin_policies()
-    rare_paths = list(rare_path_configs(policy, space).values()) if space and built_in and not real_engine else []
+    # the rare paths of the findings, shaped through the policy's loop: a user policy's too
+    rare_paths = list(rare_path_configs(policy, space).values()) if space and not real_engine \
+        and shapes != SCALES else []
     if config_strategy is None and real_engine:
         shaped = same_step_refund_configs(policy)
         strategy = st.one_of(strategy, shaped, shaped, shaped)
+    elif rare_paths and shapes == RARE_PATHS:
+        strategy = st.one_of(*rare_paths)
     elif rare_paths:  # half the draws from the scales, half from the rare paths' shapes (on the model)
         strategy = st.one_of(*[strategy] * len(rare_paths), *rare_paths)
     if config_name is None:
         config_name = "configs" if config_strategy is None else repr(config_strategy)
+        config_name += "" if shapes == ALL_SHAPES or config_strategy is not None else f"|{shapes}"
 
     # A policy whose pool must hold more than one sequence (SGLang's) retracts decodes: its runs
     # may start with a burst of similar requests, which retract together at page boundaries.

@@ -27,7 +27,7 @@ from .coverage import examples_per_path, steps_per_path
 from .failures import MODEL_ERROR, FuzzFailure, failure, identity, is_known, kind_of
 from ..spec.target import CONFORMANCE
 from .seeded_draws import seeded_draws
-from .machine import BudgetSpent, FuzzMachine, FuzzStats, machine_class
+from .machine import ALL_SHAPES, BudgetSpent, FuzzMachine, FuzzStats, machine_class
 from ..spec.shrink import shrink
 from ..model.target import ModelTarget, TargetFactory
 
@@ -133,8 +133,9 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
          database: ExampleDatabase | None = None, known: frozenset[str] = frozenset(),
          tally: Callable[[Tally], None] = lambda _: None, max_work_gap: int | None = None,
          reduce_seconds: float | None = None, startup_seconds: float = STARTUP_SECONDS,
-         started: float | None = None, ends_by: float | None = None) -> FuzzReport:
-    """Fuzz one policy on one target; save counterexamples under ``corpus`` when given."""
+         started: float | None = None, ends_by: float | None = None, shapes: str = ALL_SHAPES) -> FuzzReport:
+    """Fuzz one policy on one target, drawing the configs ``shapes`` names
+    (``machine_class``); save counterexamples under ``corpus`` when given."""
     if (examples is None) == (seconds is None):
         raise ValueError("give exactly one of examples and seconds")
     policy = get_policy(policy_spec)
@@ -208,7 +209,7 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
         scratch, judged_gap = None, None
         try:
             cls = machine_class(policy_spec, policy, target_factory, config_strategy, found_by, target_name,
-                                max_work_gap=max_work_gap)
+                                max_work_gap=max_work_gap, shapes=shapes)
             cls.stats, judged_gap = stats, cls.max_work_gap
             cls.known, cls.reported = known, frozenset(c.key for c in report.counterexamples)
             scratch = InMemoryExampleDatabase() if database is not None and (cls.known or cls.reported) else None

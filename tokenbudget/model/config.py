@@ -12,6 +12,11 @@ class ConfigError(ValueError):
     """A configuration that cannot be served; the message names the knob to change."""
 
 
+class PolicyNotRunnable(ConfigError):
+    """A target that cannot run the policy under any config (a real engine whose own
+    accounting is another policy's); the message names the target to use instead."""
+
+
 SCHEDULING_POLICIES = ("fcfs", "priority")
 
 # The most each knob may be: beyond what any real deployment uses, so that a typo (an extra

@@ -10,6 +10,7 @@ from ..spec import interrupts
 from ..spec.execution import Execution
 from .target import ModelTarget, TargetFactory
 from . import POLICY_ERROR, BudgetConfig, BudgetPolicy, ConfigError, PolicyError, get_policy
+from .config import PolicyNotRunnable
 from ..spec import RunRecord, StepLimits, StepRecord, Violation, work_gap
 from ..spec.columnar_checks import check_run_columnar
 from ..spec.invariants import ends_in_fixpoint, model_error
@@ -141,6 +142,8 @@ def replay_on_model(trace: Trace, policy: str | BudgetPolicy | None = None,
         return _refused(trace, name, str(e), "invalid config")
     try:
         target = target_factory(cfg, pol)
+    except PolicyNotRunnable as e:  # no config would do: the target, not the config, is the problem
+        raise BadInput(f"{trace.source}: {e}") from None
     except ConfigError as e:
         return _refused(trace, name, str(e), f"{name} refuses the config")
     except PolicyError as e:  # the user's policy failed while the target was built: the verdict, not a crash

@@ -60,9 +60,23 @@ def _import_vllm() -> None:
         raise not_importable(exc) from None
     logging.getLogger("vllm").setLevel(logging.ERROR)
     wanted = os.environ.get(ENGINE_PATH_ENV)
-    if wanted and not Path(vllm.__file__).resolve().is_relative_to(Path(wanted).resolve()):
-        raise EngineUnavailable(f"vllm was imported from {Path(vllm.__file__).parent}, not from --engine-path "
-                                f"{wanted}; check that {wanted}/vllm is a vLLM package")
+    if wanted:
+        check_imported_from(Path(vllm.__file__).parent, Path(wanted))
+
+
+def check_imported_from(imported: Path, wanted: Path) -> None:
+    """Raise EngineUnavailable unless the vllm package ``imported`` lies in ``wanted``, as
+    written or with symbolic links resolved; the message names the resolved paths too."""
+    if imported.absolute().is_relative_to(wanted.absolute()) or imported.resolve().is_relative_to(wanted.resolve()):
+        return
+    raise EngineUnavailable(f"vllm was imported from {_shown(imported)}, not from --engine-path {_shown(wanted)}; "
+                            f"check that {wanted}/vllm is a vLLM package")
+
+
+def _shown(path: Path) -> str:
+    """The path, and where its symbolic links lead when that differs."""
+    real = path.resolve()
+    return str(path) if real == path.absolute() else f"{path} (links to {real})"
 
 
 def installed_release() -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...model import BudgetConfig, BudgetPolicy, ConfigError
+from ...model.config import PolicyNotRunnable
 from ...model.physical_need import physical_need
 from ...spec.records import StepRecord
 from ...spec.trace import AddOp
@@ -30,8 +31,9 @@ class VllmTarget(EngineTarget[VllmStep]):
 
     def __init__(self, cfg: BudgetConfig, policy: BudgetPolicy, validate: bool = True) -> None:
         if policy.name not in VLLM_POLICIES:
-            raise ConfigError(f"the vllm target runs vLLM's scheduler, whose accounting is {' or '.join(VLLM_POLICIES)}"
-                              f"'s, not {policy.name}'s; replay this trace with --target model")
+            raise PolicyNotRunnable(f"the vllm target cannot run {policy.name}: it runs vLLM's scheduler, whose "
+                                    f"accounting is {' or '.join(VLLM_POLICIES)}'s; replay this trace with "
+                                    "--target model")
         if cfg.num_kv_blocks > MAX_VLLM_KV_BLOCKS:
             raise ConfigError(f"num_kv_blocks {cfg.num_kv_blocks} is more than the vllm target builds "
                               f"({MAX_VLLM_KV_BLOCKS}): vLLM's block pool makes every block up front, about "
