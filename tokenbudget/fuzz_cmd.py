@@ -123,6 +123,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         except PolicyError:  # the user policy itself fails: the session finds and reports that
             pass
     database = open_database(args.database)
+    identity = "" if engine is None else engine.identity(args.engine_path)  # keys the saved examples
     corpus = args.corpus or Path(tempfile.mkdtemp(prefix="tokenbudget-fuzz-"))
     seconds = None if args.examples else args.seconds or DEFAULT_SECONDS
     if args.workers == 1:
@@ -131,12 +132,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
             reports.append(fuzz(policy, target_factory=factory, target_name=args.target, examples=args.examples,
                                 seconds=seconds, seed=args.seed, corpus=corpus, progress=console.progress,
                                 database=database, max_work_gap=args.max_work_gap,
-                                startup_seconds=args.startup_seconds, started=started if index == 0 else None))
+                                startup_seconds=args.startup_seconds, started=started if index == 0 else None,
+                                engine=identity))
             if reports[-1].interrupted:
                 break
     else:
         job = Job(tuple(policies), factory, args.target, args.examples, seconds, args.seed, args.database, started,
-                  args.max_work_gap, args.startup_seconds)
+                  args.max_work_gap, args.startup_seconds, identity)
         try:
             reports = fuzz_workers(job, args.workers, lambda live: console.progress(render.live(live)))
         except WorkerDied as e:

@@ -483,10 +483,13 @@ def _repeats(before: StepRecord, after: StepRecord) -> bool:
             and replace(after, step=before.step) == before)
 
 
-def database_key(policy_spec: str, target_name: str, config_name: str, max_work_gap: int | None = None) -> bytes:
-    """What tells this machine's saved examples from every other's in an example database."""
+def database_key(policy_spec: str, target_name: str, config_name: str, max_work_gap: int | None = None,
+                 engine: str = "") -> bytes:
+    """What tells this machine's saved examples from every other's in an example database;
+    ``engine`` is a real engine's identity (release and folder, ``EngineDescriptor.identity``)."""
     judged = "" if max_work_gap is None else f"|max-work-gap {max_work_gap}"
-    return hashlib.sha256(f"tokenbudget fuzz|{policy_spec}|{target_name}|{config_name}{judged}".encode()).digest()
+    on = f"|engine {engine}" if engine else ""
+    return hashlib.sha256(f"tokenbudget fuzz|{policy_spec}|{target_name}|{config_name}{judged}{on}".encode()).digest()
 
 
 def _end_shrinking() -> None:
@@ -507,7 +510,8 @@ def _end_shrinking() -> None:
 def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: TargetFactory = ModelTarget,
                   config_strategy: st.SearchStrategy[BudgetConfig] | None = None,
                   found_by: str = "Hypothesis (tokenbudget fuzz)", target_name: str = "model",
-                  config_name: str | None = None, max_work_gap: int | None = None) -> type[FuzzMachine]:
+                  config_name: str | None = None, max_work_gap: int | None = None,
+                  engine: str = "") -> type[FuzzMachine]:
     """A state machine fuzzing ``policy`` (loaded from ``policy_spec``, the name a trace
     records) on targets made by ``target_factory`` (named ``target_name``), with configs
     from ``config_strategy`` (default: every scale ``fuzz.config_strategies.configs`` knows; a
@@ -518,8 +522,9 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
     Hypothesis keys a state machine's examples by a digest of the class: its source (or,
     for a class made here, where Python finds none, its name) plus the class attribute
     ``_hypothesis_internal_add_digest``, set here to ``database_key`` of policy, target,
-    config strategy and the work gap judged. So every process fuzzing the same shares its
-    examples, and no other machine replays them.
+    config strategy, the work gap judged and the real ``engine``'s identity (release and
+    folder). So every process fuzzing the same engine shares its examples, and no other
+    machine, nor the same target at another release or folder, replays them.
     """
     space = config_space(policy) if config_strategy is None else None
     strategy = config_strategy if space is None else configs(policy, space)
@@ -581,5 +586,5 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
     Machine.base = None if base is None else builtin_policies()[base]()
     Machine.max_work_gap = None if base is None else max_work_gap
     Machine._hypothesis_internal_add_digest = database_key(  # type: ignore[attr-defined]
-        policy_spec, target_name, config_name, Machine.max_work_gap)
+        policy_spec, target_name, config_name, Machine.max_work_gap, engine)
     return Machine

@@ -154,7 +154,7 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
          database: ExampleDatabase | None = None, known: frozenset[str] = frozenset(),
          tally: Callable[[Tally], None] = lambda _: None, max_work_gap: int | None = None,
          reduce_seconds: float | None = None, startup_seconds: float = STARTUP_SECONDS,
-         started: float | None = None, ends_by: float | None = None) -> FuzzReport:
+         started: float | None = None, ends_by: float | None = None, engine: str = "") -> FuzzReport:
     """Fuzz one policy on one target; save counterexamples under ``corpus`` when given.
 
     Exactly one of ``examples`` and ``seconds`` is set; ``seconds`` count from the first
@@ -170,7 +170,8 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
     counterexample's trace (``reduce``; the session's deadline bounds it too). Every kind a
     run showed is reported: one Hypothesis never raised again (seen beside the kind raised,
     or only while shrinking) comes with the trace of the run that showed it, reduced, with
-    no program. Raises ConfigError for an unknown policy or one that accepts no config.
+    no program. ``engine`` (a real engine's release and folder) keys the saved examples
+    (``machine.database_key``). Raises ConfigError for an unknown policy or one that accepts no config.
     """
     if (examples is None) == (seconds is None):
         raise ValueError("give exactly one of examples and seconds")
@@ -245,7 +246,7 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
         scratch, judged_gap = None, None
         try:
             cls = machine_class(policy_spec, policy, target_factory, config_strategy, found_by, target_name,
-                                max_work_gap=max_work_gap)
+                                max_work_gap=max_work_gap, engine=engine)
             cls.stats, judged_gap = stats, cls.max_work_gap
             cls.known, cls.reported = known, frozenset(c.key for c in report.counterexamples)
             scratch = InMemoryExampleDatabase() if database is not None and (cls.known or cls.reported) else None

@@ -80,6 +80,14 @@ class EngineDescriptor(ABC):
     def conform_engine(self, path: Optional[Path], prefix_cache: bool = True) -> ConformEngine:
         """The engine in ``path`` as ``conform`` drives it against the model."""
 
+    def identity(self, path: Optional[Path]) -> str:
+        """The engine in ``path`` as one line: its name, release and resolved folder (``installed``
+        for the importable one). The example database keys saved failures by it, so one
+        engine's failures never replay on another."""
+        folder = self.check_folder(path)
+        where = "installed" if folder is None else str(folder.resolve())
+        return f"{self.name} {self.modelled(path).release} {where}"
+
     def check_policy(self, policy: BudgetPolicy) -> None:
         """Raise now (ConfigError, EngineUnavailable) when the fuzz target cannot run ``policy``."""
 
