@@ -10,7 +10,7 @@ import pytest
 from tokenbudget.model import BudgetConfig, ConfigError, get_policy
 from tokenbudget.model.fastdeploy import commits as commits
 from tokenbudget.model.fastdeploy import worker as worker
-from tokenbudget.model.findings import explaining_finding
+from tokenbudget.model.findings import FINDINGS, explaining_finding
 from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.trace import AddOp, StepOp, load_trace
 from dataclasses import replace
@@ -71,6 +71,16 @@ def test_f5_at_each_commit_that_has_it(commit: str) -> None:
     assert {v.invariant for v in result.violations} == {"progress"}
     finding = explaining_finding(at, "progress")
     assert finding is not None and finding.id == "F5"
+
+
+def test_f7_a_lone_chunk_refused_for_its_own_reserve_at_564c78d78_only() -> None:
+    trace = load_trace(FINDINGS["F7"].trace_path)
+    result = replay_on_model(trace)
+    assert result.ok and {v.invariant for v in result.violations} == {"progress"}
+    finding = explaining_finding(trace, "progress")
+    assert finding is not None and finding.id == "F7"
+    before = replace(trace, config={**trace.config, "engine_version": "2a606e361"}, expect=())
+    assert not replay_on_model(before).violations  # the output reserve before #7498 counts no running prefill
 
 
 def test_without_a_commit_the_loop_keeps_the_paged_pool() -> None:

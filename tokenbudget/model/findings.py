@@ -24,6 +24,7 @@ from ..spec.grant_rules import kv_slots_needed
 from ..spec.records import RequestState, RunRecord, StepRecord
 from ..spec.trace import Trace
 from .config import BudgetConfig, ConfigError
+from .fastdeploy.commits import commit_row
 from .policy import BudgetPolicy
 from .registry import get_policy
 from .replay import replay_on_model
@@ -177,6 +178,33 @@ def _pages_past_the_reach(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
     return cfg.block_size > _reach(cfg) + 1
 
 
+# -- F7 -----------------------------------------------------------------------------------
+def _lone_chunk_refused_for_its_own_reserve(cfg: BudgetConfig, run: RunRecord) -> bool:
+    """A step that grants nothing while the one running request is part-way through its
+    prompt and the free blocks hold its next chunk's blocks and the method's spare block:
+    only its own future reservation, counted over the running list it belongs to, refuses it."""
+    block, spare = cfg.block_size, 1 if cfg.num_speculative_tokens else 0
+    for rec, states in _states(run):
+        if rec.total_scheduled_tokens or len(rec.running) != 1 or rec.initial_token_budget is None:
+            continue
+        rid = rec.running[0]
+        state = states.get(rid)
+        if state is None or state.num_computed_tokens >= state.num_prompt_tokens:
+            continue
+        chunk = min(state.num_prompt_tokens - state.num_computed_tokens, int(rec.initial_token_budget))
+        held = len(rec.block_tables.get(rid, ()))
+        blocks = max(0, -(-(state.num_computed_tokens + chunk) // block) - held) + spare
+        if chunk > 0 and cfg.num_kv_blocks - rec.kv_blocks_in_use >= blocks + spare:
+            return True
+    return False
+
+
+def _token_ratio_reserve(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
+    """The commit reserves each running request's future by the new-token ratio (#7498)."""
+    row = commit_row(getattr(cfg, "engine_version", None))
+    return row is not None and row.token_ratio_reserve
+
+
 FINDINGS: dict[str, Finding] = {f.id: f for f in (
     Finding("F1", "vllm", ("0.32", "0.33"), "spec-shape", "tokenbudget/spec/SPEC.md §6 F1",
             "f1-vllm-adaptive-padded-threshold.json",
@@ -208,6 +236,12 @@ FINDINGS: dict[str, Finding] = {f.id: f for f in (
             "ends exactly on a page; a batch of such requests passes the check with no page free and the "
             "verify runs out of KV",
             False, _decode_from_a_full_page_short, _pages_past_the_reach),
+    Finding("F7", "fastdeploy", ("564c78d78",), "progress", "tokenbudget/spec/SPEC.md §6 F7",
+            "f7-fastdeploy-564c78d78-lone-chunk-own-reserve.json",
+            "FD_USE_NEW_TOKEN_RATIO_RESERVE: a running prefill chunk must fit its blocks plus the reserve of every "
+            "running request, itself included; a lone request whose prompt passes the budget, on a pool that holds "
+            "it but not its own reserve, is refused every step, and the ratio decays only in a step that schedules",
+            False, _lone_chunk_refused_for_its_own_reserve, _token_ratio_reserve),
 )}
 
 
