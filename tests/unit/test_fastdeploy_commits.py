@@ -100,9 +100,13 @@ def test_a_model_len_off_the_block_grid_is_refused_as_the_gpu_worker_refuses_it(
                        block_size=16, num_kv_blocks=40, max_model_len=520, engine_version=commit)
     with pytest.raises(ConfigError, match="multiple of block_size"):
         policy.validate(cfg)
-    on_grid = replace(cfg, max_model_len=528)
+    with pytest.raises(ConfigError, match="multiple of 64"):  # on the block grid, off the backend's 64
+        policy.validate(replace(cfg, max_model_len=528))
+    on_grid = replace(cfg, max_model_len=576)
+    with pytest.raises(ConfigError, match="pool of at least max_model_len // block_size \\+ 2 = 38 blocks"):
+        policy.validate(replace(on_grid, num_kv_blocks=37))
     policy.validate(on_grid)
     trace = load_trace(F5)
     longest = replace(trace, policy=policy.name, config=on_grid.to_dict(), expect=(),
-                      ops=(AddOp(id="a", prompt_len=527, max_tokens=1), StepOp(accepted={})))
-    assert not replay_on_model(longest).violations  # 528 // 16 = 33 blocks hold any prompt the engine takes
+                      ops=(AddOp(id="a", prompt_len=574, max_tokens=1), StepOp(accepted={})))
+    assert not replay_on_model(longest).violations  # 576 // 16 = 36 blocks hold any prompt the engine takes

@@ -212,7 +212,8 @@ class FuzzMachine(RuleBasedStateMachine):
         chunk = min(lim.max_num_batched_tokens - lim.draft_slots, lim.max_num_scheduled_tokens,
                     self.cfg.long_prefill_token_threshold or lim.max_num_batched_tokens)
         for shape in requests:
-            op = resolve(shape, self.cfg, max(1, chunk), lim.draft_slots, self.num_added)
+            op = resolve(shape, self.cfg, max(1, chunk), lim.draft_slots, self.num_added,
+                         type(self).policy.loop.longest_prompt(self.cfg))
             self.num_added += 1
             self._apply(op)
             self.live[op.id] = RequestState("waiting", 0, 0, op.max_tokens, op.prompt_len)
