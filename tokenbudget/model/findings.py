@@ -178,6 +178,19 @@ def _pages_past_the_reach(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
     return cfg.block_size > _reach(cfg) + 1
 
 
+# -- F8 -----------------------------------------------------------------------------------
+def _decode_reserves_past_the_row(cfg: BudgetConfig, run: RunRecord) -> bool:
+    """A decode at page 1 that holds more KV positions than its req_to_token row."""
+    return cfg.block_size == 1 and any(
+        len(rec.block_tables.get(rid, ())) > rec.limits.max_model_len + rec.limits.context_headroom
+        for rec in run.steps for rid in rec.scheduled_draft_tokens)
+
+
+def _page_one_long_drafts(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
+    """Page 1 and 2(1 + k) past a KV that may end 4 short of the context: k >= 8."""
+    return cfg.block_size == 1 and cfg.num_speculative_tokens >= 8
+
+
 # -- F7 -----------------------------------------------------------------------------------
 def _lone_chunk_refused_for_its_own_reserve(cfg: BudgetConfig, run: RunRecord) -> bool:
     """A step that grants nothing while the one running request is part-way through its
@@ -242,6 +255,12 @@ FINDINGS: dict[str, Finding] = {f.id: f for f in (
             "running request, itself included; a lone request whose prompt passes the budget, on a pool that holds "
             "it but not its own reserve, is refused every step, and the ratio decays only in a step that schedules",
             False, _lone_chunk_refused_for_its_own_reserve, _token_ratio_reserve),
+    Finding("F8", "sglang", ("0.5.23",), "model-len", "tokenbudget/spec/SPEC.md §6 F8",
+            "f8-sglang-0.5.23-page-one-row-overflow.json",
+            "page 1 and k >= 8: a decode reserves its committed KV + 2(1 + k) positions, where the req_to_token row "
+            "holds max_model_len + 4 + (1 + k); at the last decode of a request (KV at max_model_len - 4) the "
+            "reservation passes the row",
+            True, _decode_reserves_past_the_row, _page_one_long_drafts),
 )}
 
 
