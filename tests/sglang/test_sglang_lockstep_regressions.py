@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from tokenbudget.harness.sglang.runtime import CHILD_ENV, PATH_ENV
-from tokenbudget.spec.trace import AddOp, StepOp, Trace, dump_trace
+from tokenbudget.model.findings import FINDINGS
+from tokenbudget.spec.trace import AddOp, StepOp, Trace, dump_trace, load_trace
 
 pytestmark = pytest.mark.sglang
 
@@ -56,7 +57,7 @@ RATIO_AFTER_RETRACT = Trace(
 
 @pytest.fixture(scope="module")
 def runs(sglang_folder: Path) -> list[dict[str, Any]]:
-    docs = json.dumps([dump_trace(RATIO_AFTER_RETRACT)])
+    docs = json.dumps([dump_trace(RATIO_AFTER_RETRACT), dump_trace(load_trace(FINDINGS["F8"].trace_path))])
     done = subprocess.run([sys.executable, "-c", CHILD], input=docs, capture_output=True, text=True, timeout=600,
                           env={**os.environ, PATH_ENV: str(sglang_folder), CHILD_ENV: str(sglang_folder)}, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -73,3 +74,10 @@ def test_the_blocks_in_use_are_read_after_the_pass_before_its_output(runs: list[
     """Step 13 is 6's last decode: its 24 blocks are counted before its release caches 12 of them."""
     run = runs[0]
     assert run["kv"] == run["model_kv"] and run["kv"][13] == 24 and run["kv"][14] == 17
+
+
+def test_f8_sglangs_row_write_passes_the_row_where_the_model_reports_model_len(runs: list[dict[str, Any]]) -> None:
+    """Page 1, k = 8: the last decode's reservation (KV 12 + 2 * 9) is one past the req_to_token row
+    SGLang sizes (16 + 4 + 9); the engine's write fails there and the model's model-len explains it."""
+    (judged,) = runs[1]["parted"]
+    assert "F8" in judged and "req_to_token row of 29 positions written to 30" in judged
