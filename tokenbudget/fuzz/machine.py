@@ -306,7 +306,7 @@ class FuzzMachine(RuleBasedStateMachine):
     def _step_violations(self, record: StepRecord) -> tuple[Violation, ...]:
         """The spec's verdict on the step, and what a target that runs the model beside it
         judged since the last step (``spec.target.Target``): a crash a finding explains is
-        that finding's violation, not a ``model-error``."""
+        that finding's violation alone: the engine raised inside the step, so its record is partial."""
         assert self.execution is not None
         target = self.execution.target
         found = check_step(record)
@@ -314,7 +314,7 @@ class FuzzMachine(RuleBasedStateMachine):
         if judged is None:
             return tuple(found)
         if record.step in target.explained_errors:
-            found = [v for v in found if v.invariant != MODEL_ERROR]
+            found = []
         fresh, self.num_judged = judged[self.num_judged:], len(judged)
         return tuple(found) + tuple(fresh)
 
