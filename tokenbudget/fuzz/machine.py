@@ -455,7 +455,7 @@ class FuzzMachine(RuleBasedStateMachine):
             parts.append(f"the target raised{where}: {error}")
         return Trace(
             policy=type(self).policy_spec,
-            config=compact_config(self.cfg),
+            config=compact_config(getattr(self.execution.target, "cfg", None) or self.cfg),  # as the target runs it
             ops=tuple(self.ops),
             expect=tuple(ViolationExpectation(kind) for kind in kinds if kind in INVARIANTS),
             description="; ".join(parts),
