@@ -1,35 +1,4 @@
-"""What each policy showed for each invariant, as a matrix (``tokenbudget check`` prints it).
-
-A check runs SECTIONS in order; each section replays, fuzzes or proves something and
-marks cells of the policy x invariant matrix and failures of a policy's row. A cell keeps
-the most telling mark it got: UNEXPECTED (a verdict failed on this invariant) > VIOLATED
-(violated where a trace expects a violation) > "gap N" (efficiency: most budget left
-unused in a step) > ok (judged, held) > "-" (not tested).
-
-A built-in policy is judged by the corpus traces written for it, with their
-expectations: a violation its trace does not expect, or an expectation unmet, fails the
-row (the record changed). A user policy (``pkg.module:Class``) replays the ops of every
-corpus trace but the engine findings, with no expectations; traces whose config it
-refuses are skipped. Then every policy is fuzzed briefly on the model (``fuzz_section``):
-FUZZ_EXAMPLES examples from seed 0, deterministic, neither shrunk nor reduced (``tokenbudget
-fuzz`` gives the minimal trace), keeping what fails in the example database given (none by
-default); a fuzz run under the model's floor of examples and steps (``tokenbudget.evidence``)
-marks no cell ok and fails the row ("no evidence"). Last, every obligation of each policy is proved (``proofs_section``, ``tokenbudget
-prove``); a built-in's verdict the manifest does not record fails its row. A user policy's
-obligations are proved on every core (``prove`` splits one policy's obligations over ``jobs``
-processes), and every trace on which a replay or the fuzz run showed it violating an invariant
-of its own is handed to the prover as a counterexample found already (``prove``'s
-``candidates``): the prover then looks only for smaller ones.
-
-Every violation a user policy's replay shows, every one fuzzing finds and every refutation
-is judged by ``tokenbudget.verdict`` (the one rule: known, own, or a gap over the base):
-known marks the cell VIOLATED and fails the row only with ``strict``; own or a gap marks it
-UNEXPECTED and fails the row. A proved invariant marks its cell ok, a refuted one VIOLATED
-(a work gap "gap N").
-
-A section that fails (a symbolic branch in a user policy, found by the prover) stops the
-check; what the sections before it found is kept in the report (``stopped``).
-"""
+"""What each policy showed for each invariant, as a matrix (``tokenbudget check`` prints it)."""
 from __future__ import annotations
 
 import time

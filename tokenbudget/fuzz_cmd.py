@@ -1,21 +1,4 @@
-"""``tokenbudget fuzz``: Hypothesis stateful fuzzing of policies on a target (``fuzz.session``).
-
-Each policy gets the whole budget (``--examples`` or ``--seconds``) in turn, on each of
-``--workers`` processes (``fuzz.parallel``; one worker runs in this process, as a plain
-session), all replaying and keeping failing examples in one example database
-(``--database``, ``fuzz.database``). Every shrunk counterexample, once per policy and
-kind, is written to the corpus folder (default: a new temp dir) as a trace, with the
-Hypothesis program beside it; files that exist are never overwritten. A user policy
-derived from a built-in is fuzzed against it (``--max-work-gap``, ``model.base_gap``).
-Every violation is judged by ``tokenbudget.verdict``, the rule ``check`` and ``prove``
-follow: the summary gives each its verdict (known, own, gap over the base), and the exit
-status is 1 when some verdict fails (own, a gap, or known under ``--strict``); else 4 when a
-policy ran under its target's floor of examples and steps (``tokenbudget.evidence``: "no
-evidence", never ok), else 0. ``--seconds`` is fuzzing time, from each policy's first example;
-start-up (importing an engine, spawning workers, building the first target) is reported apart
-and capped by ``--startup-seconds``. The targets are the model and the registry's engines that
-support fuzzing (``harness.registry``); an engine missing is bad input (2).
-"""
+"""``tokenbudget fuzz``: Hypothesis stateful fuzzing of policies on a target (``fuzz.session``)."""
 from __future__ import annotations
 
 import argparse

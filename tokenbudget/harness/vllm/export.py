@@ -1,26 +1,4 @@
-"""A counterexample as a vLLM unit test: one self-contained pytest file.
-
-``export_vllm_test(trace)`` writes the text of a test in the style of vLLM's own
-``tests/v1/core/test_scheduler.py``: it builds a ``Scheduler`` through ``vllm.config``
-(as ``tokenbudget/harness/vllm/engine.py`` does: a fake OPT config in pytest's ``tmp_path``, nothing
-downloaded), adds the trace's requests, and runs ``schedule()`` / ``update_from_output()``
-/ ``update_draft_token_ids()`` for each step with a fake model runner. The file imports
-vLLM, torch and the standard library only (pytest runs it), so an engine developer can
-drop it into vLLM's test suite.
-
-What it asserts, as plain asserts on the ``SchedulerOutput``:
-
-* every step: total scheduled tokens <= the scheduler's token budget (``token-cap``), at
-  most ``max_num_seqs`` requests (``seq-cap``), and every request with drafts gets at most
-  k of them and exactly 1 + its drafts tokens (``spec-shape``);
-* ``progress``: at the first step where the model reports that a request could take a
-  token and none was granted, that the step scheduled a token; and when the model reports
-  a drain past the progress bound, that every request finished by the end.
-
-A vLLM that raises inside ``schedule()`` fails the test with its own exception. A vLLM
-that refuses the deployment (``ValueError`` while the config is built) passes it: the bug
-cannot happen there. The text depends only on the trace's value and its file name.
-"""
+"""A counterexample as a vLLM unit test: one self-contained pytest file."""
 from __future__ import annotations
 
 import json
