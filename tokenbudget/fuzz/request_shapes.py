@@ -101,8 +101,7 @@ def priority_waves() -> st.SearchStrategy[tuple[list[RequestShape], tuple[int, l
 
 
 def prompt_len(shape: RequestShape, cfg: BudgetConfig, chunk: int, draft_slots: int, longest: int | None = None) -> int:
-    """The prompt length of a shape under cfg, within 1 .. ``longest`` (default max_model_len - 1:
-    the longest prompt the engine takes).
+    """The prompt length of a shape under cfg, 1 .. ``longest`` (the engine's; default max_model_len - 1).
 
     ``chunk`` is the most one request can be granted in a step (at most B - d), and
     ``draft_slots`` is d. Lengths are kept within 8 chunks so that every prompt prefills
@@ -111,7 +110,7 @@ def prompt_len(shape: RequestShape, cfg: BudgetConfig, chunk: int, draft_slots: 
     chunk less d (whose grant leaves the input budget at exactly d, the loops' exit
     edge), or one either side · long: 1-2 chunks and more than a chunk, so it chunks ·
     share: max_model_len / 2, 3 or 4, so that a few requests fill a small KV pool as they
-    decode · tail: within n % 16 tokens of max_model_len - 1 · pages (bursts only): 1 to 4
+    decode · tail: within n % 16 tokens of ``longest`` · pages (bursts only): 1 to 4
     whole pages, or a token less, so that the KV ends on a page boundary after the prefill or
     the first decode · short (waves only): 2 to k - 1 tokens (2 where k < 4), shorter than one decode's 1 + k,
     so the prompt is admitted for less than its decodes later ask (a 1-token prompt is
