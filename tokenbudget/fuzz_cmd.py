@@ -98,6 +98,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     factory = target_factory(args.target)
     if args.corpus is not None:  # before any work
         writable_folder(args.corpus, "--corpus")
+    identity = "" if engine is None else engine.identity(args.engine_path)  # keys the saved examples
     seconds = None if args.examples else args.seconds or DEFAULT_SECONDS
     if args.workers == 1:  # start-up in this process: stopped at its cap by an alarm, not by a parent
         reports: list[FuzzReport] = []
@@ -116,7 +117,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
                                         examples=args.examples, seconds=seconds, seed=args.seed, corpus=corpus,
                                         progress=console.progress, database=database,
                                         max_work_gap=args.max_work_gap, startup_seconds=args.startup_seconds,
-                                        started=started if index == 0 else None, tally=heard))
+                                        started=started if index == 0 else None, tally=heard,
+                                        engine=identity))
                     if reports[-1].interrupted:
                         break
         except StartupHung:
@@ -127,7 +129,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         _check_policies(policies, engine, factory)
         corpus = _corpus(args)
         job = Job(tuple(policies), factory, args.target, args.examples, seconds, args.seed, args.database, started,
-                  args.max_work_gap, args.startup_seconds)
+                  args.max_work_gap, args.startup_seconds, identity)
         try:
             reports = fuzz_workers(job, args.workers, lambda live: console.progress(render.live(live)))
         except WorkerDied as e:

@@ -1,6 +1,7 @@
 """Config strategies: deployments a policy accepts, realistic ones and adversarial corners."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -33,6 +34,8 @@ class ConfigSpace:
     min_model_len: int  # the smallest max_model_len accepted (of 2, 4, ..., 64)
     long_prefill_threshold: bool  # the policy's loop reads long_prefill_token_threshold
     model_len_on_block_grid: bool = False  # max_model_len must be a multiple of block_size (FastDeploy's worker)
+    model_len_multiple: int = 1  # and of this (FastDeploy's attention backend: 64)
+    pool_spare_blocks: int = 0  # blocks a pool needs past one max_model_len sequence (FastDeploy's startup: 2)
 
 
 def config_space(policy: BudgetPolicy) -> ConfigSpace:
@@ -65,6 +68,10 @@ def config_space(policy: BudgetPolicy) -> ConfigSpace:
             policy, probe.replace(max_model_len=m, max_num_seqs=64, max_num_batched_tokens=64 * m))), default=2),
         long_prefill_threshold=issubclass(policy.loop, OnePassLoop) and policy.loop.applies_long_prefill_threshold,
         model_len_on_block_grid=not validates(policy, probe.replace(max_model_len=base.max_model_len - 1)),
+        model_len_multiple=next((m for m in (1, 2, 4, 8, 16, 32, 64, 128) if validates(
+            policy, probe.replace(max_model_len=base.max_model_len + m))), 1),
+        pool_spare_blocks=next((n for n in range(3) if validates(
+            policy, probe.replace(num_kv_blocks=cdiv(base.max_model_len, base.block_size) + n))), 0),
     )
 
 
@@ -101,8 +108,9 @@ def _draw_config(draw: Draw, policy: BudgetPolicy, space: ConfigSpace, scales: t
     budget, seqs, block_size, model_len = _limits(draw, draw(st.sampled_from(scales)), d, k, space.max_seqs)
     chunked = not (space.chunked_prefill_off and budget >= 2) or draw(st.sampled_from((True, True, False)))
     model_len = max(space.min_model_len, min(model_len, budget) if not chunked else model_len)
-    if space.model_len_on_block_grid:
-        model_len = cdiv(model_len, block_size) * block_size
+    if space.model_len_on_block_grid or space.model_len_multiple > 1:
+        grid = math.lcm(block_size if space.model_len_on_block_grid else 1, space.model_len_multiple)
+        model_len = cdiv(model_len, grid) * grid
     scheduled = None
     if space.max_num_scheduled_tokens and draw(st.sampled_from((False, False, True))):
         scheduled = draw(st.integers(1, 2 * budget))
@@ -114,7 +122,7 @@ def _draw_config(draw: Draw, policy: BudgetPolicy, space: ConfigSpace, scales: t
         method=method,
         parallel_drafting=parallel,
         block_size=block_size,
-        num_kv_blocks=_pool(draw, cdiv(model_len, block_size)),
+        num_kv_blocks=_pool(draw, cdiv(model_len, block_size) + space.pool_spare_blocks),
         max_model_len=model_len,
         long_prefill_token_threshold=_threshold(draw, k, model_len) if space.long_prefill_threshold else 0,
         scheduling_policy=draw(st.sampled_from(space.scheduling_policies)),

@@ -183,7 +183,8 @@ class FuzzMachine(RuleBasedStateMachine):
         chunk = min(lim.max_num_batched_tokens - lim.draft_slots, lim.max_num_scheduled_tokens,
                     self.cfg.long_prefill_token_threshold or lim.max_num_batched_tokens)
         for shape in requests:
-            op = resolve(shape, self.cfg, max(1, chunk), lim.draft_slots, self.num_added)
+            op = resolve(shape, self.cfg, max(1, chunk), lim.draft_slots, self.num_added,
+                         type(self).policy.loop.longest_prompt(self.cfg))
             self.num_added += 1
             self._apply(op)
             self.live[op.id] = RequestState("waiting", 0, 0, op.max_tokens, op.prompt_len)
@@ -273,7 +274,7 @@ class FuzzMachine(RuleBasedStateMachine):
     def _step_violations(self, record: StepRecord) -> tuple[Violation, ...]:
         """The spec's verdict on the step, and what a target that runs the model beside it
         judged since the last step (``spec.target.Target``): a crash a finding explains is
-        that finding's violation, not a ``model-error``."""
+        that finding's violation alone: the engine raised inside the step, so its record is partial."""
         assert self.execution is not None
         target = self.execution.target
         found = check_step(record)
@@ -281,7 +282,7 @@ class FuzzMachine(RuleBasedStateMachine):
         if judged is None:
             return tuple(found)
         if record.step in target.explained_errors:
-            found = [v for v in found if v.invariant != MODEL_ERROR]
+            found = []
         fresh, self.num_judged = judged[self.num_judged:], len(judged)
         return tuple(found) + tuple(fresh)
 
@@ -428,7 +429,7 @@ class FuzzMachine(RuleBasedStateMachine):
             parts.append(f"the target raised{where}: {error}")
         return Trace(
             policy=type(self).policy_spec,
-            config=compact_config(self.cfg),
+            config=compact_config(getattr(self.execution.target, "cfg", None) or self.cfg),  # as the target runs it
             ops=tuple(self.ops),
             expect=tuple(ViolationExpectation(kind) for kind in kinds if kind in INVARIANTS),
             description="; ".join(parts),
@@ -457,10 +458,13 @@ def _repeats(before: StepRecord, after: StepRecord) -> bool:
             and replace(after, step=before.step) == before)
 
 
-def database_key(policy_spec: str, target_name: str, config_name: str, max_work_gap: int | None = None) -> bytes:
-    """What tells this machine's saved examples from every other's in an example database."""
+def database_key(policy_spec: str, target_name: str, config_name: str, max_work_gap: int | None = None,
+                 engine: str = "") -> bytes:
+    """What tells this machine's saved examples from every other's in an example database;
+    ``engine`` is a real engine's identity (release and folder, ``EngineDescriptor.identity``)."""
     judged = "" if max_work_gap is None else f"|max-work-gap {max_work_gap}"
-    return hashlib.sha256(f"tokenbudget fuzz|{policy_spec}|{target_name}|{config_name}{judged}".encode()).digest()
+    on = f"|engine {engine}" if engine else ""
+    return hashlib.sha256(f"tokenbudget fuzz|{policy_spec}|{target_name}|{config_name}{judged}{on}".encode()).digest()
 
 
 def _end_shrinking() -> None:
@@ -482,21 +486,16 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
                   config_strategy: st.SearchStrategy[BudgetConfig] | None = None,
                   found_by: str = "Hypothesis (tokenbudget fuzz)", target_name: str = "model",
                   config_name: str | None = None, max_work_gap: int | None = None,
-                  shapes: str = ALL_SHAPES) -> type[FuzzMachine]:
+                  shapes: str = ALL_SHAPES, engine: str = "") -> type[FuzzMachine]:
     """A state machine fuzzing ``policy`` (loaded from ``policy_spec``, the name a trace
     records) on targets made by ``target_factory`` (named ``target_name``), with configs
     from ``config_strategy`` (default: every scale ``fuzz.config_strategies.configs`` knows
-    and, on the model, the rare-path shapes that apply to the policy's loop, built-in or
-    not; ``shapes`` picks SCALES or RARE_PATHS alone; a strategy given is named by
-    ``config_name``, else by its repr). A user policy with a
-    built-in base is judged against it when ``max_work_gap`` is given; a built-in never
-    is. Raises ConfigError when no config of the policy can be found.
-
-    Hypothesis keys a state machine's examples by a digest of the class: its source (or,
-    for a class made here, where Python finds none, its name) plus the class attribute
-    ``_hypothesis_internal_add_digest``, set here to ``database_key`` of policy, target,
-    config strategy and the work gap judged. So every process fuzzing the same shares its
-    examples, and no other machine replays them.
+    and, on the model, the rare-path shapes of the policy's loop; ``shapes`` picks SCALES or
+    RARE_PATHS alone; a strategy given is named by ``config_name``, else by its repr). A user
+    policy with a built-in base is judged against it when ``max_work_gap`` is given. Raises
+    ConfigError when no config of the policy can be found. Saved examples are keyed by
+    ``database_key`` (policy, target, strategy, work gap, the real ``engine``'s release and
+    folder), so no other machine or release replays them (SPEC §7).
     """
     space = config_space(policy) if config_strategy is None else None
     strategy = config_strategy if space is None else configs(policy, space)
@@ -561,5 +560,5 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
     Machine.base = None if base is None else builtin_policies()[base]()
     Machine.max_work_gap = None if base is None else max_work_gap
     Machine._hypothesis_internal_add_digest = database_key(  # type: ignore[attr-defined]
-        policy_spec, target_name, config_name, Machine.max_work_gap)
+        policy_spec, target_name, config_name, Machine.max_work_gap, engine)
     return Machine

@@ -133,9 +133,11 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
          database: ExampleDatabase | None = None, known: frozenset[str] = frozenset(),
          tally: Callable[[Tally], None] = lambda _: None, max_work_gap: int | None = None,
          reduce_seconds: float | None = None, startup_seconds: float = STARTUP_SECONDS,
-         started: float | None = None, ends_by: float | None = None, shapes: str = ALL_SHAPES) -> FuzzReport:
+         started: float | None = None, ends_by: float | None = None, shapes: str = ALL_SHAPES,
+         engine: str = "") -> FuzzReport:
     """Fuzz one policy on one target, drawing the configs ``shapes`` names
-    (``machine_class``); save counterexamples under ``corpus`` when given."""
+    (``machine_class``); save counterexamples under ``corpus`` when given; ``engine`` (a real
+    engine's release and folder) keys the saved examples."""
     if (examples is None) == (seconds is None):
         raise ValueError("give exactly one of examples and seconds")
     policy = get_policy(policy_spec)
@@ -209,7 +211,7 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
         scratch, judged_gap = None, None
         try:
             cls = machine_class(policy_spec, policy, target_factory, config_strategy, found_by, target_name,
-                                max_work_gap=max_work_gap, shapes=shapes)
+                                max_work_gap=max_work_gap, shapes=shapes, engine=engine)
             cls.stats, judged_gap = stats, cls.max_work_gap
             cls.known, cls.reported = known, frozenset(c.key for c in report.counterexamples)
             scratch = InMemoryExampleDatabase() if database is not None and (cls.known or cls.reported) else None

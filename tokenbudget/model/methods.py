@@ -81,12 +81,10 @@ VLLM_0_33: Mapping[str, MethodRow] = {
 
 # FastDeploy's runner has no separate draft slots in the target batch: a decode
 # simply runs 1 + k rows. Its scheduler reserves KV for the drafts of a decode. Its MTP
-# proposer runs ``num_model_steps`` substeps (fastdeploy/spec_decode/mtp.py:892 at 2a606e361),
-# the first on the target's positions, each later one a position further: num_model_steps - 1
-# positions past the target rows, at most k - 1 (``num_speculative_tokens >= num_model_steps``,
-# fastdeploy/config.py:932-936; the default is 1 step, :764), so the table takes k - 1.
+# proposer runs ``num_model_steps`` substeps, each a position further: num_model_steps - 1 past
+# the target rows; the table takes FastDeploy's default of 1 step, so none (SPEC.md §4).
 FASTDEPLOY: Mapping[str, MethodRow] = {
-    "mtp": MethodRow((0, 0), (0, 0), (1, 0), (1, 1), _M, writes=(1, -1)),
+    "mtp": MethodRow((0, 0), (0, 0), (1, 0), (1, 1), _M, writes=(0, 0)),  # num_model_steps 1: config.py:765 (564c78d78)
     "ngram": MethodRow((0, 0), (0, 0), (1, 0), (1, 1), _N),
 }
 

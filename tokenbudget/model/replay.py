@@ -246,10 +246,11 @@ def _judge(trace: Trace, name: str, refusal: str | None, run: RunRecord | None,
            judge_more: Callable[[RunRecord], Sequence[Violation]] | None = None,
            explained: frozenset[int] = frozenset()) -> ReplayResult:
     """``crash``: what the model raised outside a step, a ``model-error`` of the run;
-    ``explained``: the steps whose error a finding explains (no ``model-error`` there)."""
+    ``explained``: the steps whose error a finding explains: the engine raised inside them, so
+    their records are partial and the finding's violation (``judge_more``) is their verdict."""
     records = run.steps if run else []
     violations = tuple(v for v in check_run_columnar(run)  # check_run's verdict, large steps screened
-                       if v.invariant != model_error.id or v.step not in explained) if run else ()
+                       if v.step not in explained) if run else ()
     if run and judge_more is not None:
         violations += tuple(judge_more(run))
     if crash is not None:

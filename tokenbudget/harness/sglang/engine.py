@@ -7,6 +7,7 @@ from array import array
 from pathlib import Path
 from typing import Any, Hashable, Mapping, Optional
 
+from ...model.sglang.loop import SglangLoop, max_req_len
 from ...spec.records import RequestState
 from ...spec.target import describe
 from ..observed_step import ObservedStep
@@ -62,7 +63,7 @@ class SglangEngine:
         )
         sg["runtime_context"]._CONTEXT.set_server_args(args)
         tokens = cfg.num_kv_blocks * self.page
-        row = cfg.max_model_len + 8 * (self.k + 1) + 4 * self.page  # room for the decode over-allocation
+        row = cfg.max_model_len + sg["allocation_sizing"].get_req_to_token_extra_context_len()  # as SGLang sizes it
         self.req_to_token_pool = sg["ReqToTokenPool"](self.max_running, row, "cpu", False)
         if self.page == 1:
             self.allocator = sg["TokenToKVPoolAllocator"](tokens, torch.float16, "cpu", None, False)
@@ -98,12 +99,25 @@ class SglangEngine:
     def add(self, rid: str, prompt_len: int, max_tokens: int, prefix_group: Optional[str] = None,
             prefix_len: int = 0) -> None:
         """Queue a request whose first ``prefix_len`` tokens are its prefix group's."""
-        params = self.sg["SamplingParams"](max_new_tokens=max(0, min(max_tokens, self.cfg.max_model_len - prompt_len)))
+        if prompt_len > SglangLoop.longest_prompt(self.cfg):  # validate_input_length (managers/utils.py:272)
+            raise ValueError(f"request {rid!r}: SGLang aborts a prompt of {prompt_len} tokens on arrival "
+                             f"(max_req_input_len {SglangLoop.longest_prompt(self.cfg) + 1})")
+        params = self.sg["SamplingParams"](max_new_tokens=self._max_new_tokens(prompt_len, max_tokens))
         params.normalize(None)
         prompt = self.tokens.prompt(prefix_group, prefix_len if prefix_group is not None else 0, prompt_len)
         req = self.sg["schedule_batch"].Req(rid, "", prompt, params)
-        self.reqs[rid], self.max_tokens[rid] = req, max_tokens
+        self.reqs[rid], self.max_tokens[rid] = req, max(1, params.max_new_tokens)  # the prefill samples one
         self.waiting.append(req)  # _add_request_to_queue
+
+    def _max_new_tokens(self, prompt_len: int, max_tokens: int) -> int:
+        """``init_req_max_new_tokens`` (managers/scheduler.py:2693-2740 at v0.5.23): max_tokens clipped
+        to ``max_req_len - input_len - 1`` (:2709-2716; max_req_len, managers/tp_worker.py:568-571),
+        then by SGLang's own allocator (``max_new_tokens_for_memory``)."""
+        tokens = self.cfg.num_kv_blocks * self.page
+        clipped = max(0, min(max_tokens, max_req_len(self.cfg) - prompt_len - 1))
+        fitted = self.allocator.max_new_tokens_for_memory(prompt_len, clipped, token_capacity=tokens,
+                                                          sliding_window_size=None, chunk_size=self.chunk)
+        return 0 if fitted is None else int(fitted)
 
     def abort(self, rid: str) -> None:
         req = self.reqs.get(rid)
@@ -314,6 +328,10 @@ class SglangEngine:
         """Give the request KV slots up to ``length`` tokens (whole pages), in its row."""
         have = req.kv.kv_allocated_len
         first, last = -(-have // self.page), -(-length // self.page)
+        row = self.req_to_token_pool.req_to_token.shape[1]
+        if last * self.page > row:  # CUDA's assign kernel writes on past the row; CPU torch drops or raises
+            raise IndexError(f"req_to_token row of {row} positions written to {last * self.page} for {req.rid} "
+                             f"(get_req_to_token_extra_context_len, mem_cache/allocation_sizing.py:96-116)")
         if last > first:
             slots = self.allocator.alloc((last - first) * self.page)
             if slots is None:

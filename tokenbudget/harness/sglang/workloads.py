@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import Any
 
 from ...model import ConfigError, get_policy
 from ...model.config import BudgetConfig
+from ...model.sglang.loop import SglangLoop
 from ...model.sglang.policies import Sglang
 from ...spec.trace import AbortOp, AddOp, Op, StepOp, Trace
 from ..conform_workloads import draw_ops
@@ -26,6 +28,9 @@ def workload(seed: int, index: int, policy: str = POLICY, radix: bool = True) ->
     config = draw_config(rng, retract, radix, share)
     cfg = BudgetConfig.from_dict(config)
     ops = _retract_ops(rng, cfg) if retract else _share_ops(rng, cfg) if share else draw_ops(rng, cfg)
+    longest = SglangLoop.longest_prompt(cfg)  # SGLang aborts a longer prompt on arrival (managers/utils.py:272)
+    ops = [replace(op, prompt_len=min(op.prompt_len, longest), prefix_len=min(op.prefix_len, longest))
+           if isinstance(op, AddOp) else op for op in ops]
     return Trace(policy=policy, config=config, ops=tuple(ops),
                  description=f"SGLang conformance workload {index} of seed {seed}",
                  found_by=f"tokenbudget conform --engine sglang --seed {seed} (workload {index})")

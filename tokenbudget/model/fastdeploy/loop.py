@@ -28,6 +28,11 @@ class FastDeployLoop(OnePassLoop):
     def method_table(cls, version: Optional[str]) -> str:
         return "fastdeploy"
 
+    @classmethod
+    def longest_prompt(cls, cfg: BudgetConfig) -> int:
+        """prompt + min_tokens (1 by default) < max_model_len, or the engine refuses the request."""
+        return cfg.max_model_len - 2  # engine.py:307, entrypoints/engine_client.py:384 (564c78d78)
+
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.commit = commits.commit_row(self.cfg.engine_version)  # None: the paged pool of SPEC.md §5

@@ -23,6 +23,23 @@ WAITING_PREFIX_REFRESH_INTERVAL = 32  # schedule_policy.py:139
 WAITING_QUEUE_PREFIX_MATCH_MAX = 128  # schedule_policy.py:137
 
 
+REQ_INPUT_MARGIN = 5  # max_req_input_len = max_req_len - 5 (managers/tp_worker.py:572)
+
+
+def max_req_len(cfg: BudgetConfig) -> int:
+    """``min(context_len - 1, pool tokens - 1)`` (managers/tp_worker.py:568-571 at v0.5.23)."""
+    return min(cfg.max_model_len, cfg.num_kv_blocks * cfg.block_size) - 1
+
+
+def clipped_max_new(cfg: BudgetConfig, prompt_len: int, max_tokens: int) -> int:
+    """``init_req_max_new_tokens`` (managers/scheduler.py:2693-2740 at v0.5.23): max_tokens clipped
+    to ``max_req_len - input_len - 1`` (:2709-2716) and to the empty pool less the page-ceiled
+    prompt and a page (``max_new_tokens_for_memory``, mem_cache/allocator/base.py:102-105)."""
+    page, tokens = cfg.block_size, cfg.num_kv_blocks * cfg.block_size
+    by_memory = tokens - cdiv(prompt_len, page) * page - page - 1
+    return max(0, min(max_tokens, max_req_len(cfg) - prompt_len - 1, by_memory))
+
+
 def context_headroom(cfg: BudgetConfig) -> int:
     """The positions past the context length a request's req_to_token row holds
     (``get_req_to_token_extra_context_len``, mem_cache/allocation_sizing.py:96-116 at v0.5.23):
@@ -75,6 +92,19 @@ class SglangLoop(SchedulerLoop):
     def method_table(cls, version: Optional[str]) -> str:
         return "sglang"
 
+    @classmethod
+    def longest_prompt(cls, cfg: BudgetConfig) -> int:
+        """A prompt of ``max_req_input_len`` or more is aborted on arrival (``validate_input_length``,
+        managers/utils.py:272, called at managers/scheduler.py:3246-3253 at v0.5.23)."""
+        return max_req_len(cfg) - REQ_INPUT_MARGIN - 1
+
+    def add_request(self, request_id: str, prompt_len: int, max_tokens: int, priority: int = 0,
+                    prefix_group: Optional[str] = None, prefix_len: int = 0) -> None:
+        """As SchedulerLoop, max_tokens clipped as SGLang clips ``max_new_tokens`` on arrival
+        (``clipped_max_new``); the prefill samples one token whatever it is."""
+        super().add_request(request_id, prompt_len, max(1, clipped_max_new(self.cfg, prompt_len, max_tokens)),
+                            priority, prefix_group, prefix_len)
+
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.limits = replace(self.limits, context_headroom=context_headroom(self.cfg))
@@ -116,14 +146,12 @@ class SglangLoop(SchedulerLoop):
     def max_new_tokens(self, req: Request) -> int:
         """``min(sampling_params.max_new_tokens, 4096)``, what an admission reserves whatever the
         request wrote before a retraction (schedule_policy.py:1636, :1209); max_new_tokens is
-        max_tokens clipped to the context (the tokenizer's rule)."""
-        return min(req.max_tokens, self.cfg.max_model_len - req.num_prompt_tokens, CLIP_MAX_NEW_TOKENS)
+        max_tokens as clipped on arrival (``add_request``)."""
+        return min(req.max_tokens, CLIP_MAX_NEW_TOKENS)
 
     def max_new_estimate(self, req: Request) -> int:
-        """``min(max_new - out, 4096)``, the max_new left also clipped to max_model_len
-        (the tokenizer refuses a request past the context length)."""
-        left = min(req.max_tokens - req.num_output_tokens, self.cfg.max_model_len - req.num_tokens)
-        return max(0, min(left, CLIP_MAX_NEW_TOKENS))
+        """``min(max_new - out, 4096)``."""
+        return max(0, min(req.max_tokens - req.num_output_tokens, CLIP_MAX_NEW_TOKENS))
 
     # -- the step ------------------------------------------------------------------------
     def _schedule_step(self, step: StepPass) -> None:
@@ -395,10 +423,9 @@ class SglangLoop(SchedulerLoop):
     def _ratio_after_retract(self, kept: list[Request]) -> float:
         """``estimate_new_token_ratio_after_retract`` (new_token_ratio_tracker.py:41-49):
         ``min(1, (decoded + 20 * bs) / (sum max_new + 1))`` over the batch kept, max_new being
-        ``sampling_params.max_new_tokens``, max_tokens clipped to max_model_len - prompt (the
-        tokenizer's rule), not to 4096."""
+        ``sampling_params.max_new_tokens`` (max_tokens as clipped on arrival), not clipped to 4096."""
         decoded = sum(r.num_output_tokens for r in kept)
-        max_new = sum(min(r.max_tokens, self.cfg.max_model_len - r.num_prompt_tokens) for r in kept)
+        max_new = sum(r.max_tokens for r in kept)
         return min(1.0, (decoded + RETRACT_DECODE_STEPS * len(kept)) / (max_new + 1))
 
     def _evict_for_decode(self, batch: list[Request], targets: list[int]) -> None:

@@ -6,7 +6,7 @@ from ...spec.intlike import IntLike, cdiv, ite, not_, or_
 from ..config import BudgetConfig, ConfigError, Requirement
 from ..policy import BudgetParams, BudgetPolicy, Budgets, plain  # noqa: F401 (plain: the PEP 316 contracts)
 from ..request import Request
-from .loop import SglangLoop
+from .loop import REQ_INPUT_MARGIN, SglangLoop
 
 
 class _SglangPolicy(BudgetPolicy):
@@ -33,6 +33,10 @@ class _SglangPolicy(BudgetPolicy):
                         lambda: f"every decode batch's verify rows must fit the runner: max_num_batched_tokens ({b}) "
                         f"must be >= max_num_seqs * (1 + num_speculative_tokens) ({s} * {1 + k}); raise "
                         "max_num_batched_tokens or lower max_num_seqs", scope=True),
+            Requirement(max_len >= REQ_INPUT_MARGIN + 3,  # max_req_input_len (tp_worker.py:568-572, utils.py:272)
+                        lambda: f"SGLang aborts a prompt of max_model_len - {REQ_INPUT_MARGIN + 1} tokens or more on "
+                        f"arrival: max_model_len ({max_len}) must be >= {REQ_INPUT_MARGIN + 3} for any prompt; raise "
+                        "max_model_len", scope=True),
             Requirement(b >= p.block_size,
                         lambda: f"a prefill chunk is floored to whole pages: max_num_batched_tokens ({b}) must be >= "
                         f"block_size ({p.block_size}), or no prompt is ever admitted; raise it or lower block_size"),
