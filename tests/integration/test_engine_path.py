@@ -41,7 +41,7 @@ def test_a_vllm_whose_internals_moved_fails_naming_what_is_missing(tmp_path: Pat
     (sched / "scheduler.py").write_text("class Scheduler:\n    pass\n")
     (tmp_path / "vllm" / "v1" / "kv_cache_interface.py").write_text("class KVCacheConfig:\n    pass\n")
     line = one_error_line(tokenbudget("conform", "--engine-path", str(tmp_path), "--workloads", "1"))
-    assert "vLLM 0.99.0" in line and "FullAttentionSpec" in line and "0.32 and 0.33" in line, line
+    assert "vLLM 0.99.0" in line and "FullAttentionSpec" in line and "0.32, 0.33 and 0.34" in line, line
 
 
 def test_conform_on_no_workloads_is_refused_not_judged() -> None:

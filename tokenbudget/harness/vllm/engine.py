@@ -69,7 +69,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Hashable, Mapping
 
-from ...model.vllm.versions import VLLM_VERSIONS, modelled_version, nearest_version
+from ...model.vllm.versions import MODELLED, VLLM_VERSIONS, modelled_version, nearest_version
 from ...spec.records import RequestState, StepLimits, StepRecord
 from ..unavailable import EngineUnavailable
 from . import observe, speculative
@@ -152,11 +152,26 @@ def engine_version() -> EngineVersion:
     return EngineVersion(release, nearest_version(release))
 
 
+def _known() -> str:
+    *older, newest = MODELLED
+    return f"{', '.join(older)} and {newest}"
+
+
 def incompatible(exc: Exception) -> EngineIncompatible:
     import vllm
 
     return EngineIncompatible(f"vLLM {getattr(vllm, '__version__', '?')} ({Path(vllm.__file__).parent}) breaks the "
-                              f"harness: {type(exc).__name__}: {exc}; the harness knows vLLM 0.32 and 0.33")
+                              f"harness: {type(exc).__name__}: {exc}; the harness knows vLLM {_known()}")
+
+
+def cannot_start(exc: Exception) -> EngineUnavailable:
+    """The one-line error for a vLLM whose scheduler fails to start here for a reason other than a config."""
+    import vllm
+
+    reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
+    return EngineUnavailable(f"vLLM {getattr(vllm, '__version__', '?')} ({Path(vllm.__file__).parent}) cannot start "
+                             f"its scheduler here: {reason}; the harness starts vLLM {_known()} on this machine: "
+                             "run one of those, or report this line")
 
 
 def build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
@@ -171,6 +186,10 @@ def build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
         return _build_vllm_scheduler(cfg)
     except (AttributeError, ImportError) as exc:
         raise incompatible(exc) from None
+    except (ValueError, EngineUnavailable):
+        raise
+    except Exception as exc:  # a platform check, a knob vLLM changed: this vLLM cannot start here
+        raise cannot_start(exc) from None
 
 
 def _build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:

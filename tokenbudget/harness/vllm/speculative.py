@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...model import methods
-from ...model.vllm.versions import VllmVersion
+from ...model.vllm.versions import VLLM_VERSIONS, VllmVersion
+from ..unavailable import EngineUnavailable
 
 if TYPE_CHECKING:
     from vllm.config import SpeculativeConfig
@@ -16,8 +17,8 @@ if TYPE_CHECKING:
     from ...model.config import BudgetConfig
 
 
-class TranslationRefused(ValueError):
-    """The vLLM release refuses tokenbudget's translation of a config (not the user's input)."""
+class TranslationRefused(EngineUnavailable):
+    """This vLLM cannot run a config tokenbudget translates for it (never the user's bad input)."""
 
 
 def construction_kwargs(cfg: BudgetConfig, rules: VllmVersion) -> dict[str, Any]:
@@ -34,8 +35,7 @@ def set_method(spec_config: SpeculativeConfig, cfg: BudgetConfig, rules: VllmVer
     assert cfg.method is not None  # a speculative config names its method
     row = methods.TABLES[rules.table].get(cfg.method)
     if row is None or (cfg.parallel_drafting and row.parallel_draft_slots is None):
-        parallel = " with parallel drafting" if row is not None else ""
-        raise TranslationRefused(f"vLLM {rules.version} has no speculative method {cfg.method!r}{parallel}")
+        raise TranslationRefused(untranslatable(cfg.method, cfg.parallel_drafting, rules))
     spec_config.method = cfg.method
     if rules.parallel_drafting_knob:
         spec_config.parallel_drafting = cfg.parallel_drafting or row.parallel_only
@@ -48,3 +48,17 @@ def rederive(vllm_config: Any) -> None:
     vllm_config._set_max_num_scheduled_tokens()
     if "num_hash_lookahead_tokens" in getattr(vllm_config, "__dataclass_fields__", {}):
         vllm_config.num_hash_lookahead_tokens = vllm_config._resolve_num_hash_lookahead_tokens()
+
+
+def untranslatable(method: str, parallel: bool, rules: VllmVersion) -> str:
+    """The one line for a method (serial or parallel) that vLLM ``rules.version`` lacks."""
+    def has(row: VllmVersion) -> bool:
+        entry = methods.TABLES[row.table].get(method)
+        return entry is not None and (not parallel or entry.parallel_draft_slots is not None)
+
+    what = f"parallel drafting with method {method!r}" if parallel else f"the speculative method {method!r}"
+    others = [v for v, row in VLLM_VERSIONS.items() if has(row)]
+    where = f"run it on vLLM {' or '.join(others)}" if others else "choose another method"
+    fix = f"{where}, or set parallel_drafting=false" if parallel else where
+    return (f"vLLM {rules.release.rsplit('.', 1)[0]} has no {what} (its SpeculativeConfig refuses it), so tokenbudget "
+            f"cannot translate this config for it; {fix}")

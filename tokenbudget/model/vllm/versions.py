@@ -50,7 +50,8 @@ class VllmVersion:
     caches_blocks_at_output: bool  # with speculation, a decode's output publishes its completed blocks
     stop_cuts_computed: bool  # a stop that cuts output tokens takes them off the computed count too
     release: str
-    parallel_drafting_knob: bool = True  # parallel drafting is a config knob (False: it follows the method)  # the release the row was read from
+    parallel_drafting_knob: bool = True  # parallel drafting is a config knob (False: it follows the method)
+    long_prefill_needs_chunking: bool = False  # long_prefill_token_threshold is read only with chunked prefill  # the release the row was read from
 
     def __post_init__(self) -> None:
         assert self.table.startswith("vllm-"), self.table
@@ -60,7 +61,8 @@ VLLM_VERSIONS: Mapping[str, VllmVersion] = {
     # version:  method table  B > L  B // L cap  self-preemption ends pass  cache at output  stop cuts computed  release
     "0.32": VllmVersion("0.32", "vllm-0.32", False, False, True, False, False, "0.32.0"),
     "0.33": VllmVersion("0.33", "vllm-0.33", True, True, False, True, True, "0.33.0"),
-    "0.34": VllmVersion("0.34", "vllm-0.34", True, True, False, True, True, "0.34.0", parallel_drafting_knob=False),
+    "0.34": VllmVersion("0.34", "vllm-0.34", True, True, False, True, True, "0.34.0", parallel_drafting_knob=False,
+                        long_prefill_needs_chunking=True),
 }
 MODELLED: tuple[str, ...] = tuple(VLLM_VERSIONS)
 NEWEST = MODELLED[-1]
