@@ -66,6 +66,10 @@ VLLM_VERSIONS: Mapping[str, VllmVersion] = {
 }
 MODELLED: tuple[str, ...] = tuple(VLLM_VERSIONS)
 NEWEST = MODELLED[-1]
+# A config without engine_version follows 0.33, not the newest: 0.34 refuses parallel drafting for
+# every method but DFlash and DSpark, which the shipped traces and users' configs written without a
+# version use.
+DEFAULT_VERSION = "0.33"
 DRAFT_PASS_METHODS = ("dflash", "dspark")  # the methods that draft in a pass of their own (0.33)
 
 
