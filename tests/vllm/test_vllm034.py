@@ -19,6 +19,7 @@ from tokenbudget.model.findings import FINDINGS
 pytestmark = pytest.mark.vllm
 CORPUS = Path(__file__).resolve().parents[2] / "tokenbudget" / "corpus"
 RUN_COMMANDS = Path(__file__).with_name("run_commands.py")
+NEWER = "0.99.0"  # a release newer than every modelled version: 0.34.0 with its version string faked
 F1_RAISES_AT = "scheduler.py:1643"  # assert num_new_tokens == 1 + self.num_spec_tokens (vLLM 0.34.0)
 
 
@@ -31,6 +32,12 @@ def ran(vllm034_path: Path, tmp_path_factory: pytest.TempPathFactory) -> list[di
         ["tokenbudget", "replay", str(CORPUS / "seed-000-vllm-adaptive-dflash-0.33.json"),
          str(FINDINGS["F1"].trace_path), "--target", "vllm", *engine, "--json"],
         ["tokenbudget", "replay", str(FINDINGS["F2"].trace_path), "--target", "vllm", *engine, "--json"],
+        ["tokenbudget", "fuzz", "--target", "vllm", "--examples", "3", "--workers", "1", "--seed", "0", *engine,
+         "--json"],
+        ["vllm_version", NEWER],
+        ["tokenbudget", "conform", "--engine", "vllm", "--workloads", "10", "--seed", "3", *engine, "--json"],
+        ["tokenbudget", "replay", str(CORPUS / "seed-000-vllm-adaptive-dflash-0.33.json"), "--target", "vllm", *engine,
+         "--json"],
         ["tokenbudget", "fuzz", "--target", "vllm", "--examples", "3", "--workers", "1", "--seed", "0", *engine,
          "--json"],
     ]
@@ -76,3 +83,17 @@ def test_fuzz_prints_its_report_on_stdout(ran: list[dict[str, Any]]) -> None:
     report = stdout_json(ran[3])
     assert ran[3]["code"] in (0, 1, 4) and report["target"] == "vllm", ran[3]["stderr"][-2000:]
     assert "Traceback" not in ran[3]["stderr"]
+
+
+def test_a_release_newer_than_every_model_is_judged_against_the_newest_saying_so(ran: list[dict[str, Any]]) -> None:
+    conform, replay, fuzz = ran[5:8]
+    said = (f"tokenbudget: warning: vLLM {NEWER} is newer than every modelled version; comparing it with the model of "
+            "vLLM 0.34, the newest")
+    for command in (conform, replay, fuzz):
+        assert said in command["stderr"] and f"vLLM {NEWER} from " in command["stderr"], command["stderr"][-2000:]
+        assert "Traceback" not in command["stderr"]
+    report = stdout_json(conform)
+    assert report["release"] == NEWER and report["model_version"] == "0.34" and report["ok"], report["divergences"]
+    trace = stdout_json(replay)["traces"][0]
+    assert trace["ok"] and trace["engine_version"].startswith(f"vLLM {NEWER}")
+    assert stdout_json(fuzz)["target"] == "vllm"

@@ -69,7 +69,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Hashable, Mapping
 
-from ...model.vllm.versions import MODELLED, VLLM_VERSIONS, modelled_version, nearest_version
+from ...model.vllm.versions import MODELLED, NEWEST, VLLM_VERSIONS, modelled_version, nearest_version, release_key
 from ...spec.records import RequestState, StepLimits, StepRecord
 from ..unavailable import EngineUnavailable
 from . import observe, speculative
@@ -142,8 +142,20 @@ class EngineVersion:
     def warning(self) -> str | None:
         if modelled_version(self.release) is not None:
             return None
+        if release_key(self.release)[:2] > release_key(NEWEST):
+            return (f"vLLM {self.release} is newer than every modelled version; comparing it with the model of vLLM "
+                    f"{self.model_version}, the newest; its KV capacity, rows, token cap, refunds, requests and "
+                    "progress are judged on the engine itself")
         return (f"vLLM {self.release} is not modelled; comparing it with the model of vLLM {self.model_version}, "
                 f"the nearest modelled version")
+
+
+def engine_location() -> str:
+    """The folder of the importable vLLM package. Raises EngineUnavailable."""
+    _import_vllm()
+    import vllm
+
+    return str(Path(vllm.__file__).parent)
 
 
 def engine_version() -> EngineVersion:
