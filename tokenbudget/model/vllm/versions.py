@@ -23,6 +23,25 @@ vLLM 0.33.0 against 0.32.0 (vllm/v1/core/sched/scheduler.py and vllm/config/ of 
   (``_update_request_with_output``, vllm/v1/core/sched/scheduler.py:2758-2763 (vLLM 0.33.0);
   0.32 cut only the tokens, vllm/v1/core/sched/scheduler.py:2506-2509 (vLLM 0.32.0)).
 
+vLLM 0.34.0 against 0.33.0 (SPEC.md §12):
+
+- method table ``vllm-0.34``: parallel drafting only for DFlash and DSpark (``parallel_drafting``
+  is deprecated and refused for other methods, vllm/config/speculative.py:1688-1693 (vLLM 0.34.0));
+  the counts are 0.33's (``SpeculatorConfig`` per method, vllm/v1/worker/gpu/spec_decode/);
+- ``long_prefill_token_threshold`` applies only with chunked prefill
+  (vllm/v1/core/sched/scheduler.py:775-779 (vLLM 0.34.0)).
+
+Unchanged for what we model, read and checked by conformance: the waiting loop's exits, now
+``loads_only`` when ``token_budget <= 0`` or the seats are full and ``not loads_only and
+input_budget <= draft_slots`` (scheduler.py:1091-1112 (vLLM 0.34.0)), exit exactly where 0.33's
+did without a KV connector (``async_kv_waiting`` and ``max_num_inflight_kv_loads`` need one,
+scheduler.py:2781-2786); ``can_skip_drafts`` for every runner (scheduler.py:321) changes no
+grant; ``use_eagle`` is ``uses_target_hidden_states`` (scheduler.py:330), true for the same
+methods; ``trim_spec_tokens`` replaces ``validate_tokens`` (scheduler.py:3012) without a
+grammar; the block pool's and KV cache manager's changes (prefix-cache hit limits,
+``get_num_cached_tokens`` for cache-aware admission, off by default:
+vllm/config/scheduler.py:223) change no hit of a request without prompt logprobs.
+
 Not modelled because no modelled config reaches it: a waiting request left 0 tokens by
 the multi-module MTP prefill lookahead is requeued instead of ending the waiting pass
 (vllm/v1/core/sched/scheduler.py:1394-1398 (vLLM 0.33.0)); the local prefill interval
