@@ -12,10 +12,12 @@ def tokenbudget(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def one_error_line(done: subprocess.CompletedProcess[str]) -> str:
+    """The one error line, last on stderr; before it at most the engine's banner (release, folder, model)."""
     assert done.returncode == 2 and done.stdout == "", (done.returncode, done.stdout)
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("tokenbudget: error: "), done.stderr
-    return lines[0]
+    errors = [line for line in lines if line.startswith("tokenbudget: error: ")]
+    assert len(errors) == 1 and lines[-1] == errors[0] and "Traceback" not in done.stderr, done.stderr
+    return errors[0]
 
 
 def test_a_folder_without_vllm_is_refused_before_anything_runs(tmp_path: Path) -> None:

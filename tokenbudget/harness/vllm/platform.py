@@ -25,11 +25,15 @@ def choose_scheduler_platform() -> str | None:
     refuses every config here, make vLLM's ``UnspecifiedPlatform`` the current platform (the
     platform of vllm/platforms/__init__.py:290 (vLLM 0.34.0), set where vLLM's lazy
     resolution keeps it, :315-318). Returns the name of the platform chosen, or None when
-    vLLM's own choice stands or the platform is resolved already."""
+    vLLM's own choice stands, the platform is resolved already or this vLLM has no such module
+    (the scheduler's import then says what is missing)."""
     import vllm
-    import vllm.platforms as platforms
 
-    if platforms._current_platform is not None:
+    try:
+        import vllm.platforms as platforms
+    except ImportError:
+        return None
+    if getattr(platforms, "_current_platform", True) is not None:
         return None
     qualname = platforms.resolve_current_platform_cls_qualname()
     from vllm.triton_utils import HAS_TRITON  # resolves the platform: vLLM's own choice, replaced below
