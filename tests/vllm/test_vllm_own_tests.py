@@ -98,7 +98,3 @@ def test_vllm_0_32_own_scheduler_tests_keep_their_outcomes_under_strict(vllm_imp
 
 def test_vllm_0_33_own_scheduler_tests_keep_their_outcomes_under_strict(vllm033_path: Path, tmp_path: Path) -> None:
     judged(own_tests("0.33.0"), child_env(vllm033_path), tmp_path)
-
-
-def test_vllm_0_34_own_scheduler_tests_keep_their_outcomes_under_strict(vllm034_path: Path, tmp_path: Path) -> None:
-    judged(own_tests("0.34.0"), child_env(vllm034_path), tmp_path)
