@@ -1,6 +1,6 @@
 """The platform vLLM checks the harness's config against. The harness builds only the
 ``Scheduler`` and its ``VllmConfig``; no model, kernel or Triton ever runs. From 0.34, vLLM's
-CPU platform refuses any config on an x86 CPU without Triton (SPEC.md §7.4), so there the
+CPU platform refuses any config on an x86 CPU without Triton (SPEC.md §13.1), so there the
 harness takes the platform vLLM itself takes when it detects no device, ``UnspecifiedPlatform``,
 whose config check is a no-op. vLLM's files are never changed."""
 from __future__ import annotations

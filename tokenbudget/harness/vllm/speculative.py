@@ -1,5 +1,5 @@
 """Our translation of a config's speculative decoding into a vLLM ``SpeculativeConfig``, per
-modelled version (SPEC.md §12.2). No draft model is loaded: the config is built with
+modelled version (SPEC.md §13.2). No draft model is loaded: the config is built with
 ``method="ngram"`` (no draft model needed), then ``method`` is set to the requested one, and
 parallel drafting as that version takes it: a knob of its own (0.32, 0.33) or a consequence
 of the method (0.34: DFlash and DSpark only)."""

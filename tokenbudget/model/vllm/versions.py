@@ -1,56 +1,4 @@
-"""The vLLM version table: what differs between the modelled vLLM versions' budget paths.
-
-One row per modelled version; the vLLM policies, ``VllmLoop`` and the harness read it, so a
-policy is one policy across versions. A row holds only what changed; the rest is common.
-
-vLLM 0.33.0 against 0.32.0 (vllm/v1/core/sched/scheduler.py and vllm/config/ of each):
-
-- method table ``vllm-0.33``: DFlash and DSpark add no draft slots, no method drops the last
-  prefix-cache hit block, EAGLE3 and MTP keys cover the next token (``tokenbudget/model/methods.py``);
-- validation asks ``B > L`` (``num_lookahead_tokens``), no longer ``B > d``
-  (``VllmConfig._set_max_num_scheduled_tokens``, vllm/config/vllm.py:2371 (vLLM 0.33.0));
-- DFlash and DSpark cap the sequences admitted into RUNNING to ``B // L``
-  (``max_num_active_seqs``, vllm/config/vllm.py:2380-2397 (vLLM 0.33.0); read at
-  vllm/v1/core/sched/scheduler.py:1073 (vLLM 0.33.0));
-- under priority scheduling a request that preempts itself no longer ends the running pass:
-  the pass goes on with the next request (vllm/v1/core/sched/scheduler.py:983-992 (vLLM 0.33.0));
-- with speculative decoding, a decode's output publishes the prefix-cache blocks its new
-  tokens complete, so they are cached even if the request is preempted or finishes before
-  the next pass visits it (vllm/v1/core/sched/scheduler.py:2407-2415 (vLLM 0.33.0));
-- a request that stops on an output it cannot keep whole (``max_tokens`` or ``max_model_len``
-  reached before its last accepted draft) drops the cut tokens from its computed count too,
-  so the blocks cached at that output end one token before its last token
-  (``_update_request_with_output``, vllm/v1/core/sched/scheduler.py:2758-2763 (vLLM 0.33.0);
-  0.32 cut only the tokens, vllm/v1/core/sched/scheduler.py:2506-2509 (vLLM 0.32.0)).
-
-vLLM 0.34.0 against 0.33.0 (SPEC.md §12):
-
-- method table ``vllm-0.34``: parallel drafting only for DFlash and DSpark (``parallel_drafting``
-  is deprecated and refused for other methods, vllm/config/speculative.py:1688-1693 (vLLM 0.34.0));
-  the counts are 0.33's (``SpeculatorConfig`` per method, vllm/v1/worker/gpu/spec_decode/);
-- ``long_prefill_token_threshold`` applies only with chunked prefill
-  (vllm/v1/core/sched/scheduler.py:775-779 (vLLM 0.34.0)).
-
-Unchanged for what we model, read and checked by conformance: the waiting loop's exits, now
-``loads_only`` when ``token_budget <= 0`` or the seats are full and ``not loads_only and
-input_budget <= draft_slots`` (scheduler.py:1091-1112 (vLLM 0.34.0)), exit exactly where 0.33's
-did without a KV connector (``async_kv_waiting`` and ``max_num_inflight_kv_loads`` need one,
-scheduler.py:2781-2786); ``can_skip_drafts`` for every runner (scheduler.py:321) changes no
-grant; ``use_eagle`` is ``uses_target_hidden_states`` (scheduler.py:330), true for the same
-methods; ``trim_spec_tokens`` replaces ``validate_tokens`` (scheduler.py:3012) without a
-grammar; the block pool's and KV cache manager's changes (prefix-cache hit limits,
-``get_num_cached_tokens`` for cache-aware admission, off by default:
-vllm/config/scheduler.py:223) change no hit of a request without prompt logprobs.
-
-Not modelled because no modelled config reaches it: a waiting request left 0 tokens by
-the multi-module MTP prefill lookahead is requeued instead of ending the waiting pass
-(vllm/v1/core/sched/scheduler.py:1394-1398 (vLLM 0.33.0)); the local prefill interval
-(``prefill_schedule_interval``, default 1: off; vllm/v1/core/sched/scheduler.py:771-792
-(vLLM 0.33.0)); ``drafts_needed`` / ``skip_drafts`` (only with the V2 model runner; it
-changes no grant; vllm/v1/core/sched/scheduler.py:732-734 (vLLM 0.33.0)).
-The prover's pass skeleton follows 0.32's loop: a policy modelling 0.32 is proved at 0.32
-(``proofs.symbolic.PROVED_VLLM_VERSION``).
-"""
+"""The vLLM version table: what differs between the modelled vLLM versions' budget paths (SPEC.md §8, §13)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -68,9 +16,9 @@ class VllmVersion:
     self_preemption_ends_pass: bool  # priority: a request that preempts itself ends the running pass
     caches_blocks_at_output: bool  # with speculation, a decode's output publishes its completed blocks
     stop_cuts_computed: bool  # a stop that cuts output tokens takes them off the computed count too
-    release: str
-    parallel_drafting_knob: bool = True  # parallel drafting is a config knob (False: it follows the method)
-    long_prefill_needs_chunking: bool = False  # long_prefill_token_threshold is read only with chunked prefill  # the release the row was read from
+    release: str  # the release the row was read from
+    parallel_drafting_knob: bool = True  # a config knob; 0.34: the method's (vllm/config/speculative.py:1688-1693 (vLLM 0.34.0))
+    long_prefill_needs_chunking: bool = False  # 0.34: vllm/v1/core/sched/scheduler.py:775-779 (vLLM 0.34.0)
 
     def __post_init__(self) -> None:
         assert self.table.startswith("vllm-"), self.table
@@ -85,10 +33,7 @@ VLLM_VERSIONS: Mapping[str, VllmVersion] = {
 }
 MODELLED: tuple[str, ...] = tuple(VLLM_VERSIONS)
 NEWEST = MODELLED[-1]
-# A config without engine_version follows 0.33, not the newest: 0.34 refuses parallel drafting for
-# every method but DFlash and DSpark, which the shipped traces and users' configs written without a
-# version use.
-DEFAULT_VERSION = "0.33"
+DEFAULT_VERSION = "0.33"  # what a config without engine_version follows, not the newest (SPEC.md §13)
 DRAFT_PASS_METHODS = ("dflash", "dspark")  # the methods that draft in a pass of their own (0.33)
 
 
