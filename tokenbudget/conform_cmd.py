@@ -12,7 +12,7 @@ import argparse
 from . import render
 from .args import UsageError, add_json, at_most, folder, positive_int, seed
 from .console import Console
-from .engine_path import add_engine_path
+from .engine_path import add_engine_path, announce
 from .exits import FAILED, OK
 from .harness import registry
 from .harness.conform import run_conformance
@@ -54,10 +54,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.radix_cache is not None and not engine.prefix_cache_switch:
         raise UsageError(f"--radix-cache switches the prefix cache of {' or '.join(_prefix_cache_engines())}: use it "
                          f"with --engine {' or '.join(_prefix_cache_engines())}, not {args.engine}")
+    announce(console, args.engine, args.engine_path)
     report = run_conformance(args.seed, args.workloads, args.corpus, console.progress,
                              engine=engine.conform_engine(args.engine_path, prefix_cache=args.radix_cache != "off"))
-    if report.warning:
-        console.warn(report.warning)
     if args.json:
         console.json(report.to_json())
     else:

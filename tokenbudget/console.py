@@ -82,6 +82,14 @@ class Console:
             sys.stderr.write(f"tokenbudget: {message}\n")
             sys.stderr.flush()
 
+    def note(self, message: str) -> None:
+        """One line on stderr, ``tokenbudget: ...``, unless --quiet."""
+        if self.quiet:
+            return
+        self.clear()
+        sys.stderr.write(f"tokenbudget: {clean(message, 300)}\n")
+        sys.stderr.flush()
+
     def warn(self, message: str) -> None:
         """One line on stderr, ``tokenbudget: warning: ...``, even with --quiet."""
         self.clear()

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from .args import UsageError, folder
+from .console import Console
 from .harness import registry
 
 _CHILD = "import sys; from tokenbudget.cli import main; sys.exit(main())"
@@ -82,3 +83,12 @@ def run_child(argv: list[str], env: dict[str, str]) -> int:
         out.seek(0)
         sys.stdout.write(out.read())
     return code
+
+
+def announce(console: Console, name: str, path: Path | None) -> None:
+    """On stderr, before any work: the real engine's release and folder, the model it is
+    compared with, and (one line) that the release is not modelled. Raises as ``modelled``."""
+    modelled = registry.engine(name).modelled(path)
+    console.note(modelled.banner(registry.engine(name).label))
+    if modelled.warning:
+        console.warn(modelled.warning)

@@ -12,7 +12,7 @@ from . import render
 from .args import (add_database, add_json, add_policy, add_verdict_options, at_most, folder,
                    positive_float, positive_int, seed)
 from .console import Console
-from .engine_path import STARTED_ENV, add_engine_path, own_process_started
+from .engine_path import STARTED_ENV, add_engine_path, announce, own_process_started
 from .evidence import NO_EVIDENCE, floor_of, shortfall
 from .exits import FAILED, INTERRUPTED, NO_EVIDENCE as NO_EVIDENCE_EXIT, OK
 from .fuzz.database import open_database
@@ -92,6 +92,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, console: Console) -> int:
     started = command_started()
     engine = registry.find(args.target)
+    if engine is not None:
+        announce(console, args.target, args.engine_path)
     policies: Sequence[str] = list(dict.fromkeys(args.policies))
     if not policies:  # on an engine its release's policy (the engine missing: bad input, now)
         policies = list(builtin_policies()) if engine is None else [engine.modelled(args.engine_path).policy]

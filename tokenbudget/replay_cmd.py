@@ -21,7 +21,7 @@ from typing import Sequence
 from . import render
 from .args import UsageError, add_json, add_max_work_gap, add_policy, seed, whole
 from .console import Console
-from .engine_path import add_engine_path
+from .engine_path import add_engine_path, announce
 from .exits import FAILED, OK
 from .harness import registry
 from .harness.engine_descriptor import REPLAY
@@ -87,6 +87,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     traces = [load_trace(path) for path in args.traces]
     if args.target == RUNNER:
         return _replay_on_runner(args, traces, console)
+    if registry.find(args.target) is not None:
+        announce(console, args.target, args.engine_path)
     results: list[ReplayResult] = []
     for n, trace in enumerate(traces, 1):
         def progress(where: str, n: int = n, trace: Trace = trace) -> None:

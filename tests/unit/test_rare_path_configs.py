@@ -64,12 +64,12 @@ def test_priority_preemption_runs_every_version_on_a_pool_of_one_sequence() -> N
     drawn = sample(rare_path_configs(pol)["priority-preemption"])
     assert all(cfg.scheduling_policy == "priority" for cfg in drawn)
     assert all(cfg.num_kv_blocks <= cdiv(cfg.max_model_len, cfg.block_size) + 2 for cfg in drawn)
-    assert {cfg.engine_version for cfg in drawn} == {"0.32", "0.33"}
+    assert {cfg.engine_version for cfg in drawn} == {"0.32", "0.33", "0.34"}
 
 
 def test_older_versions_are_drawn_only_where_the_policy_models_several() -> None:
     drawn = sample(rare_path_configs(get_policy("vllm-adaptive"))["older-version"])
-    assert {cfg.engine_version for cfg in drawn} == {"0.32"}
+    assert {cfg.engine_version for cfg in drawn} == {"0.32", "0.34"}  # all but the default, 0.33
     assert "older-version" not in rare_path_configs(get_policy("vllm-static"))
 
 

@@ -1,6 +1,6 @@
 """What the vllm tests need: the installed vLLM imported in this process (``vllm_imported``),
-and the vLLM 0.33.0 folder (``pip install --no-deps --target DIR vllm==0.33.0``) they run
-beside it: ``TOKENBUDGET_VLLM033_PATH`` names it (.ci/run sets it)."""
+and the vLLM 0.33.0 and 0.34.0 folders (``pip install --no-deps --target DIR vllm==0.33.0``) they run
+beside it: ``TOKENBUDGET_VLLM033_PATH`` and ``TOKENBUDGET_VLLM034_PATH`` name them (.ci/run sets them)."""
 from __future__ import annotations
 
 import os
@@ -11,19 +11,32 @@ import pytest
 from tokenbudget.harness.vllm.engine import EngineUnavailable, _import_vllm
 
 VLLM033_ENV = "TOKENBUDGET_VLLM033_PATH"
+VLLM034_ENV = "TOKENBUDGET_VLLM034_PATH"
+
+
+def unpacked_vllm(release: str, env: str) -> Path:
+    """The folder of vLLM ``release`` named by ``env``; skips the test, saying why, when it is
+    not given or holds no vllm."""
+    value = os.environ.get(env)
+    if not value:
+        pytest.skip(f"needs vLLM {release} unpacked in a folder named by {env} "
+                    f"(pip install --no-deps --target DIR vllm=={release})")
+    path = Path(value)
+    if not (path / "vllm" / "__init__.py").is_file():
+        pytest.skip(f"{env}={value} holds no vllm package")
+    return path
 
 
 @pytest.fixture(scope="session")
 def vllm033_path() -> Path:
-    """The vLLM 0.33.0 folder; skips the test, saying why, when it is not given or holds no vllm."""
-    value = os.environ.get(VLLM033_ENV)
-    if not value:
-        pytest.skip(f"needs vLLM 0.33.0 unpacked in a folder named by {VLLM033_ENV} "
-                    "(pip install --no-deps --target DIR vllm==0.33.0)")
-    path = Path(value)
-    if not (path / "vllm" / "__init__.py").is_file():
-        pytest.skip(f"{VLLM033_ENV}={value} holds no vllm package")
-    return path
+    """The vLLM 0.33.0 folder (``unpacked_vllm``)."""
+    return unpacked_vllm("0.33.0", VLLM033_ENV)
+
+
+@pytest.fixture(scope="session")
+def vllm034_path() -> Path:
+    """The vLLM 0.34.0 folder (``unpacked_vllm``)."""
+    return unpacked_vllm("0.34.0", VLLM034_ENV)
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,9 @@
 """Run several commands in this one process; write what each returned and printed as JSON.
 
 Usage: ``python run_commands.py JOBS RESULTS``. JOBS is a JSON list of jobs, each
-``["tokenbudget", *argv]`` (``tokenbudget.cli.main``) or ``["pytest", *args]``
-(``pytest.main``); RESULTS gets one ``{"code", "stdout", "stderr", "seconds"}`` per job, in order,
+``["tokenbudget", *argv]`` (``tokenbudget.cli.main``), ``["pytest", *args]``
+(``pytest.main``) or ``["vllm_version", RELEASE]`` (the jobs after it see ``vllm.__version__``
+faked to RELEASE: a release no model knows); RESULTS gets one ``{"code", "stdout", "stderr", "seconds"}`` per job, in order,
 or ``{"unavailable": why}`` alone when vLLM does not import here.
 Importing vLLM is most of a command's time (~9 s), so the tests of one vLLM version run
 their commands here and pay it once. Started with ``harness.vllm.folder.child_env(DIR)``, this
@@ -24,6 +25,10 @@ def run(tool: str, args: list[str]) -> dict[str, object]:
             if tool == "tokenbudget":
                 from tokenbudget.cli import main
                 code = main(args)
+            elif tool == "vllm_version":
+                import vllm
+                vllm.__version__ = args[0]
+                code = 0
             else:
                 assert tool == "pytest", tool
                 import pytest

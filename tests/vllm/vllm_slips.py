@@ -1,4 +1,4 @@
-"""One-line slips in vLLM 0.33.0's scheduler, planted one at a time into a copy of it.
+"""One-line slips in vLLM 0.33.0's scheduler (and 0.34.0's), planted one at a time into a copy of it.
 
 Each slip replaces one line (found by its text, the n-th time it occurs, so a slip names
 no line number) of a file of the vLLM folder. ``plant`` copies the folder's ``vllm``
@@ -17,6 +17,7 @@ from planted_line import replace_line
 
 SCHEDULER = "vllm/v1/core/sched/scheduler.py"
 SPECULATIVE = "vllm/config/speculative.py"
+STANDALONE_AR = "vllm/v1/worker/gpu/spec_decode/standalone_ar/config.py"  # 0.34: the draft model's d
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,15 @@ class Slip:
     new: str  # what replaces it, stripped (the indentation is kept)
     occurrence: int = 1  # which line of that text
     equivalent: str = ""  # why the change is no slip (the scheduler does the same): argued in SPEC.md §7
+    moved: tuple[tuple[tuple[int, int], str, str, str], ...] = ()  # (from release, file, old, new) where it moved
+
+    def line_in(self, release: tuple[int, ...]) -> tuple[str, str, str]:
+        """The file, the line and its replacement in vLLM ``release`` (its leading numbers)."""
+        found = (self.file, self.old, self.new)
+        for since, *where in self.moved:
+            if release[:2] >= since:
+                found = (where[0], where[1], where[2])
+        return found
 
 
 SLIPS: tuple[Slip, ...] = (
@@ -44,10 +54,13 @@ SLIPS: tuple[Slip, ...] = (
          SCHEDULER, "draft_slots = spec.max_num_new_slots_for_drafting if spec is not None else 0",
          "draft_slots = spec.num_speculative_tokens if spec is not None else 0"),
     Slip("draft-model-slots-zero", "the config counts no draft slot for a serial draft model (vLLM's own d)",
-         SPECULATIVE, "return 1", "return 0"),
+         SPECULATIVE, "return 1", "return 0",
+         moved=(((0, 34), STANDALONE_AR, "return 1", "return 0"),)),
     Slip("waiting-loop-exit-loose", "the waiting loop stops at input_budget < draft_slots, not <=",
          SCHEDULER, "if not request_queue or input_budget <= draft_slots:",
-         "if not request_queue or input_budget < draft_slots:"),
+         "if not request_queue or input_budget < draft_slots:",
+         moved=(((0, 34), SCHEDULER, "not loads_only and input_budget <= draft_slots",
+                 "not loads_only and input_budget < draft_slots"),)),
     Slip("running-charge-omits-draft-slots", "the running loop charges the grant but not its draft slots",
          SCHEDULER, "input_budget -= num_new_tokens + draft_slots", "input_budget -= num_new_tokens"),
     Slip("waiting-charge-omits-draft-slots", "the waiting loop charges the grant but not its draft slots",
@@ -72,6 +85,14 @@ def plant(engine: Path, slip: Slip | None, into: Path) -> Path:
         shutil.copytree(part, into / part.name, ignore=shutil.ignore_patterns("__pycache__"))
     if slip is None:
         return into
-    path = into / slip.file
-    replace_line(path, slip.old, slip.new, slip.occurrence)
+    file, old, new = slip.line_in(_release(engine))
+    replace_line(into / file, old, new, slip.occurrence)
     return into
+
+
+def _release(engine: Path) -> tuple[int, ...]:
+    """The leading numbers of the release in ``engine``'s dist-info folder name (() without one)."""
+    for info in engine.glob("vllm-*.dist-info"):
+        numbers = info.name.removeprefix("vllm-").removesuffix(".dist-info").split(".")
+        return tuple(int(n) for n in numbers if n.isdigit())
+    return ()

@@ -333,11 +333,12 @@ def _wave_config(draw: Draw, policy: BudgetPolicy, space: ConfigSpace) -> Budget
 
 def older_version_configs(policy: BudgetPolicy, strategy: st.SearchStrategy[BudgetConfig]
                           ) -> st.SearchStrategy[BudgetConfig]:
-    """Configs of ``strategy`` that name one of the older engine versions the policy models
-    (``versions`` but the newest, which a config without ``engine_version`` follows), those
-    the policy accepts; nothing for a policy of one version. A finding of an older version
-    only (vLLM 0.32's self-preemption, F3) is reachable only so."""
-    older = policy.versions[:-1]
+    """Configs of ``strategy`` that name one of the other engine versions the policy models
+    (``versions`` but the one a config without ``engine_version`` follows: the older ones, and
+    vLLM 0.34, newer than its default), those the policy accepts; nothing for a policy of one
+    version. A finding of an older version only (vLLM 0.32's self-preemption, F3) is reachable only so."""
+    default = policy.engine_version(BudgetConfig())
+    older = tuple(v for v in policy.versions if v != default)
     if not older:
         return st.nothing()
     return st.tuples(strategy, st.sampled_from(older)).map(

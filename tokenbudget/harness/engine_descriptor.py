@@ -39,6 +39,13 @@ class Modelled:
     policy: str
     model_version: str
     warning: Optional[str] = None
+    location: Optional[str] = None  # where the engine's code was imported from, when known
+
+    def banner(self, label: str) -> str:
+        """One line: the engine's release and folder, and the model it is compared with."""
+        where = f" from {self.location}" if self.location else ""
+        return (f"{label} {self.release}{where}; compared with the model of {label} {self.model_version} "
+                f"({self.policy})")
 
 
 class EngineDescriptor(ABC):

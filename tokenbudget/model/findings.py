@@ -205,12 +205,12 @@ def _token_ratio_reserve(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
 
 
 FINDINGS: dict[str, Finding] = {f.id: f for f in (
-    Finding("F1", "vllm", ("0.32", "0.33"), "spec-shape", "tokenbudget/spec/SPEC.md §6 F1",
+    Finding("F1", "vllm", ("0.32", "0.33", "0.34"), "spec-shape", "tokenbudget/spec/SPEC.md §6 F1",
             "f1-vllm-adaptive-padded-threshold.json",
             "a padded admission cut by long_prefill_token_threshold: vLLM's schedule() raises AssertionError "
             "(pad_spec_decode needs 1 + k rows); the model reports spec-shape for the same step",
             True, _threshold_cuts_padding, _threshold_at_most_k),
-    Finding("F2", "vllm", ("0.32", "0.33"), "progress", "tokenbudget/spec/SPEC.md §6 F2",
+    Finding("F2", "vllm", ("0.32", "0.33", "0.34"), "progress", "tokenbudget/spec/SPEC.md §6 F2",
             "f2-vllm-adaptive-unchunked-draft-slots.json",
             "chunked prefill off: a waiting request longer than min(T, B - d) is never scheduled, nor is any "
             "request behind it under FCFS",
@@ -219,7 +219,7 @@ FINDINGS: dict[str, Finding] = {f.id: f for f in (
             "f3-vllm-adaptive-priority-self-preemption.json",
             "under priority scheduling a request that preempts itself ends the step, which grants nothing",
             False, _self_preemption_stalls, _priority),
-    Finding("F4", "vllm", ("0.32", "0.33"), "progress", "tokenbudget/spec/SPEC.md §6 F4",
+    Finding("F4", "vllm", ("0.32", "0.33", "0.34"), "progress", "tokenbudget/spec/SPEC.md §6 F4",
             "f4-vllm-adaptive-padded-admission-over-budget.json",
             "a padded admission of 1 + k rows larger than min(T, B - d) is never scheduled",
             False, _padding_over_room, _room_below_padding),

@@ -79,6 +79,16 @@ VLLM_0_33: Mapping[str, MethodRow] = {
     "draft_model": MethodRow((0, 1), (1, 0), (1, 0), (1, 1), _M, False),
 }
 
+VLLM_0_34: Mapping[str, MethodRow] = {
+    # method:      serial d  parallel d   lookahead L   rows of a decode   drafter  drop hit block  parallel only  hash
+    "eagle3": MethodRow((0, 0), None, (1, 0), (1, 1), _M, False, False, 1, writes=(1, -1)),
+    "mtp": MethodRow((0, 0), None, (1, 0), (1, 1), _M, False, False, 1, writes=(1, -1)),
+    "dflash": MethodRow((0, 0), (0, 0), (1, 1), (1, 1), _M, False, True),
+    "dspark": MethodRow((0, 0), (0, 0), (1, 0), (1, 1), _M, False, True),
+    "ngram": MethodRow((0, 0), None, (0, 0), (1, 1), _N, False),
+    "draft_model": MethodRow((0, 1), None, (1, 0), (1, 1), _M, False),
+}
+
 # FastDeploy's runner has no separate draft slots in the target batch: a decode
 # simply runs 1 + k rows. Its scheduler reserves KV for the drafts of a decode. Its MTP
 # proposer runs ``num_model_steps`` substeps, each a position further: num_model_steps - 1 past
@@ -117,6 +127,7 @@ SGLANG: Mapping[str, MethodRow] = {
 TABLES: Mapping[str, Mapping[str, MethodRow]] = {
     "vllm-0.32": VLLM_0_32,
     "vllm-0.33": VLLM_0_33,
+    "vllm-0.34": VLLM_0_34,
     "fastdeploy": FASTDEPLOY,
     "trtllm": TRTLLM,
     "sglang": SGLANG,

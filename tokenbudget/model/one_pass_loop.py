@@ -102,11 +102,16 @@ class OnePassLoop(SchedulerLoop):
     def _schedule_step(self, step: StepPass) -> None:
         """The running pass, then (unless it preempted) the waiting pass, under the
         long-prefill threshold when the engine reads it and more than one request is eligible."""
-        applies = len(self.running) + len(self.waiting) > 1 and self.applies_long_prefill_threshold
+        applies = len(self.running) + len(self.waiting) > 1 and self.reads_long_prefill_threshold()
         threshold = self.cfg.long_prefill_token_threshold if applies else 0
         self._schedule_running(step, threshold)
         if not step.preempted:
             self._schedule_waiting(step, threshold)
+
+    def reads_long_prefill_threshold(self) -> bool:
+        """Whether this step's pass reads ``long_prefill_token_threshold`` (when more than one
+        request is eligible): the loop's flag, unless its engine version says otherwise."""
+        return self.applies_long_prefill_threshold
 
     def _schedule_running(self, step: StepPass, threshold: int) -> None:
         """The running pass: grant running requests in queue order (``_grant_running``)."""

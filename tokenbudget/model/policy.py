@@ -74,6 +74,7 @@ class BudgetPolicy:
     loop: ClassVar[type]  # the engine's loop, a ``loop.SchedulerLoop`` subclass: the pass's control flow
     refunds: ClassVar[bool] = True  # a same-step preemption gives the charge back
     versions: ClassVar[tuple[str, ...]] = ()  # the engine versions modelled, oldest first; () for one unnamed
+    default_version: ClassVar[Optional[str]] = None  # what a config without engine_version follows; None: the newest
 
     # -- configuration ---------------------------------------------------------------
     def validate(self, cfg: BudgetConfig) -> None:
@@ -124,12 +125,14 @@ class BudgetPolicy:
         return and_(*(r.holds for r in self.requirements(p) if r.scope))
 
     def engine_version(self, cfg: BudgetConfig) -> Optional[str]:
-        """The engine version cfg asks for: its ``engine_version``, else the newest the policy
-        models (None for a policy without versions)."""
+        """The engine version cfg asks for: its ``engine_version``, else the policy's default
+        (``default_version`` where it models it, else the newest; None without versions)."""
         wanted = getattr(cfg, "engine_version", None)
         if wanted is not None:
             return wanted  # type: ignore[no-any-return]
-        return self.versions[-1] if self.versions else None
+        if not self.versions:
+            return None
+        return self.default_version if self.default_version in self.versions else self.versions[-1]
 
     def table_for(self, cfg: BudgetConfig) -> str:
         """The method table cfg is read with: the policy's own, or its version's."""

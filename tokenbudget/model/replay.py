@@ -174,14 +174,14 @@ def _with_target_judged(target: object, judge_more: Callable[[RunRecord], Sequen
 
 def _version_used(cfg: BudgetConfig, policy: BudgetPolicy, target: object) -> str | None:
     """Which engine version ran: a real engine's release, or the version the model followed
-    (and that it is the newest modelled when the trace names none); None without versions."""
+    (and that it is the policy's default when the trace names none); None without versions."""
     real = getattr(target, "version", None)
     if real is not None:
         return f"vLLM {real.release} (the real scheduler)"
     version = policy.engine_version(cfg)
     if version is None:
         return None
-    source = "the trace's engine_version" if cfg.engine_version else "the newest modelled; the trace names none"
+    source = "the trace's engine_version" if cfg.engine_version else "the policy's default; the trace names none"
     return f"{getattr(policy, 'engine', '')} {version} ({source})".strip()
 
 

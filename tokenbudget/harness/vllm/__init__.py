@@ -30,8 +30,9 @@ class VllmDescriptor(EngineDescriptor):
         return None if path is None or in_child(path) else child_env(path)
 
     def modelled(self, path: Optional[Path]) -> Modelled:
+        from .engine import engine_location
         engine = self.conform_engine(path)  # the importable release, and the nearest modelled version
-        return Modelled(engine.release, engine.policy, engine.model_version, engine.warning)
+        return Modelled(engine.release, engine.policy, engine.model_version, engine.warning, engine_location())
 
     def fuzz_target(self) -> TargetFactory:
         from .differential import DifferentialTarget

@@ -2,6 +2,7 @@
 engine step at a time."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -13,12 +14,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Hashable, Mapping
 
-from ...model import methods
-from ...model.vllm.versions import VLLM_VERSIONS, modelled_version, nearest_version
+from ...model.vllm.versions import MODELLED, NEWEST, VLLM_VERSIONS, modelled_version, nearest_version, release_key
 from ...spec.records import RequestState, StepLimits, StepRecord
 from ..unavailable import EngineUnavailable
-from . import observe
+from . import observe, speculative
 from .pass_memo import PassMemo
+from .platform import choose_scheduler_platform
 from .preemptions import PreemptionRecorder
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ def _import_vllm() -> None:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     logging.getLogger("vllm").setLevel(logging.ERROR)  # import-time warnings go via the root logger
     try:
+        choose_scheduler_platform()
         import vllm  # noqa: F401
         from vllm.v1.core.sched.scheduler import Scheduler  # noqa: F401
     except Exception as exc:  # ImportError, or a broken install failing at import
@@ -99,8 +101,20 @@ class EngineVersion:
     def warning(self) -> str | None:
         if modelled_version(self.release) is not None:
             return None
+        if release_key(self.release)[:2] > release_key(NEWEST):
+            return (f"vLLM {self.release} is newer than every modelled version; comparing it with the model of vLLM "
+                    f"{self.model_version}, the newest; its KV capacity, rows, token cap, refunds, requests and "
+                    "progress are judged on the engine itself")
         return (f"vLLM {self.release} is not modelled; comparing it with the model of vLLM {self.model_version}, "
                 f"the nearest modelled version")
+
+
+def engine_location() -> str:
+    """The folder of the importable vLLM package. Raises EngineUnavailable."""
+    _import_vllm()
+    import vllm
+
+    return str(Path(vllm.__file__).parent)
 
 
 def engine_version() -> EngineVersion:
@@ -109,11 +123,26 @@ def engine_version() -> EngineVersion:
     return EngineVersion(release, nearest_version(release))
 
 
+def _known() -> str:
+    *older, newest = MODELLED
+    return f"{', '.join(older)} and {newest}"
+
+
 def incompatible(exc: Exception) -> EngineIncompatible:
     import vllm
 
     return EngineIncompatible(f"vLLM {getattr(vllm, '__version__', '?')} ({Path(vllm.__file__).parent}) breaks the "
-                              f"harness: {type(exc).__name__}: {exc}; the harness knows vLLM 0.32 and 0.33")
+                              f"harness: {type(exc).__name__}: {exc}; the harness knows vLLM {_known()}")
+
+
+def cannot_start(exc: Exception) -> EngineUnavailable:
+    """The one-line error for a vLLM whose scheduler fails to start here for a reason other than a config."""
+    import vllm
+
+    reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
+    return EngineUnavailable(f"vLLM {getattr(vllm, '__version__', '?')} ({Path(vllm.__file__).parent}) cannot start "
+                             f"its scheduler here: {reason}; the harness starts vLLM {_known()} on this machine: "
+                             "run one of those, or report this line")
 
 
 def build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
@@ -128,6 +157,10 @@ def build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
         return _build_vllm_scheduler(cfg)
     except (AttributeError, ImportError) as exc:
         raise incompatible(exc) from None
+    except (ValueError, EngineUnavailable):
+        raise
+    except Exception as exc:  # a platform check, a knob vLLM changed: this vLLM cannot start here
+        raise cannot_start(exc) from None
 
 
 def _build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
@@ -172,7 +205,8 @@ def _register_fake_model_class() -> None:
 
 def _vllm_config(cfg: BudgetConfig, model_dir: Path) -> VllmConfig:
     """The VllmConfig for ``cfg``, its fake target model written to ``model_dir``."""
-    from vllm.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig, SpeculativeConfig, VllmConfig
+    from vllm.config import (CacheConfig, DeviceConfig, ModelConfig, ParallelConfig, SchedulerConfig,
+                             SpeculativeConfig, VllmConfig)
 
     fake_hf_config = {
         "architectures": [FAKE_ARCHITECTURE],
@@ -196,12 +230,11 @@ def _vllm_config(cfg: BudgetConfig, model_dir: Path) -> VllmConfig:
         async_scheduling=False,
     )
     parallel_config = ParallelConfig()
+    rules = VLLM_VERSIONS[nearest_version(installed_release())]
     spec_config = None
     if cfg.num_speculative_tokens > 0:
         spec_config = SpeculativeConfig(
-            method="ngram",
-            num_speculative_tokens=cfg.num_speculative_tokens,
-            parallel_drafting=cfg.parallel_drafting,
+            **speculative.construction_kwargs(cfg, rules),
             target_model_config=model_config,
             target_parallel_config=parallel_config,
         )
@@ -211,13 +244,12 @@ def _vllm_config(cfg: BudgetConfig, model_dir: Path) -> VllmConfig:
         parallel_config=parallel_config,
         scheduler_config=scheduler_config,
         speculative_config=spec_config,
+        device_config=DeviceConfig(device="cpu"),
     )
-    if spec_config is not None and cfg.method != "ngram":
-        assert cfg.method is not None  # a speculative config names its method
-        spec_config.method = cfg.method
-        table = methods.TABLES[VLLM_VERSIONS[nearest_version(installed_release())].table]
-        spec_config.parallel_drafting = cfg.parallel_drafting or table[cfg.method].parallel_only
-        vllm_config._set_max_num_scheduled_tokens()
+    if spec_config is not None:
+        speculative.set_method(spec_config, cfg, rules)
+        if cfg.method != "ngram":
+            speculative.rederive(vllm_config)
     _check_knobs_kept(cfg, vllm_config)
     return vllm_config
 
@@ -288,6 +320,8 @@ class VllmEngine:
 
         self._request_cls, self._status, self._sampling_params_cls = Request, RequestStatus, SamplingParams
         self._output_cls, self._drafts_cls = ModelRunnerOutput, DraftTokenIds
+        # 0.34 reads the output's order off req_ids (vllm/v1/core/sched/scheduler.py:2355-2358 (vLLM 0.34.0))
+        self._output_has_index = "req_id_to_index" in {f.name for f in dataclasses.fields(ModelRunnerOutput)}
         self._block_hasher = None
         if cfg.enable_prefix_caching:  # as EngineCore.__init__ does (vllm/v1/engine/core.py:231-240)
             hash_fn = get_hash_fn_by_name(self.scheduler.cache_config.prefix_caching_hash_algo)
@@ -406,7 +440,6 @@ class VllmEngine:
             if k:
                 draft_ids.append(rid)
                 draft_tokens.append([1 + (at + d) % vocab for d in steps])
-        output = self._output_cls(
-            req_ids=req_ids, req_id_to_index=dict(zip(req_ids, range(len(req_ids)))), sampled_token_ids=sampled
-        )
+        index = {"req_id_to_index": dict(zip(req_ids, range(len(req_ids))))} if self._output_has_index else {}
+        output = self._output_cls(req_ids=req_ids, sampled_token_ids=sampled, **index)
         return output, self._drafts_cls(req_ids=draft_ids, draft_token_ids=draft_tokens)

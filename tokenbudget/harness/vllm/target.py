@@ -11,6 +11,7 @@ from ...spec.records import StepRecord
 from ...spec.trace import AddOp
 from ..engine_target import EngineTarget
 from .engine import EngineVersion, VllmEngine, VllmStep, engine_version
+from .speculative import TranslationRefused
 
 VLLM_POLICY, STATIC_POLICY = "vllm-adaptive", "vllm-static"
 VLLM_POLICIES = (VLLM_POLICY, STATIC_POLICY)
@@ -49,8 +50,11 @@ class VllmTarget(EngineTarget[VllmStep]):
             deployed = cfg.replace(max_num_scheduled_tokens=int(policy.token_cap(policy.params(cfg))))
         try:
             self.engine = VllmEngine(deployed)
-        except ValueError as exc:
-            raise ConfigError(f"vLLM refuses the config: {' '.join(str(exc).split())}") from None
+        except ValueError as exc:  # the model accepted cfg: vLLM refuses our translation of it, not the user's input
+            version = engine_version()
+            raise TranslationRefused(f"vLLM {version.release} refuses tokenbudget's translation of this config, which "
+                                     f"the model of vLLM {cfg.engine_version} accepts: {' '.join(str(exc).split())}; "
+                                     "tokenbudget cannot run it on this vLLM: report this line") from None
         self.version: EngineVersion = self.engine.version
         need = physical_need(policy, cfg)  # d and L from our method table, never from the vLLM under test
         observed = self.engine.limits

@@ -159,7 +159,7 @@ def schedule(loop: Any) -> Optional[StepRecord]:
     initial = policy.initial_budgets(params, len(running) - int(prefill_chunk.sum()))
     step = StepPass(policy, params, initial, loop.need)
     num_eligible = len(running) + len(loop.waiting)
-    threshold = cfg.long_prefill_token_threshold if num_eligible > 1 and loop.applies_long_prefill_threshold else 0
+    threshold = cfg.long_prefill_token_threshold if num_eligible > 1 and loop.reads_long_prefill_threshold() else 0
     d, lookahead, max_model_len, block_size = params.draft_slots, loop.lookahead, cfg.max_model_len, cfg.block_size
 
     demand = num_tokens + drafts - computed

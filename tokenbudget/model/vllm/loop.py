@@ -84,6 +84,12 @@ class VllmLoop(OnePassLoop):
         preempted itself (the requests after it rank higher); 0.32 ends the pass."""
         return self.cfg.scheduling_policy == "priority" and not self.rules.self_preemption_ends_pass
 
+    def reads_long_prefill_threshold(self) -> bool:
+        """0.34: only with chunked prefill (vllm/v1/core/sched/scheduler.py:775-779 (vLLM 0.34.0))."""
+        if self.rules.long_prefill_needs_chunking and not self.cfg.enable_chunked_prefill:
+            return False
+        return super().reads_long_prefill_threshold()
+
     def _caches_blocks_at_output(self) -> bool:
         """0.33, with speculation: ``update_from_output`` caches a decode's completed blocks."""
         return self.rules.caches_blocks_at_output and self.k > 0

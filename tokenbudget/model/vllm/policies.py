@@ -6,7 +6,7 @@ from ..config import BudgetConfig, Requirement
 from ...spec.intlike import BoolLike, IntLike, and_, min_, or_
 from ..policy import BudgetParams, BudgetPolicy, Budgets, plain  # noqa: F401 (plain: the PEP 316 contracts)
 from .loop import VllmLoop
-from .versions import MODELLED, VLLM_VERSIONS, VllmVersion
+from .versions import DEFAULT_VERSION, MODELLED, VLLM_VERSIONS, VllmVersion
 
 
 class _VllmPolicy(BudgetPolicy):
@@ -19,10 +19,12 @@ class _VllmPolicy(BudgetPolicy):
     table = "vllm-0.32"
     loop = VllmLoop
     versions = MODELLED
+    default_version = DEFAULT_VERSION
 
     def rules(self, version: str | None) -> VllmVersion:
-        """The version table's row for ``version`` (None: the newest this policy models)."""
-        return VLLM_VERSIONS[version if version is not None else self.versions[-1]]
+        """The version table's row for ``version`` (None: the default this policy models)."""
+        default = self.default_version if self.default_version in self.versions else self.versions[-1]
+        return VLLM_VERSIONS[version if version is not None else default]
 
     def table_for(self, cfg: BudgetConfig) -> str:
         return self.rules(self.engine_version(cfg)).table
@@ -53,7 +55,7 @@ class VllmAdaptive(_VllmPolicy):
     version = "0.32"
 
     versions = MODELLED
-    table = "vllm-0.33"  # the newest version's, which a config without engine_version follows
+    table = "vllm-0.33"  # the default version's, which a config without engine_version follows
 
     def requirements(self, p: BudgetParams) -> list[Requirement]:
         cap, b, d, lookahead = self.token_cap(p), p.max_num_batched_tokens, p.draft_slots, p.lookahead
@@ -67,7 +69,7 @@ class VllmAdaptive(_VllmPolicy):
             reserve = Requirement(
                 b > lookahead,
                 lambda: f"max_num_batched_tokens ({b}) must exceed the lookahead slots of one request "
-                f"(L={lookahead}, vLLM {p.engine_version or self.versions[-1]}); raise max_num_batched_tokens or "
+                f"(L={lookahead}, vLLM {p.engine_version or self.rules(None).version}); raise max_num_batched_tokens or "
                 "lower num_speculative_tokens",
                 name="batch-exceeds-draft-slots",
             )

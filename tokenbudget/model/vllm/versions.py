@@ -1,4 +1,4 @@
-"""The vLLM version table: what differs between the modelled vLLM versions' budget paths."""
+"""The vLLM version table: what differs between the modelled vLLM versions' budget paths (SPEC.md §8, §13)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,6 +17,8 @@ class VllmVersion:
     caches_blocks_at_output: bool  # with speculation, a decode's output publishes its completed blocks
     stop_cuts_computed: bool  # a stop that cuts output tokens takes them off the computed count too
     release: str  # the release the row was read from
+    parallel_drafting_knob: bool = True  # a config knob; 0.34: the method's (vllm/config/speculative.py:1688-1693 (vLLM 0.34.0))
+    long_prefill_needs_chunking: bool = False  # 0.34: vllm/v1/core/sched/scheduler.py:775-779 (vLLM 0.34.0)
 
     def __post_init__(self) -> None:
         assert self.table.startswith("vllm-"), self.table
@@ -26,9 +28,12 @@ VLLM_VERSIONS: Mapping[str, VllmVersion] = {
     # version:  method table  B > L  B // L cap  self-preemption ends pass  cache at output  stop cuts computed  release
     "0.32": VllmVersion("0.32", "vllm-0.32", False, False, True, False, False, "0.32.0"),
     "0.33": VllmVersion("0.33", "vllm-0.33", True, True, False, True, True, "0.33.0"),
+    "0.34": VllmVersion("0.34", "vllm-0.34", True, True, False, True, True, "0.34.0", parallel_drafting_knob=False,
+                        long_prefill_needs_chunking=True),
 }
 MODELLED: tuple[str, ...] = tuple(VLLM_VERSIONS)
 NEWEST = MODELLED[-1]
+DEFAULT_VERSION = "0.33"  # what a config without engine_version follows, not the newest (SPEC.md §13)
 DRAFT_PASS_METHODS = ("dflash", "dspark")  # the methods that draft in a pass of their own (0.33)
 
 
@@ -40,7 +45,7 @@ def rules_for(version: str | None, table: str) -> VllmVersion:
     return next((row for row in VLLM_VERSIONS.values() if row.table == table), VLLM_VERSIONS[NEWEST])
 
 
-def _key(version: str) -> tuple[int, ...]:
+def release_key(version: str) -> tuple[int, ...]:
     """'0.33.0rc1.dev5+g1234' -> (0, 33, 0): the leading numeric release parts."""
     parts = []
     for piece in version.split("+")[0].split("."):
@@ -59,8 +64,8 @@ def _key(version: str) -> tuple[int, ...]:
 
 def modelled_version(version: str) -> str | None:
     """The modelled 'MAJOR.MINOR' a release string belongs to ('0.33.0' -> '0.33'), or None."""
-    key = _key(version)[:2]
-    return next((v for v in MODELLED if _key(v) == key), None)
+    key = release_key(version)[:2]
+    return next((v for v in MODELLED if release_key(v) == key), None)
 
 
 def nearest_version(version: str) -> str:
@@ -69,8 +74,8 @@ def nearest_version(version: str) -> str:
     own = modelled_version(version)
     if own is not None:
         return own
-    key = _key(version)[:2]
+    key = release_key(version)[:2]
     if not key:
         return NEWEST
-    below = [v for v in MODELLED if _key(v) <= key]
+    below = [v for v in MODELLED if release_key(v) <= key]
     return below[-1] if below else MODELLED[0]
