@@ -56,7 +56,9 @@ class VllmTarget(EngineTarget[VllmStep]):
                                      f"the model of vLLM {cfg.engine_version} accepts: {' '.join(str(exc).split())}; "
                                      "tokenbudget cannot run it on this vLLM: report this line") from None
         self.version: EngineVersion = self.engine.version
-        need = physical_need(policy, cfg)  # d and L from our method table, never from the vLLM under test
+        # d and L from our method table at the release driven (a trace of another version runs on this runner),
+        # never from the vLLM under test
+        need = physical_need(policy, cfg.replace(engine_version=self.version.model_version))
         observed = self.engine.limits
         self.limits = self.engine.limits = replace(observed, draft_slots=int(need.draft_slots),
                                                    lookahead=int(need.lookahead),
