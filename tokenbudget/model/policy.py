@@ -75,6 +75,10 @@ class BudgetPolicy:
     refunds: ClassVar[bool] = True  # a same-step preemption gives the charge back
     versions: ClassVar[tuple[str, ...]] = ()  # the engine versions modelled, oldest first; () for one unnamed
 
+    def async_loop(self, cfg: BudgetConfig) -> type:
+        """The loop of ``cfg.async_scheduling``; ConfigError where the engine has none."""
+        raise ConfigError(f"{self.name} has no async scheduler; set async_scheduling to false (or pass --sync)")
+
     # -- configuration ---------------------------------------------------------------
     def validate(self, cfg: BudgetConfig) -> None:
         """Raise ConfigError (naming the knob to change) when the engine would refuse cfg:

@@ -53,7 +53,8 @@ model single-module MTP, lookahead 1) and DSpark fill-in drafting (``sample_from
 its V1 model runner; the scheduler does not care which runner is configured.
 
 Environment: ``VLLM_USE_V2_MODEL_RUNNER=0`` is set (as vLLM's scheduler tests do) and
-``VLLM_LOGGING_LEVEL`` defaults to ERROR. Async scheduling is off.
+``VLLM_LOGGING_LEVEL`` defaults to ERROR. ``cfg.async_scheduling`` builds ``AsyncScheduler``,
+which ``async_runner.AsyncVllmEngine`` drives with its outputs one step late.
 """
 from __future__ import annotations
 
@@ -173,6 +174,7 @@ def build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
 
 def _build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
     import torch
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
     from vllm.v1.core.sched.scheduler import Scheduler
     from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
     from vllm.v1.structured_output import StructuredOutputManager
@@ -186,7 +188,7 @@ def _build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
     with tempfile.TemporaryDirectory(prefix="tokenbudget-vllm-") as model_dir:
         vllm_config = _vllm_config(cfg, Path(model_dir))
         vllm_config.cache_config.num_gpu_blocks = num_blocks
-        return Scheduler(
+        return (AsyncScheduler if cfg.async_scheduling else Scheduler)(
             vllm_config=vllm_config,
             kv_cache_config=kv_cache_config,
             structured_output_manager=StructuredOutputManager(vllm_config),
@@ -234,7 +236,7 @@ def _vllm_config(cfg: BudgetConfig, model_dir: Path) -> VllmConfig:
         long_prefill_token_threshold=cfg.long_prefill_token_threshold,
         enable_chunked_prefill=cfg.enable_chunked_prefill,
         policy=cfg.scheduling_policy,
-        async_scheduling=False,
+        async_scheduling=False,  # validated with the n-gram stand-in, which vLLM refuses async; set below
     )
     parallel_config = ParallelConfig()
     spec_config = None
@@ -259,6 +261,7 @@ def _vllm_config(cfg: BudgetConfig, model_dir: Path) -> VllmConfig:
         table = methods.TABLES[VLLM_VERSIONS[nearest_version(installed_release())].table]
         spec_config.parallel_drafting = cfg.parallel_drafting or table[cfg.method].parallel_only
         vllm_config._set_max_num_scheduled_tokens()
+    vllm_config.scheduler_config.async_scheduling = cfg.async_scheduling
     _check_knobs_kept(cfg, vllm_config)
     return vllm_config
 
@@ -305,6 +308,8 @@ class VllmEngine:
     sampled and drafted tokens from the request id and position. No token is ever a
     stop token, so requests end only by ``max_tokens``, ``max_model_len`` or abort.
     """
+
+    worker_fills_placeholders = False  # the runner drafts in place of -1 placeholders (async: ``async_runner``)
 
     def __init__(self, cfg: BudgetConfig) -> None:
         """Raises as ``build_vllm_scheduler``."""
@@ -440,7 +445,7 @@ class VllmEngine:
                 sampled.append([])
                 continue
             drafts = spec_tokens.get(rid, ())
-            real = drafts.index(-1) if -1 in drafts else len(drafts)
+            real = len(drafts) if self.worker_fills_placeholders else drafts.index(-1) if -1 in drafts else len(drafts)
             n = max(0, min(accepted.get(rid, 0), real))
             at = bases[rid] + (request.num_tokens + n) * stride  # where the bonus token lands, times the stride
             sampled.append([*drafts[:n], 1 + at % vocab])

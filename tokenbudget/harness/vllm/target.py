@@ -45,6 +45,7 @@ from ...model.physical_need import physical_need
 from ...spec.records import StepRecord
 from ...spec.trace import AddOp
 from ..engine_target import EngineTarget
+from .async_runner import AsyncVllmEngine, deploys_async
 from .engine import EngineVersion, VllmEngine, VllmStep, engine_version
 
 VLLM_POLICY, STATIC_POLICY = "vllm-adaptive", "vllm-static"
@@ -74,6 +75,8 @@ class VllmTarget(EngineTarget[VllmStep]):
                               f"{VLLM_BYTES_PER_BLOCK} bytes each; lower num_kv_blocks or replay with --target model")
         if cfg.engine_version is None:  # the trace names no version: the one of the vLLM driven
             cfg = cfg.replace(engine_version=engine_version().model_version)
+        if cfg.async_scheduling != deploys_async(cfg.method):
+            cfg = cfg.replace(async_scheduling=deploys_async(cfg.method))
         if validate:
             policy.validate(cfg)
         self.cfg = cfg
@@ -82,7 +85,7 @@ class VllmTarget(EngineTarget[VllmStep]):
             # T = B - d * S set up front, as vLLM <= 0.27 derived it: vLLM's own accounting is then that policy's
             deployed = cfg.replace(max_num_scheduled_tokens=int(policy.token_cap(policy.params(cfg))))
         try:
-            self.engine = VllmEngine(deployed)
+            self.engine = (AsyncVllmEngine if cfg.async_scheduling else VllmEngine)(deployed)
         except ValueError as exc:
             raise ConfigError(f"vLLM refuses the config: {' '.join(str(exc).split())}") from None
         self.version: EngineVersion = self.engine.version
