@@ -297,6 +297,13 @@ def spec_shape(rec: StepRecord) -> list[Breach]:
     return out
 
 
+@invariant("placeholder-fresh", STEP, "a request's scheduled drafts are real drafts, padding, or the placeholders "
+           "made for this step, never placeholders left from an earlier step")
+def placeholder_fresh(rec: StepRecord) -> list[Breach]:
+    return [(rec.step, f"{rid} scheduled {rec.scheduled_draft_tokens.get(rid, 0)} placeholder drafts made for an "
+                       f"earlier step (it was not scheduled in the step before)") for rid in sorted(rec.stale_drafts)]
+
+
 @invariant("model-error", STEP, "the scheduler's pass and its output update raise no exception "
            "(a user policy's own method failing is a policy-error instead)")
 def model_error(rec: StepRecord) -> list[Breach]:
@@ -583,7 +590,7 @@ def work_conserving(rec: StepRecord) -> list[Breach]:
 
 INVARIANTS: dict[str, Invariant] = {inv.id: inv for inv in (
     input_budget_nonnegative, token_cap, input_rows_cap, exact_refund, seq_cap, kv_capacity, model_len, spec_shape,
-    model_error, no_request_lost, progress, config_sound, config_complete, work_conserving,
+    placeholder_fresh, model_error, no_request_lost, progress, config_sound, config_complete, work_conserving,
 )}
 
 JUDGED_KINDS = (LEDGER, STEP, RUN)  # what check_run judges; efficiency is measured, config probed

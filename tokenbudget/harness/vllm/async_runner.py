@@ -57,6 +57,7 @@ class AsyncVllmEngine(VllmEngine):
         self.num_steps += 1
         state = self.fingerprint()
         possible = observe.progress_possible(sched, self.limits)
+        running_before = {r.request_id for r in sched.running}
         self._preemptions.start()
         try:
             out = sched.schedule()
@@ -68,6 +69,11 @@ class AsyncVllmEngine(VllmEngine):
         preempted = self._preemptions.stop()
         record = observe.step_record(index, self.limits, sched, out, preempted, state, possible, self._memo)
         samples = frozenset(rid for rid in out.num_scheduled_tokens if not sched.requests[rid].is_prefill_chunk)
+        # every decode's drafts are -1 placeholders here: padded are those admitted this pass
+        padded = frozenset(rid for rid in record.padded if rid not in running_before)
+        stale = frozenset(rid for rid, drafts in out.scheduled_spec_decode_tokens.items()
+                          if drafts and rid in running_before and rid not in self.sampled_last)
+        record = replace(record, padded=padded, stale_drafts=stale)
         fresh = {rid: n for rid, n in accepted.items() if rid in self.sampled_last}
         runner_output, _ = self._run_model(out, fresh)
         previous, self.in_flight = self.in_flight, InFlight(out, runner_output, samples)

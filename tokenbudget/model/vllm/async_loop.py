@@ -10,7 +10,7 @@ beside its code. ``update_from_output(record)`` applies the output of the step b
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from ...spec.records import StepOutcome, StepRecord
@@ -100,6 +100,10 @@ class AsyncVllmLoop(VllmLoop):
         drafted_for = dict(self.drafted_for)
         record = super().schedule()
         self.drafts_made_for = {rid: drafted_for.get(rid, -1) for rid, n in record.scheduled_draft_tokens.items() if n}
+        stale = frozenset(rid for rid, made_for in self.drafts_made_for.items()
+                          if made_for != record.step and rid not in record.padded)
+        if stale:
+            record = replace(record, stale_drafts=stale)
         for rid, grant in record.num_scheduled_tokens.items():
             req = self.requests[rid]
             p = self.placeholders.get(rid, 0)
