@@ -334,6 +334,7 @@ class RequestAccounting:
         self.place: dict[str, int] = {}  # id -> when it was first seen: "in no queue" is reported in this order
         self.live: dict[str, int] = {}  # the live ids -> their place
         self.computed: dict[str, int] = {}
+        self.last_drafts: dict[str, int] = {}  # id -> drafts scheduled the last time a step scheduled it
         self.waiting = WaitingTally(self.live)  # the waiting ids, tallied as they change
         self.seen_events = 0
 
@@ -375,7 +376,11 @@ class RequestAccounting:
         if outcome is not None:
             self.engine_aborted(outcome)
         out = self.queued(rec)
-        return out if outcome is None else out + self.applied(rec.step, outcome)
+        if outcome is not None:
+            late = {rid: self.last_drafts.get(rid, 0) for rid in outcome.requests if rid not in rec.num_scheduled_tokens}
+            out += self.applied(rec.step, outcome, late)
+        self.last_drafts.update(rec.scheduled_draft_tokens)
+        return out
 
     def engine_aborted(self, outcome: StepOutcome) -> None:
         """The live requests the outcome reports aborted: the engine aborted them in its step."""
@@ -415,12 +420,16 @@ class RequestAccounting:
                 out += [(rec.step, f"{rid} is in no queue") for rid in missing]
         return out
 
-    def applied(self, step: int, outcome: StepOutcome) -> list[Breach]:
+    def applied(self, step: int, outcome: StepOutcome, late: Mapping[str, int] | None = None) -> list[Breach]:
         """A step's output applied: outputs within max_tokens, no way back from finished or
-        aborted, computed tokens back only by a preemption (this step's or one noted before)."""
+        aborted, computed tokens back only by a preemption (this step's or one noted before),
+        or by ``late[id]``: the drafts of an output applied one step late (SPEC.md §12),
+        rolled back with no grant beside them."""
         out: list[Breach] = []
         status, computed = self.status, self.computed
+        late = late or {}
         for rid, state in outcome.requests.items():
+            rolled_back = late.get(rid, 0)
             if state.num_output_tokens > state.max_tokens:
                 out.append((step, f"{rid} has {state.num_output_tokens} outputs, max_tokens {state.max_tokens}"))
             expected = status.get(rid)
@@ -428,7 +437,8 @@ class RequestAccounting:
                 out.append((step, f"{rid} was {expected}, now {state.status}"))
             if state.status in ("finished", "aborted"):
                 self._set(rid, state.status)
-            elif rid in computed and state.num_computed_tokens < computed[rid] and rid not in outcome.preempted:
+            elif rid in computed and state.num_computed_tokens < computed[rid] - rolled_back \
+                    and rid not in outcome.preempted:
                 out.append((step, f"{rid}'s computed tokens went back from {computed[rid]} to "
                                   f"{state.num_computed_tokens} without preemption"))
             computed[rid] = state.num_computed_tokens
