@@ -172,15 +172,14 @@ class AsyncVllmLoop(VllmLoop):
                 self._take_placeholders(rid, 1 + taken)
             else:  # async_scheduler.py:69-71 (vLLM 0.32.0)
                 self._take_placeholders(rid, kept)
+        if running:  # before a stop frees them: async_scheduler.py:73-77 (vLLM 0.32.0); scheduler.py:2403-2415 (0.33.0)
+            self.pool.cache_full_blocks(req, req.num_computed_tokens - self.placeholders.get(rid, 0))
         if req.num_output_tokens >= req.max_tokens or req.num_tokens >= self.cfg.max_model_len:
             (self.running if running else self.waiting).remove(req)
             self._release_finished(req)
             req.status = Status.FINISHED
             self.placeholders.pop(rid, None)
             self.drafted_for.pop(rid, None)
-            return
-        if running:  # async_scheduler.py:73-77 (vLLM 0.32.0); scheduler.py:2403-2415 (0.33.0)
-            self.pool.cache_full_blocks(req, req.num_computed_tokens - self.placeholders.get(rid, 0))
 
     def _take_placeholders(self, rid: str, n: int) -> None:
         p = self.placeholders.get(rid, 0)
