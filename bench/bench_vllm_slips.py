@@ -8,9 +8,8 @@ Run after ``pip install -e .`` from the repository root::
 ``--engine`` defaults to $TOKENBUDGET_VLLM033_PATH (.ci/run sets it). For the unpatched
 engine and then each slip of tests/vllm/vllm_slips.py it copies the engine to a temp dir,
 plants the slip, runs ``tokenbudget fuzz --target vllm --engine-path DIR --seconds S --seed N
---database none --json`` in a process of its own (no example database: its key names no
-engine folder, so what one slip's session saved would be replayed on the next, and the seed
-would no longer decide the run) and prints, per engine: caught or missed (caught: some counterexample's verdict is not known), the seconds to the first one that is
+--database none --json`` in a process of its own (no example database: what an earlier run
+of the same slip saved would be replayed first, and the seed would no longer decide the run) and prints, per engine: caught or missed (caught: some counterexample's verdict is not known), the seconds to the first one that is
 not known (seconds into the session, before shrinking), the command's wall time, the
 examples run and how many took a same-step refund and an input-budget stop, and every
 counterexample's identity with its verdict (one line per engine as it ends; on stderr

@@ -64,7 +64,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             engine.check_policy(get_policy(policy))
     open_database(args.database)
     campaign = Campaign(args.out, args.hours, policies, factory, args.target, args.workers, args.database, args.seed,
-                        args.max_work_gap)
+                        args.max_work_gap, "" if engine is None else engine.identity(None))
     state, interrupted = run_campaign(campaign, lambda live: console.progress(render.live(live)))
     short = None if state.violations else shortfall(state.examples, state.steps, floor_of(args.target))
     doc = {**report_json(campaign, state, running=False), "no_evidence": short}

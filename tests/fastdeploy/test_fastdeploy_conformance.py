@@ -29,6 +29,7 @@ crossed = replace(engine, workload=lambda seed, index: workload(seed, index, oth
 print(json.dumps(run_conformance(0, 20, corpus, engine=crossed).to_json()))
 """
 F5 = ROOT / "tokenbudget" / "corpus" / "findings" / "f5-fastdeploy-spec-method-full-batch-deadlock.json"
+F7 = ROOT / "tokenbudget" / "corpus" / "findings" / "f7-fastdeploy-564c78d78-lone-chunk-own-reserve.json"
 WORKLOADS = 30
 
 
@@ -65,6 +66,16 @@ def test_the_model_of_another_commit_diverges(tmp_path: Path, fastdeploy_at: Cal
     assert done.returncode == 0, done.stderr[-2000:]
     doc = json.loads(done.stdout)
     assert not doc["ok"] and doc["agreeing"] < 20 and doc["unexplained"] == len(doc["divergences"]) >= 1
+
+
+@pytest.mark.fastdeploy
+def test_f7_stalls_the_real_scheduler_at_564c78d78(fastdeploy_at: Callable[[str], Path]) -> None:
+    folder = fastdeploy_at("564c78d78")
+    done = _tokenbudget("replay", "--target", "fastdeploy", str(F7), "--json", "--quiet", env={PATH_ENV: str(folder)})
+    assert done.returncode == 1, done.stderr[-2000:]
+    (trace,) = _json(done)["traces"]  # type: ignore[misc]
+    assert {v["invariant"] for v in trace["violations"]} == {"progress"}
+    assert trace["expectations"] and all(e["met"] for e in trace["expectations"]) and not trace["errors"]
 
 
 @pytest.mark.fastdeploy

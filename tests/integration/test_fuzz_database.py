@@ -1,7 +1,8 @@
 """A shared example database: what one process found, another replays first (``Phase.reuse``).
 
 Each fuzzing process here is a fresh interpreter, so the example key must not depend on
-anything but the policy, the target and the config strategy (``machine.database_key``).
+anything but the policy, the target, the config strategy and a real engine's release and
+folder (``machine.database_key``).
 The searching process does not shrink (it is the slow part); the replaying process runs
 only the reuse phase, so whatever it reports came from the database, not from search.
 """
@@ -69,12 +70,20 @@ def test_the_key_tells_policy_target_and_config_strategy_apart() -> None:
     assert len(keys) == 4 and database_key(POLICY, "model", "configs") in keys
 
 
-def test_machines_of_two_targets_keep_their_examples_apart() -> None:
+def test_the_key_tells_two_releases_or_folders_of_one_engine_apart() -> None:
+    keys = {database_key(POLICY, "fastdeploy", "configs", engine=f"fastdeploy {commit} /engines/{folder}")
+            for commit in ("2a606e361", "564c78d78") for folder in ("a", "b")}
+    assert len(keys) == 4 and database_key(POLICY, "fastdeploy", "configs") not in keys
+
+
+@pytest.mark.parametrize("apart", ["target", "engine"])
+def test_machines_of_two_targets_or_engines_keep_their_examples_apart(apart: str) -> None:
     policy = get_policy(POLICY)
     database = InMemoryExampleDatabase()
-    for target in ("model", "another-model"):
-        found = run_machine(machine_class(POLICY, policy, target_name=target), 300, 0,
-                            (Phase.generate, Phase.target), database=database)
+    for name in ("model", "another-model"):
+        made = (machine_class(POLICY, policy, target_name=name) if apart == "target"
+                else machine_class(POLICY, policy, engine=f"engine at /engines/{name}"))
+        found = run_machine(made, 300, 0, (Phase.generate, Phase.target), database=database)
         assert found is not None and found.kind == "input-rows-cap"
     keys = {key for key, values in database.data.items() if values and not key.endswith((b".secondary", b".pareto"))}
     assert len(keys) == 2

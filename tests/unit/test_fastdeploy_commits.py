@@ -10,7 +10,7 @@ import pytest
 from tokenbudget.model import BudgetConfig, ConfigError, get_policy
 from tokenbudget.model.fastdeploy import commits as commits
 from tokenbudget.model.fastdeploy import worker as worker
-from tokenbudget.model.findings import explaining_finding
+from tokenbudget.model.findings import FINDINGS, explaining_finding
 from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.trace import AddOp, StepOp, load_trace
 from dataclasses import replace
@@ -73,6 +73,16 @@ def test_f5_at_each_commit_that_has_it(commit: str) -> None:
     assert finding is not None and finding.id == "F5"
 
 
+def test_f7_a_lone_chunk_refused_for_its_own_reserve_at_564c78d78_only() -> None:
+    trace = load_trace(FINDINGS["F7"].trace_path)
+    result = replay_on_model(trace)
+    assert result.ok and {v.invariant for v in result.violations} == {"progress"}
+    finding = explaining_finding(trace, "progress")
+    assert finding is not None and finding.id == "F7"
+    before = replace(trace, config={**trace.config, "engine_version": "2a606e361"}, expect=())
+    assert not replay_on_model(before).violations  # the output reserve before #7498 counts no running prefill
+
+
 def test_without_a_commit_the_loop_keeps_the_paged_pool() -> None:
     trace = load_trace(F5)
     plain = replay_on_model(trace)
@@ -90,9 +100,13 @@ def test_a_model_len_off_the_block_grid_is_refused_as_the_gpu_worker_refuses_it(
                        block_size=16, num_kv_blocks=40, max_model_len=520, engine_version=commit)
     with pytest.raises(ConfigError, match="multiple of block_size"):
         policy.validate(cfg)
-    on_grid = replace(cfg, max_model_len=528)
+    with pytest.raises(ConfigError, match="multiple of 64"):  # on the block grid, off the backend's 64
+        policy.validate(replace(cfg, max_model_len=528))
+    on_grid = replace(cfg, max_model_len=576)
+    with pytest.raises(ConfigError, match="pool of at least max_model_len // block_size \\+ 2 = 38 blocks"):
+        policy.validate(replace(on_grid, num_kv_blocks=37))
     policy.validate(on_grid)
     trace = load_trace(F5)
     longest = replace(trace, policy=policy.name, config=on_grid.to_dict(), expect=(),
-                      ops=(AddOp(id="a", prompt_len=527, max_tokens=1), StepOp(accepted={})))
-    assert not replay_on_model(longest).violations  # 528 // 16 = 33 blocks hold any prompt the engine takes
+                      ops=(AddOp(id="a", prompt_len=574, max_tokens=1), StepOp(accepted={})))
+    assert not replay_on_model(longest).violations  # 576 // 16 = 36 blocks hold any prompt the engine takes

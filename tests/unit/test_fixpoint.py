@@ -115,8 +115,8 @@ def runs_with_states():
                 states.append(whole_state(target.scheduler))
             try:
                 execution.apply(op)
-            except ValueError:
-                continue  # an add the scheduler refuses
+            except (ValueError, KeyError):
+                continue  # an add the scheduler refuses (a prompt the engine takes not), or the abort of it
         SOURCES.append(str(trace.source))
         yield trace.policy, [rec.fingerprint for rec in execution.run.steps], states, execution.run.events
 
@@ -227,12 +227,16 @@ def test_replay_writes_the_steps_after_a_fixpoint_as_running_them_would():
 def test_an_sglang_stall_that_matches_the_waiting_head_each_step_is_a_fixpoint():
     """With the radix cache on, every pass matches the waiting head against the tree (its clock
     ticks) and asks for a waiting-prefix refresh; neither is in the fingerprint, the tree's
-    recency order is: b0 never fits, so step 1 repeats for ever, across a refresh (one pass in 32)."""
+    recency order is: b0 never fits, so step 1 repeats for ever, across a refresh (one pass in 32).
+    SGLang's arrival clip of max_new_tokens would let b0 fit; it is undone here (b's max_tokens back
+    to 24), since the fingerprint, not the clip, is what is tested."""
     target = ModelTarget(BudgetConfig.from_dict(SGLANG_STALL.config), get_policy(SGLANG_STALL.policy), validate=False)
     execution = Execution(target)
     clock = None
     for op in SGLANG_STALL.ops:
         execution.apply(op)
+        if isinstance(op, AddOp) and op.id.startswith("b"):
+            target.scheduler.requests[op.id].max_tokens = op.max_tokens
         if clock is None and isinstance(op, AddOp) and op.id == "b2":
             clock = target.scheduler.tree.clock
     run = execution.run

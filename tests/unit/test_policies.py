@@ -101,7 +101,10 @@ def test_fastdeploy_decode_count_startup_check():
 
 def test_fastdeploy_startup_checks_as_merged():
     assert not accepts("fastdeploy-v0", **{**FD, "max_model_len": 15})
-    assert accepts("fastdeploy-v0", **{**FD, "max_model_len": 16})
+    assert not accepts("fastdeploy-v0", **{**FD, "max_model_len": 16})  # max_model_len % 64 (append_attn_backend.py:80)
+    assert accepts("fastdeploy-v0", **{**FD, "max_model_len": 64})
+    assert not accepts("fastdeploy-v0", **{**FD, "max_model_len": 64, "block_size": 16, "num_kv_blocks": 5})
+    assert accepts("fastdeploy-v0", **{**FD, "max_model_len": 64, "block_size": 16, "num_kv_blocks": 6})  # 64 // 16 + 2
     small = {**FD, "max_num_seqs": 2, "max_num_batched_tokens": 10, "block_size": 16}
     assert not accepts("fastdeploy-v0", **small)  # B >= block_size with chunked prefill
     assert accepts("fastdeploy-v0", **{**small, "enable_chunked_prefill": False})

@@ -12,11 +12,11 @@ import pytest
 
 from tokenbudget.cli import build_parser
 from tokenbudget.harness import registry
-from tokenbudget.harness.engine_descriptor import (CAMPAIGN, CONFORM, EXPORT, FUZZ, MONITOR, REPLAY,
+from tokenbudget.harness.engine_descriptor import (CAMPAIGN, CONFORM, EXPORT, FUZZ, MONITOR, OWN_TESTS, REPLAY,
                                                    EngineDescriptor, Modelled)
 from tokenbudget.harness.unavailable import EngineUnavailable
 
-CAPABILITIES = {FUZZ, REPLAY, CONFORM, CAMPAIGN, EXPORT, MONITOR}
+CAPABILITIES = {FUZZ, REPLAY, CONFORM, CAMPAIGN, EXPORT, MONITOR, OWN_TESTS}
 
 
 def choices(command: str, dest: str) -> tuple[str, ...]:
@@ -38,6 +38,7 @@ def test_the_commands_offer_the_registered_engines() -> None:
     assert choices("fuzz", "target") == ("model", *registry.names(FUZZ))
     assert choices("campaign", "target") == ("model", *registry.names(CAMPAIGN))
     assert choices("conform", "engine") == registry.names(CONFORM)
+    assert choices("engine-tests", "engine") == registry.names(OWN_TESTS)
     assert set(choices("replay", "target")) == {"model", "runner", *registry.names(REPLAY)}
     assert "sglang" in registry.names(REPLAY)
 

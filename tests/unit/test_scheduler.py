@@ -233,7 +233,7 @@ def test_fastdeploy_v0_overflows_the_runner():
 def test_fastdeploy_unvisited_decodes_run_on_their_own_blocks_or_pause():
     # B = S * t: with both seats decoding the budget is 0 and the loop visits nobody
     s = scheduler("fastdeploy-decode-count", max_num_batched_tokens=4, max_num_seqs=2, num_speculative_tokens=1,
-                  method="mtp", block_size=4, num_kv_blocks=64, max_model_len=16)
+                  method="mtp", block_size=4, num_kv_blocks=64, max_model_len=64)
     s.add_request("a", 1, 2)
     s.add_request("b", 3, 3)
     assert step(s).num_scheduled_tokens == {"a": 1, "b": 3}
@@ -255,7 +255,7 @@ class GrantOnlyWithBudget(FastDeployDecodeCount):
 
 def test_a_decode_run_whatever_the_budget_never_asks_the_policy_for_a_grant():
     cfg = BudgetConfig(max_num_batched_tokens=4, max_num_seqs=2, num_speculative_tokens=1, method="mtp",
-                       block_size=4, num_kv_blocks=64, max_model_len=16)
+                       block_size=4, num_kv_blocks=64, max_model_len=64)
     s = scheduler_for(cfg, GrantOnlyWithBudget())
     s.add_request("a", 1, 2)
     s.add_request("b", 3, 3)

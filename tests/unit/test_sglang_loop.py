@@ -1,11 +1,14 @@
 """SGLang's step on the model: prefill or decode, admission budgets, decode retraction."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from tokenbudget.model import BudgetConfig, ConfigError, get_policy
 from tokenbudget.model.findings import FINDINGS, explaining_finding
 from tokenbudget.model.replay import replay_on_model
+from tokenbudget.model.sglang.loop import SglangLoop, clipped_max_new
 from tokenbudget.model.target import ModelTarget
 from tokenbudget.spec.corpus import CORPUS_DIR
 from tokenbudget.spec.invariants import check_step
@@ -206,16 +209,47 @@ def test_the_batch_left_after_a_retraction_keeps_the_retraction_order() -> None:
     assert kept != sorted(kept)  # not the arrival order: the shorter prompts run first now
 
 
-def test_the_ratio_after_a_retraction_divides_by_max_new_clipped_to_the_context() -> None:
+def test_the_ratio_after_a_retraction_divides_by_max_new_clipped_on_arrival() -> None:
     """``estimate_new_token_ratio_after_retract`` sums ``sampling_params.max_new_tokens``, max_tokens
-    clipped to max_model_len - prompt: r0's 46 counts 17, so (2 outputs + 20 * 2) / (17 + 2 + 1) is
-    past 1 and the ratio is 1.0, which keeps the retracted r2 waiting while r0 decodes."""
+    clipped on arrival to max_req_len - prompt - 1: r0's 46 counts 18 - 1 - 1 - 1 = 15, so
+    (2 outputs + 20 * 2) / (15 + 2 + 1) is past 1 and the ratio is 1.0; r0's future, 14 tokens at
+    that ratio, leaves room to readmit the retracted r2 (SGLang 0.5.23 does the same on this trace)."""
     t = ModelTarget(_cfg(max_num_batched_tokens=60, max_num_seqs=10, num_speculative_tokens=5, num_kv_blocks=36,
                          max_model_len=18), get_policy("sglang-0.5.23"))
     for i, max_tokens in enumerate([46, 2, 6]):
         t.add(AddOp(f"r{i}", 1, max_tokens))
+    assert t.scheduler.requests["r0"].max_tokens == 15
     t.step({})
     rec, _ = t.step({})
     assert rec.preempted == ("r2",) and t.scheduler.new_token_ratio == 1.0
     rec, _ = t.step({})
-    assert rec.num_scheduled_tokens == {"r0": 6}
+    assert rec.num_scheduled_tokens == {"r2": 2}
+
+
+def test_max_new_tokens_is_clipped_on_arrival_as_sglang_clips_it() -> None:
+    """``init_req_max_new_tokens`` (scheduler.py:2709-2716): max_req_len - input_len - 1, max_req_len
+    the context or the pool less one (tp_worker.py:568-571); and the empty pool less the page-ceiled
+    prompt and a page (``max_new_tokens_for_memory``)."""
+    assert clipped_max_new(_cfg(max_model_len=32), 10, 100) == 32 - 1 - 10 - 1
+    assert clipped_max_new(_cfg(max_model_len=32, num_kv_blocks=20), 10, 100) == 20 - 10 - 1 - 1
+    assert clipped_max_new(_cfg(max_model_len=32, block_size=4, num_kv_blocks=8), 5, 100) == 32 - 8 - 4 - 1
+    assert clipped_max_new(_cfg(), 10, 3) == 3
+    t = _target("sglang-0.5.23", max_model_len=32)
+    longest = SglangLoop.longest_prompt(t.scheduler.cfg)
+    assert longest == 32 - 1 - 5 - 1  # validate_input_length: len >= max_req_input_len = max_req_len - 5 is aborted
+    t.add(AddOp("a", longest, 100))
+    with pytest.raises(ValueError, match="prompt_len must be 1..25"):
+        t.add(AddOp("b", longest + 1, 100))
+    for _ in range(40):
+        t.step({})
+    assert t.scheduler.requests["a"].num_output_tokens == 32 - 1 - longest - 1
+
+
+def test_f8_a_page_one_decode_with_k_8_reserves_past_its_row() -> None:
+    trace = load_trace(FINDINGS["F8"].trace_path)
+    result = replay_on_model(trace)
+    assert result.ok and [v.step for v in result.violations if v.invariant == "model-len"] == [4]
+    finding = explaining_finding(trace, "model-len")
+    assert finding is not None and finding.id == "F8"
+    seven = replace(trace, config={**trace.config, "num_speculative_tokens": 7}, expect=())
+    assert not replay_on_model(seven).violations  # k = 7: 12 + 16 = 28 <= 16 + 4 + 8

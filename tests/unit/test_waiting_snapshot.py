@@ -74,7 +74,7 @@ def test_every_loop_reports_the_whole_queue_at_every_step(name, data):
     for op in data.draw(OPS, label="ops"):
         if op[0] == "add":
             _, prompt, max_tokens, priority, shared = op
-            prompt = min(prompt, cfg.max_model_len - 1)
+            prompt = min(prompt, policy.loop.longest_prompt(cfg))
             loop.add_request(f"r{len(added)}", prompt, max_tokens, priority, "sys" if shared else None,
                              min(prompt, 2 * cfg.block_size) if shared else 0)
             added.append(f"r{len(added)}")

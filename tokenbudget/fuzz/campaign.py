@@ -65,6 +65,7 @@ class Campaign:
     database: str
     seed: int = 0
     max_work_gap: int = 0  # tokens a user policy may leave undone beyond its base in a step
+    engine: str = ""  # a real engine's release and folder, which keys the saved examples
 
     @property
     def corpus(self) -> Path:
@@ -126,7 +127,8 @@ def _campaign_worker(campaign: Campaign, worker: int, first_round: int, deadline
             fuzz(policy, target_factory=campaign.target_factory, target_name=campaign.target_name,
                  seconds=min(ROUND_SECONDS, left), seed=stream_seed(campaign.seed, worker, round),
                  database=database, known=frozenset(found.get(policy, ())),
-                 tally=Sender(events, worker, policy), max_work_gap=campaign.max_work_gap, ends_by=deadline)
+                 tally=Sender(events, worker, policy), max_work_gap=campaign.max_work_gap, ends_by=deadline,
+                 engine=campaign.engine)
             round += 1
     except BaseException as e:
         worker_errors(events, worker)(e)

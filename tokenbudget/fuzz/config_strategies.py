@@ -1,34 +1,7 @@
-"""Config strategies: deployments a policy accepts, realistic ones and adversarial corners.
-
-``configs(policy)`` draws configs the policy's ``validate`` accepts, built valid by
-construction from the ``ConfigSpace`` the validation allows (found by probing it, so a
-user's policy gets configs too). Scales:
-
-- ``deployment``: B 512-65536, S 1-1024, realistic block sizes and model lengths;
-- ``small``: B up to 256, where a handful of requests fills the budget;
-- ``draft-edge``: B just above the draft slots d of one request (B = d + 1 .. d + 4);
-- ``rows-edge``: S * (k + 1) within a few tokens of B.
-
-Across all scales: every method the policy's table knows (and speculation off), k up to
-the policy's limit, both scheduling policies where accepted, KV pools from the minimum
-(one ``max_model_len`` sequence: preemption) to ample, ``long_prefill_token_threshold``
-off, below 1 + k, or anywhere up to ``max_model_len`` (only for loops whose engine reads it:
-FastDeploy's does not), ``max_model_len`` from the smallest the validation accepts (a multiple of
-the block size where the policy asks it, as FastDeploy's GPU worker does). Chunked
-prefill off comes with B >= ``max_model_len``, as vLLM demands, for the policies whose
-validation accepts it. For a policy that asks a larger pool than one sequence (SGLang's), one
-draw in two is then repaired toward the boundary of the validation (``at_the_boundary``):
-the most sequences and the least KV pool it accepts; half of those first take a page of a
-real deployment (1, 16, 32, 64 or 128), k up to 8 and a max_model_len of a few pages
-(``_deployed_pages``), where decodes cross page boundaries together.
-
-``rare_path_configs(policy)`` adds, on the model, shapes aimed at one rare path each, where
-the policy has that path: a full decode batch, an admission over the room, a preemption
-under priority, decodes on page edges, and the older engine versions the policy models.
-Their cost cap: at most 4 seats (8 on page edges) and sequences of a few pages.
-"""
+"""Config strategies: deployments a policy accepts, realistic ones and adversarial corners."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -61,6 +34,8 @@ class ConfigSpace:
     min_model_len: int  # the smallest max_model_len accepted (of 2, 4, ..., 64)
     long_prefill_threshold: bool  # the policy's loop reads long_prefill_token_threshold
     model_len_on_block_grid: bool = False  # max_model_len must be a multiple of block_size (FastDeploy's worker)
+    model_len_multiple: int = 1  # and of this (FastDeploy's attention backend: 64)
+    pool_spare_blocks: int = 0  # blocks a pool needs past one max_model_len sequence (FastDeploy's startup: 2)
 
 
 def config_space(policy: BudgetPolicy) -> ConfigSpace:
@@ -93,6 +68,10 @@ def config_space(policy: BudgetPolicy) -> ConfigSpace:
             policy, probe.replace(max_model_len=m, max_num_seqs=64, max_num_batched_tokens=64 * m))), default=2),
         long_prefill_threshold=issubclass(policy.loop, OnePassLoop) and policy.loop.applies_long_prefill_threshold,
         model_len_on_block_grid=not validates(policy, probe.replace(max_model_len=base.max_model_len - 1)),
+        model_len_multiple=next((m for m in (1, 2, 4, 8, 16, 32, 64, 128) if validates(
+            policy, probe.replace(max_model_len=base.max_model_len + m))), 1),
+        pool_spare_blocks=next((n for n in range(3) if validates(
+            policy, probe.replace(num_kv_blocks=cdiv(base.max_model_len, base.block_size) + n))), 0),
     )
 
 
@@ -129,8 +108,9 @@ def _draw_config(draw: Draw, policy: BudgetPolicy, space: ConfigSpace, scales: t
     budget, seqs, block_size, model_len = _limits(draw, draw(st.sampled_from(scales)), d, k, space.max_seqs)
     chunked = not (space.chunked_prefill_off and budget >= 2) or draw(st.sampled_from((True, True, False)))
     model_len = max(space.min_model_len, min(model_len, budget) if not chunked else model_len)
-    if space.model_len_on_block_grid:
-        model_len = cdiv(model_len, block_size) * block_size
+    if space.model_len_on_block_grid or space.model_len_multiple > 1:
+        grid = math.lcm(block_size if space.model_len_on_block_grid else 1, space.model_len_multiple)
+        model_len = cdiv(model_len, grid) * grid
     scheduled = None
     if space.max_num_scheduled_tokens and draw(st.sampled_from((False, False, True))):
         scheduled = draw(st.integers(1, 2 * budget))
@@ -142,7 +122,7 @@ def _draw_config(draw: Draw, policy: BudgetPolicy, space: ConfigSpace, scales: t
         method=method,
         parallel_drafting=parallel,
         block_size=block_size,
-        num_kv_blocks=_pool(draw, cdiv(model_len, block_size)),
+        num_kv_blocks=_pool(draw, cdiv(model_len, block_size) + space.pool_spare_blocks),
         max_model_len=model_len,
         long_prefill_token_threshold=_threshold(draw, k, model_len) if space.long_prefill_threshold else 0,
         scheduling_policy=draw(st.sampled_from(space.scheduling_policies)),

@@ -61,6 +61,7 @@ class Job:
     started: float | None = None  # time.time() the command started: each policy's seconds count from it
     max_work_gap: int | None = None  # None: no work gap judged
     startup_seconds: float = STARTUP_SECONDS
+    engine: str = ""  # a real engine's release and folder, which keys the saved examples
 
 
 @dataclass
@@ -237,7 +238,8 @@ def _fuzz_worker(job: Job, worker: int, events: Any) -> None:
             report = fuzz(policy, target_factory=job.target_factory, target_name=job.target_name,
                           examples=job.examples, seconds=job.seconds, seed=seed, database=database,
                           tally=Sender(events, worker, policy), max_work_gap=job.max_work_gap,
-                          startup_seconds=job.startup_seconds, started=job.started if index == 0 else None)
+                          startup_seconds=job.startup_seconds, started=job.started if index == 0 else None,
+                          engine=job.engine)
             events.put(("report", worker, report))
     except BaseException as e:
         worker_errors(events, worker)(e)

@@ -100,8 +100,8 @@ def priority_waves() -> st.SearchStrategy[tuple[list[RequestShape], tuple[int, l
     return st.tuples(first, st.tuples(st.integers(1, 3), st.lists(short, min_size=6, max_size=MAX_BURST)))
 
 
-def prompt_len(shape: RequestShape, cfg: BudgetConfig, chunk: int, draft_slots: int) -> int:
-    """The prompt length of a shape under cfg, within 1 .. max_model_len - 1.
+def prompt_len(shape: RequestShape, cfg: BudgetConfig, chunk: int, draft_slots: int, longest: int | None = None) -> int:
+    """The prompt length of a shape under cfg, 1 .. ``longest`` (the engine's; default max_model_len - 1).
 
     ``chunk`` is the most one request can be granted in a step (at most B - d), and
     ``draft_slots`` is d. Lengths are kept within 8 chunks so that every prompt prefills
@@ -110,13 +110,13 @@ def prompt_len(shape: RequestShape, cfg: BudgetConfig, chunk: int, draft_slots: 
     chunk less d (whose grant leaves the input budget at exactly d, the loops' exit
     edge), or one either side · long: 1-2 chunks and more than a chunk, so it chunks ·
     share: max_model_len / 2, 3 or 4, so that a few requests fill a small KV pool as they
-    decode · tail: within n % 16 tokens of max_model_len - 1 · pages (bursts only): 1 to 4
+    decode · tail: within n % 16 tokens of ``longest`` · pages (bursts only): 1 to 4
     whole pages, or a token less, so that the KV ends on a page boundary after the prefill or
     the first decode · short (waves only): 2 to k - 1 tokens (2 where k < 4), shorter than one decode's 1 + k,
     so the prompt is admitted for less than its decodes later ask (a 1-token prompt is
     padded to 1 + k). n picks among the choices.
     """
-    bs, top = cfg.block_size, cfg.max_model_len - 1
+    bs, top = cfg.block_size, cfg.max_model_len - 1 if longest is None else longest
     kind, n = shape.prompt, shape.n
     if kind == "one":
         return 1
@@ -141,7 +141,8 @@ def prompt_len(shape: RequestShape, cfg: BudgetConfig, chunk: int, draft_slots: 
     return max(1, min(length, top, 8 * chunk))
 
 
-def resolve(shape: RequestShape, cfg: BudgetConfig, chunk: int, draft_slots: int, index: int) -> AddOp:
+def resolve(shape: RequestShape, cfg: BudgetConfig, chunk: int, draft_slots: int, index: int,
+            longest: int | None = None) -> AddOp:
     """The add op of the ``index``-th request (its id) of a shape under cfg (``chunk`` and
     ``draft_slots`` as for ``prompt_len``). A member of a prefix group shares 1-4 full
     blocks (n picks how many), all of its prompt but the last token, or all of it.
@@ -151,7 +152,7 @@ def resolve(shape: RequestShape, cfg: BudgetConfig, chunk: int, draft_slots: int
     already running ahead of it: the case where a preemption takes back a grant of the
     same pass. Under FCFS it is 0 (it would mean nothing).
     """
-    length = prompt_len(shape, cfg, chunk, draft_slots)
+    length = prompt_len(shape, cfg, chunk, draft_slots, longest)
     priority = shape.priority - index // 2 if cfg.scheduling_policy == "priority" else 0
     if shape.prefix is None:
         return AddOp(str(index), length, shape.max_tokens, priority)

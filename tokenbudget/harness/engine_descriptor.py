@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .conform import ConformEngine
 
 FUZZ, REPLAY, CONFORM, CAMPAIGN, EXPORT, MONITOR = "fuzz", "replay", "conform", "campaign", "export", "monitor"
+OWN_TESTS = "engine-tests"
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class EngineDescriptor(ABC):
 
     name: ClassVar[str]  # the name on the command line (``--target``, ``--engine``)
     label: ClassVar[str]  # the engine as printed
-    supports: ClassVar[frozenset[str]]  # of FUZZ, REPLAY, CONFORM, CAMPAIGN, EXPORT, MONITOR
+    supports: ClassVar[frozenset[str]]  # of FUZZ, REPLAY, CONFORM, CAMPAIGN, EXPORT, MONITOR, OWN_TESTS
     path_env: ClassVar[Optional[str]] = None  # the environment variable naming its folder
     default_folder: ClassVar[Optional[Path]] = None  # the folder used when neither is given
     folder_help: ClassVar[str]  # what ``--engine-path DIR`` holds for it, a phrase for --help
@@ -80,9 +81,23 @@ class EngineDescriptor(ABC):
     def conform_engine(self, path: Optional[Path], prefix_cache: bool = True) -> ConformEngine:
         """The engine in ``path`` as ``conform`` drives it against the model."""
 
+    def identity(self, path: Optional[Path]) -> str:
+        """The engine in ``path`` as one line: its name, release and resolved folder (``installed``
+        for the importable one). The example database keys saved failures by it, so one
+        engine's failures never replay on another."""
+        folder = self.check_folder(path)
+        where = "installed" if folder is None else str(folder.resolve())
+        return f"{self.name} {self.modelled(path).release} {where}"
+
     def check_policy(self, policy: BudgetPolicy) -> None:
         """Raise now (ConfigError, EngineUnavailable) when the fuzz target cannot run ``policy``."""
 
     def export_test(self, trace: Trace) -> str:
         """The trace as one of the engine's own unit tests (for engines that support EXPORT)."""
         raise NotImplementedError(f"{self.label} has no test export")
+
+    def fetch_own_tests(self, version: str, dest: Path) -> tuple[str, str]:
+        """The engine's own scheduler tests of ``version`` and their offline configs fetched into
+        ``dest`` (for engines that support OWN_TESTS): (what was fetched, the command that runs
+        them under the plugin). ValueError or OSError when the release cannot be had."""
+        raise NotImplementedError(f"{self.label} has no own tests to fetch")

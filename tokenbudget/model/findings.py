@@ -1,18 +1,4 @@
-"""The findings table: what the modelled engines' own loops do wrong (SPEC.md §6).
-
-One entry per finding: the engine and versions it affects, the invariant it breaks, where
-SPEC.md explains it, its corpus trace (``tokenbudget/corpus/findings/``), whether the real engine
-raises in the step (so conformance sees a divergence) or agrees with the model, and two
-predicates:
-
-- ``shows(cfg, run)``: the finding's mechanism in the observations of a run on the model
-  (its StepRecords and outcomes), e.g. a padded request whose grant the long-prefill
-  threshold cut below 1 + k. A violation is put down to a finding only when this holds.
-- ``opens(policy, cfg)``: the config lets the mechanism happen at all; configs free of
-  every finding of an engine are those on which its correct loop breaks nothing.
-
-Conformance, ``tokenbudget check``, the tests and the quality catalogue read this table.
-"""
+"""The findings table: what the modelled engines' own loops do wrong (SPEC.md §6)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,6 +10,7 @@ from ..spec.grant_rules import kv_slots_needed
 from ..spec.records import RequestState, RunRecord, StepRecord
 from ..spec.trace import Trace
 from .config import BudgetConfig, ConfigError
+from .fastdeploy.commits import commit_row
 from .policy import BudgetPolicy
 from .registry import get_policy
 from .replay import replay_on_model
@@ -177,6 +164,46 @@ def _pages_past_the_reach(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
     return cfg.block_size > _reach(cfg) + 1
 
 
+# -- F8 -----------------------------------------------------------------------------------
+def _decode_reserves_past_the_row(cfg: BudgetConfig, run: RunRecord) -> bool:
+    """A decode at page 1 that holds more KV positions than its req_to_token row."""
+    return cfg.block_size == 1 and any(
+        len(rec.block_tables.get(rid, ())) > rec.limits.max_model_len + rec.limits.context_headroom
+        for rec in run.steps for rid in rec.scheduled_draft_tokens)
+
+
+def _page_one_long_drafts(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
+    """Page 1 and 2(1 + k) past a KV that may end 4 short of the context: k >= 8."""
+    return cfg.block_size == 1 and cfg.num_speculative_tokens >= 8
+
+
+# -- F7 -----------------------------------------------------------------------------------
+def _lone_chunk_refused_for_its_own_reserve(cfg: BudgetConfig, run: RunRecord) -> bool:
+    """A step that grants nothing while the one running request is part-way through its
+    prompt and the free blocks hold its next chunk's blocks and the method's spare block:
+    only its own future reservation, counted over the running list it belongs to, refuses it."""
+    block, spare = cfg.block_size, 1 if cfg.num_speculative_tokens else 0
+    for rec, states in _states(run):
+        if rec.total_scheduled_tokens or len(rec.running) != 1 or rec.initial_token_budget is None:
+            continue
+        rid = rec.running[0]
+        state = states.get(rid)
+        if state is None or state.num_computed_tokens >= state.num_prompt_tokens:
+            continue
+        chunk = min(state.num_prompt_tokens - state.num_computed_tokens, int(rec.initial_token_budget))
+        held = len(rec.block_tables.get(rid, ()))
+        blocks = max(0, -(-(state.num_computed_tokens + chunk) // block) - held) + spare
+        if chunk > 0 and cfg.num_kv_blocks - rec.kv_blocks_in_use >= blocks + spare:
+            return True
+    return False
+
+
+def _token_ratio_reserve(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
+    """The commit reserves each running request's future by the new-token ratio (#7498)."""
+    row = commit_row(getattr(cfg, "engine_version", None))
+    return row is not None and row.token_ratio_reserve
+
+
 FINDINGS: dict[str, Finding] = {f.id: f for f in (
     Finding("F1", "vllm", ("0.32", "0.33"), "spec-shape", "tokenbudget/spec/SPEC.md §6 F1",
             "f1-vllm-adaptive-padded-threshold.json",
@@ -208,6 +235,18 @@ FINDINGS: dict[str, Finding] = {f.id: f for f in (
             "ends exactly on a page; a batch of such requests passes the check with no page free and the "
             "verify runs out of KV",
             False, _decode_from_a_full_page_short, _pages_past_the_reach),
+    Finding("F7", "fastdeploy", ("564c78d78",), "progress", "tokenbudget/spec/SPEC.md §6 F7",
+            "f7-fastdeploy-564c78d78-lone-chunk-own-reserve.json",
+            "FD_USE_NEW_TOKEN_RATIO_RESERVE: a running prefill chunk must fit its blocks plus the reserve of every "
+            "running request, itself included; a lone request whose prompt passes the budget, on a pool that holds "
+            "it but not its own reserve, is refused every step, and the ratio decays only in a step that schedules",
+            False, _lone_chunk_refused_for_its_own_reserve, _token_ratio_reserve),
+    Finding("F8", "sglang", ("0.5.23",), "model-len", "tokenbudget/spec/SPEC.md §6 F8",
+            "f8-sglang-0.5.23-page-one-row-overflow.json",
+            "page 1 and k >= 8: a decode reserves its committed KV + 2(1 + k) positions, where the req_to_token row "
+            "holds max_model_len + 4 + (1 + k); at the last decode of a request (KV at max_model_len - 4) the "
+            "reservation passes the row",
+            True, _decode_reserves_past_the_row, _page_one_long_drafts),
 )}
 
 

@@ -1,16 +1,4 @@
-"""SchedulerLoop: what every engine's scheduling loop shares, and ``scheduler_for``.
-
-A loop holds the requests, the WAITING and RUNNING queues, the KV pool and the step
-ledger (``StepPass``). One ``schedule()`` hands a fresh ``StepPass`` to the engine's step
-(``_schedule_step``) and returns a StepRecord; ``update_from_output`` applies sampled and
-accepted tokens, finishes requests and proposes drafts for the next step.
-
-An engine family subclasses it with its step: ``one_pass_loop.OnePassLoop`` (a running
-pass then a waiting pass, whose control flow the prover's pass skeleton follows and a loop
-variant changes by its hooks and flags) for vLLM, FastDeploy and TensorRT-LLM, or a step of
-its own (``sglang_loop.SglangLoop``: a prefill batch or a decode batch). A policy names its
-loop (``BudgetPolicy.loop``); the policy parametrizes the budget arithmetic.
-"""
+"""SchedulerLoop: what every engine's scheduling loop shares, and ``scheduler_for``."""
 from __future__ import annotations
 
 import bisect
@@ -65,6 +53,11 @@ class SchedulerLoop:
         """The method table the engine runs at ``version`` (a key of ``methods.TABLES``)."""
         return methods.DEFAULT_TABLE
 
+    @classmethod
+    def longest_prompt(cls, cfg: BudgetConfig) -> int:
+        """The longest prompt the engine takes under cfg: max_model_len - 1."""
+        return cfg.max_model_len - 1
+
     def __init__(self, cfg: BudgetConfig, policy: BudgetPolicy, validate: bool = True) -> None:
         """Raises ConfigError when ``validate`` and the policy refuses cfg."""
         if validate:
@@ -112,11 +105,10 @@ class SchedulerLoop:
         """Queue a request. Raises ValueError for a duplicate id or lengths the engine refuses."""
         if request_id in self.requests:
             raise ValueError(f"request id {request_id!r} was already added")
-        if not 1 <= prompt_len < self.cfg.max_model_len:
-            raise ValueError(
-                f"request {request_id!r}: prompt_len must be 1..max_model_len-1 ({self.cfg.max_model_len - 1}), "
-                f"got {prompt_len}"
-            )
+        longest = self.longest_prompt(self.cfg)
+        if not 1 <= prompt_len <= longest:
+            raise ValueError(f"request {request_id!r}: prompt_len must be 1..{longest} (the engine refuses a longer "
+                             f"prompt at max_model_len {self.cfg.max_model_len}), got {prompt_len}")
         if max_tokens < 1:
             raise ValueError(f"request {request_id!r}: max_tokens must be >= 1, got {max_tokens}")
         if not 0 <= prefix_len <= prompt_len:

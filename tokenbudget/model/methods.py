@@ -1,18 +1,4 @@
-"""The method table: draft slots, KV lookahead and drafting per speculative method, by engine version.
-
-One source of truth for how many extra runner rows (draft slots, ``d``) a scheduled
-request occupies, how many lookahead KV slots it reserves, how many its drafter writes past
-its target rows (``writes``: the physical L, which may be less), which drafter proposes
-its drafts, whether the method drafts only in parallel and whether it drafts inside the
-target's forward (one model). Every count is affine in ``k``
-(``num_speculative_tokens``): ``(a, b)`` means ``a * k + b``, so the same table serves
-ints and z3 terms. Versions differ; add a table, not a branch.
-
-Sources (vLLM 0.32.0; 0.33.0 above its table): ``SpeculativeConfig.max_num_new_slots_for_drafting`` in
-``vllm/config/speculative.py`` and ``VllmConfig.num_lookahead_tokens`` in
-``vllm/config/vllm.py``. FastDeploy: a decoding request runs its ``k + 1`` target
-rows every step (``decode_rows``), whatever the scheduler charged for it.
-"""
+"""The method table: draft slots, KV lookahead and drafting per speculative method, by engine version."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -95,12 +81,10 @@ VLLM_0_33: Mapping[str, MethodRow] = {
 
 # FastDeploy's runner has no separate draft slots in the target batch: a decode
 # simply runs 1 + k rows. Its scheduler reserves KV for the drafts of a decode. Its MTP
-# proposer runs ``num_model_steps`` substeps (fastdeploy/spec_decode/mtp.py:892 at 2a606e361),
-# the first on the target's positions, each later one a position further: num_model_steps - 1
-# positions past the target rows, at most k - 1 (``num_speculative_tokens >= num_model_steps``,
-# fastdeploy/config.py:932-936; the default is 1 step, :764), so the table takes k - 1.
+# proposer runs ``num_model_steps`` substeps, each a position further: num_model_steps - 1 past
+# the target rows; the table takes FastDeploy's default of 1 step, so none (SPEC.md §4).
 FASTDEPLOY: Mapping[str, MethodRow] = {
-    "mtp": MethodRow((0, 0), (0, 0), (1, 0), (1, 1), _M, writes=(1, -1)),
+    "mtp": MethodRow((0, 0), (0, 0), (1, 0), (1, 1), _M, writes=(0, 0)),  # num_model_steps 1: config.py:765 (564c78d78)
     "ngram": MethodRow((0, 0), (0, 0), (1, 0), (1, 1), _N),
 }
 

@@ -10,9 +10,8 @@ turns those into Violations of its id. ``kind`` says what an invariant judges:
 - ``config``: a ConfigProbe;
 - ``efficiency``: a StepRecord, measured (a work gap), never judged.
 
-The ids are stable: output, docs, the verdict manifest and trace expectations use them.
-``INVARIANTS`` is the one table of them; the step and run checks, the prover's groups and
-the rules a user policy is judged by derive from it.
+The ids are stable (output, docs, the manifest and traces use them); ``INVARIANTS`` is their
+one table, from which the step and run checks, the prover's groups and a user policy's rules derive.
 """
 from __future__ import annotations
 
@@ -277,6 +276,10 @@ def model_len(rec: StepRecord) -> list[Breach]:
             past = f" + the engine's headroom {headroom}" if headroom else ""
             out.append((rec.step, f"{rid}: computed {rec.computed_before[rid]} + granted {grant} + {sampled} sampled "
                                   f"> max_model_len {max_len}{past}"))
+        held = len(rec.block_tables.get(rid, ())) * rec.limits.block_size
+        if headroom and held > max_len + headroom:  # the engine's table row: max_model_len + its headroom
+            out.append((rec.step, f"{rid} holds {held} KV positions, past its table row of max_model_len {max_len} "
+                                  f"+ the engine's headroom {headroom}"))
     return out
 
 
@@ -423,7 +426,7 @@ class RequestAccounting:
     def applied(self, step: int, outcome: StepOutcome, late: Mapping[str, int] | None = None) -> list[Breach]:
         """A step's output applied: outputs within max_tokens, no way back from finished or
         aborted, computed tokens back only by a preemption (this step's or one noted before),
-        or by ``late[id]``: the drafts of an output applied one step late (SPEC.md §12),
+        or by ``late[id]``: the drafts of an output applied one step late (SPEC.md §13),
         rolled back with no grant beside them."""
         out: list[Breach] = []
         status, computed = self.status, self.computed

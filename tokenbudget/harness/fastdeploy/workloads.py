@@ -2,14 +2,15 @@
 and FastDeploy's own startup check accept, and op lists.
 
 ``workload(seed, index, commit)`` is a pure function of its arguments. A config: MTP or n-gram
-drafting with k = 1..4, blocks of 1, 2, 4, 8, 16 or 64 tokens that divide max_model_len (the
-attention backend asserts it at startup, model_executor/layers/attention/append_attn_backend.py:79),
+drafting with k = 1..4, blocks of 1, 2, 4, 8, 16 or 64 tokens, max_model_len a multiple of 64 (the
+attention backend asserts both at startup, model_executor/layers/attention/append_attn_backend.py:79-80),
 the prefix cache off, max_num_seqs 1..6, a pass budget B from S * (k + 1) (the least #7499's
 startup check accepts: one workload in four takes it, the full-batch shape of F5) up to
 2 * max_model_len, and a KV pool from the least FastDeploy accepts (``max_model_len //
 block_size + 2`` blocks, config.py:1705) up, so that preemption happens. Ops:
 ``conform_workloads.draw_ops`` (adds, steps with the leading accepted drafts, arrivals and
-aborts); in most workloads every request's max_tokens is cut so that it finishes before a
+aborts), prompts of at most max_model_len - 2 tokens (FastDeploy takes prompt + min_tokens < max_model_len,
+engine.py:307); in most workloads every request's max_tokens is cut so that it finishes before a
 decode's writes would pass max_model_len.
 """
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 from ...model import ConfigError, get_policy
 from ...model.config import BudgetConfig
 from ...model.fastdeploy.commits import ENC_DEC_BLOCK_NUM, FASTDEPLOY_COMMITS
+from ...model.fastdeploy.loop import FastDeployLoop
 from ...spec.trace import AddOp, Op, Trace
 from ..conform_workloads import draw_ops
 
@@ -36,7 +38,9 @@ def workload(seed: int, index: int, commit: str) -> Trace:
     rng = random.Random(f"tokenbudget-conform-fastdeploy:{seed}:{index}")
     config = draw_config(rng, row.policy, commit)
     cfg = BudgetConfig.from_dict(config)
-    ops = draw_ops(rng, cfg)
+    longest = FastDeployLoop.longest_prompt(cfg)
+    ops = [replace(op, prompt_len=min(op.prompt_len, longest), prefix_len=min(op.prefix_len, longest))
+           if isinstance(op, AddOp) else op for op in draw_ops(rng, cfg)]
     if rng.random() < SHORT_SHARE:
         ops = [_short(op, cfg) for op in ops]
     return Trace(policy=row.policy, config=config, ops=tuple(ops),
@@ -50,7 +54,7 @@ def draw_config(rng: random.Random, policy_name: str, commit: str) -> dict[str, 
     for _ in range(10_000):
         k = rng.randint(1, 4)
         block = rng.choice(BLOCK_SIZES)
-        max_model_len = rng.choice((16, 24, 32, 48, 64, 128))
+        max_model_len = rng.choice((64, 128, 192, 256))  # max_model_len % 64 (append_attn_backend.py:80)
         seqs = rng.randint(1, 6)
         floor = seqs * (1 + k)
         batched = floor if rng.random() < FULL_BATCH_SHARE else rng.randint(floor, max(floor, 2 * max_model_len))

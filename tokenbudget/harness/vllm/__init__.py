@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from ..engine_descriptor import CAMPAIGN, CONFORM, EXPORT, FUZZ, MONITOR, REPLAY, EngineDescriptor, Modelled
+from ..engine_descriptor import CAMPAIGN, CONFORM, EXPORT, FUZZ, MONITOR, OWN_TESTS, REPLAY, EngineDescriptor, Modelled
 
 if TYPE_CHECKING:
     from ...model import BudgetPolicy
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 class VllmDescriptor(EngineDescriptor):
     name, label = "vllm", "vLLM"
-    supports = frozenset({FUZZ, REPLAY, CONFORM, CAMPAIGN, EXPORT, MONITOR})
+    supports = frozenset({FUZZ, REPLAY, CONFORM, CAMPAIGN, EXPORT, MONITOR, OWN_TESTS})
     folder_help = "an unpacked vLLM wheel or a vLLM checkout's root, run in a child process (default: the installed vllm)"
     target_help = "vLLM's real scheduler (the installed one, or --engine-path's)"
     findings_name_mechanism = True
@@ -53,6 +53,18 @@ class VllmDescriptor(EngineDescriptor):
     def export_test(self, trace: Trace) -> str:
         from .export import export_vllm_test
         return export_vllm_test(trace)
+
+    def fetch_own_tests(self, version: str, dest: Path) -> tuple[str, str]:
+        from .own_tests import fetch_tests, hub_cache, pytest_command
+        try:
+            fetched = fetch_tests(version, dest)
+        except OSError as e:
+            raise OSError(f"cannot fetch vllm {version}'s sdist ({e}); check the network or PIP_INDEX_URL") from None
+        hub_cache(dest / "hf")
+        if not (dest / "pytest.ini").exists():
+            (dest / "pytest.ini").write_text("[pytest]\n")  # the tests' own options, not a parent folder's
+        done = f"{fetched} entries of tests/ unpacked into {dest}" if fetched else f"{dest}/tests kept"
+        return done, pytest_command(dest.resolve())
 
 
 ENGINE = VllmDescriptor()

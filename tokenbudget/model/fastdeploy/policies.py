@@ -1,29 +1,17 @@
-"""FastDeploy's budget policies, from before PR #7438 to PR #7623, as merged.
-
-All run FastDeploy's pass (``fastdeploy_loop.FastDeployLoop``: ``ResourceManagerV1.schedule``,
-fastdeploy/engine/sched/resource_manager_v1.py) with one ``token_budget`` starting near
-``max_num_batched_tokens`` (B). A decoding request is granted 1 token and runs ``1 + k``
-rows (``decode_rows`` of the method table). Preemption never refunds the budget.
-
-``tokens_per_seq`` (t) is read from the speculative config object, which FastDeploy always
-builds (engine/args_utils.py:1431 ``create_speculative_config``; config.py:761,763: method
-None, num_speculative_tokens 1 by default, at 2a606e361). So "``speculative_config is not
-None``" (#7438, #7499) always holds and t = k + 1 = 2 without speculation; #7623
-(2a606e361, resource_manager_v1.py:794-798) adds ``and method is not None``.
-
-Shared simplifications (SPEC.md §5): the vLLM-style paged KV pool and prefix cache replace
-FastDeploy's block reservation heuristics; NGRAM decodes run their worst case, ``1 + k``
-rows; FCFS only.
-"""
+"""FastDeploy's budget policies, from before PR #7438 to PR #7623, as merged."""
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Optional
 
-from ..config import BudgetConfig, Requirement
+from ..config import BudgetConfig, ConfigError, Requirement
 from ...spec.intlike import BoolLike, IntLike, ite, max_, min_, not_, or_
+from .commits import ENC_DEC_BLOCK_NUM
 from .loop import FastDeployLoop
 from ..policy import BudgetParams, BudgetPolicy, Budgets, plain  # noqa: F401 (plain: the PEP 316 contracts)
+
+
+ENCODER_BLOCK_SHAPE_Q = 64  # gpu_model_runner.py:1591, :1706, :1707, :1716 at 43685a98a, b19754c5f, 2a606e361, 564c78d78
 
 
 class _FastDeployPolicy(BudgetPolicy):
@@ -34,7 +22,10 @@ class _FastDeployPolicy(BudgetPolicy):
     ``_initialize_attn_backend``, gpu_model_runner.py:241 and :1724 at 2a606e361, the same
     assert at every modelled commit). Without it ``max_block_num_per_seq`` = max_model_len //
     block_size (config.py:2117) would cap a one-chunk prompt's blocks below its tokens
-    (``get_new_block_nums``, resource_manager_v1.py:253-263): a config FastDeploy never runs."""
+    (``get_new_block_nums``, resource_manager_v1.py:253-263): a config FastDeploy never runs.
+    The same backend asserts ``max_model_len % 64 == 0`` (append_attn_backend.py:80), and the
+    cache config a pool of at least ``max_model_len // block_size + 2`` blocks (config.py), at
+    every modelled commit; SPEC.md §11 cites each."""
 
     engine = "fastdeploy"
     table = "fastdeploy"
@@ -91,6 +82,12 @@ class _FastDeployPolicy(BudgetPolicy):
                 f"{max_len} and {block}; set max_model_len to a multiple of block_size",
                 scope=True,
             ),
+            Requirement(  # encoder_block_shape_q = 64 (gpu_model_runner.py:1716) -> append_attn_backend.py:80 (564c78d78)
+                max_len % ENCODER_BLOCK_SHAPE_Q == 0,
+                lambda: f"FastDeploy's attention backend asserts max_model_len % {ENCODER_BLOCK_SHAPE_Q} == 0 at startup, "
+                f"got {max_len}; set max_model_len to a multiple of {ENCODER_BLOCK_SHAPE_Q}",
+                scope=True,
+            ),
             Requirement(
                 or_(not_(p.chunked_prefill_knob), b >= block),
                 lambda: f"max_num_batched_tokens ({b}) must be >= block_size ({block}) with chunked prefill; raise "
@@ -102,6 +99,16 @@ class _FastDeployPolicy(BudgetPolicy):
                 scope=True,
             ),
         ]
+
+    def validate(self, cfg: BudgetConfig) -> None:
+        """As BudgetPolicy, and the pool FastDeploy's cache config asserts at startup: at least
+        ``max_block_num_per_seq + enc_dec_block_num`` = max_model_len // block_size + 2 blocks."""
+        super().validate(cfg)
+        least = cfg.max_model_len // cfg.block_size + ENC_DEC_BLOCK_NUM  # config.py:1706, :1731 (564c78d78)
+        if cfg.num_kv_blocks < least:
+            raise ConfigError(f"FastDeploy asserts at startup a pool of at least max_model_len // block_size + "
+                              f"{ENC_DEC_BLOCK_NUM} = {least} blocks, got {cfg.num_kv_blocks}; raise num_kv_blocks "
+                              "or lower max_model_len")
 
     def params(self, cfg: BudgetConfig) -> BudgetParams:
         """As configured, but the pass always chunks: the V1 KV-cache scheduler has no unchunked

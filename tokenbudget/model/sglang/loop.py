@@ -1,43 +1,5 @@
 """SglangLoop: SGLang's scheduling step with speculative decoding, a prefill batch OR a decode
-batch (python/sglang/srt/managers/scheduler.py at v0.5.23; SPEC.md §10).
-
-``get_next_batch_to_run`` (scheduler.py:3894) first asks for a prefill batch
-(``_get_new_batch_prefill_raw``, :4079); only when none forms does the running batch decode
-(``update_running_batch``, :4459). Mixed chunking is off under speculation.
-
-Prefill (``PrefillAdder``, schedule_policy.py:607): one pass budget, ``rem_input_tokens`` =
-max_prefill_tokens (= ``rem_chunk_tokens`` = chunked_prefill_size here: both are
-``max_num_batched_tokens``), charged the page-ceiled extend (:895-938); the KV budget
-``rem_total_tokens`` = free KV minus each running request's reserved future
-``min(max_new - out, 4096) * new_token_ratio`` (:785-795) and minus what each admission
-reserves (``PrefillBudget``: its page-ceiled extend, a page and its whole clipped max_new,
-prefill_budget.py:156-169); a request is admitted while ``extend + max_new + page <
-rem_total_tokens`` (``add_one_req``, :1404-1414); a seat limit (max_running_requests, the
-request-slot pool: ``get_num_allocatable_reqs``, scheduler.py:4027) sets the ``batch_is_full``
-latch, which keeps prefill shut until a request leaves the batch (:4226-4234, :4281). An
-extend longer than the chunk budget is cut to it, floored to a page, and continues first in
-the next prefill, cut there to its budgets without the floor (``add_chunked_req``,
-schedule_policy.py:1140-1219); with chunked prefill off a prompt is admitted whole, and after
-the first only while its page-ceiled extend is below the budget left (:1626-1632). An
-aborted decode clears the latch one decode later (``abort_request``).
-
-Decode (``update_running_batch``): ``check_decode_mem`` (schedule_batch.py:3432) asks the
-policy's KV need of the batch; when short, ``retract_decode`` (:3451) retracts requests, the
-policy's order, popped from the end, releasing their KV, back of the waiting queue, until
-the rest pass the policy's retraction check or one is left (then the policy aborts it or
-lets the allocation fail); the batch left keeps the retraction order (``filter_batch``, :3532),
-which breaks the next retraction's ties. ``new_token_ratio`` decays each decode step without a retraction
-and is re-estimated after one (new_token_ratio_tracker.py:34-49). Each decode then runs
-``num_draft_tokens = 1 + k`` verify rows (topk 1): its grant counts its drafts, and its KV is
-reserved up to the policy's target; a reservation the pool cannot give is taken as far as it
-goes, so ``kv-capacity`` sees the request hold less than its verify writes.
-
-The radix cache (``sglang_radix.RadixCache``, with ``enable_prefix_caching``): an admission
-matches its cached prefix and extends only past it; the KV budgets count the evictable cache
-as free; completed prompts, chunks (at the next step's start) and finished requests are
-inserted; the tree evicts for each prefill batch, each decode's reservation and after each
-retraction (SPEC.md §10 cites each rule).
-"""
+batch (python/sglang/srt/managers/scheduler.py at v0.5.23; SPEC.md §10)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -59,6 +21,23 @@ NEW_TOKEN_RATIO_DECAY = (INIT_NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600  # SG
 RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS
 WAITING_PREFIX_REFRESH_INTERVAL = 32  # schedule_policy.py:139
 WAITING_QUEUE_PREFIX_MATCH_MAX = 128  # schedule_policy.py:137
+
+
+REQ_INPUT_MARGIN = 5  # max_req_input_len = max_req_len - 5 (managers/tp_worker.py:572)
+
+
+def max_req_len(cfg: BudgetConfig) -> int:
+    """``min(context_len - 1, pool tokens - 1)`` (managers/tp_worker.py:568-571 at v0.5.23)."""
+    return min(cfg.max_model_len, cfg.num_kv_blocks * cfg.block_size) - 1
+
+
+def clipped_max_new(cfg: BudgetConfig, prompt_len: int, max_tokens: int) -> int:
+    """``init_req_max_new_tokens`` (managers/scheduler.py:2693-2740 at v0.5.23): max_tokens clipped
+    to ``max_req_len - input_len - 1`` (:2709-2716) and to the empty pool less the page-ceiled
+    prompt and a page (``max_new_tokens_for_memory``, mem_cache/allocator/base.py:102-105)."""
+    page, tokens = cfg.block_size, cfg.num_kv_blocks * cfg.block_size
+    by_memory = tokens - cdiv(prompt_len, page) * page - page - 1
+    return max(0, min(max_tokens, max_req_len(cfg) - prompt_len - 1, by_memory))
 
 
 def context_headroom(cfg: BudgetConfig) -> int:
@@ -113,6 +92,19 @@ class SglangLoop(SchedulerLoop):
     def method_table(cls, version: Optional[str]) -> str:
         return "sglang"
 
+    @classmethod
+    def longest_prompt(cls, cfg: BudgetConfig) -> int:
+        """A prompt of ``max_req_input_len`` or more is aborted on arrival (``validate_input_length``,
+        managers/utils.py:272, called at managers/scheduler.py:3246-3253 at v0.5.23)."""
+        return max_req_len(cfg) - REQ_INPUT_MARGIN - 1
+
+    def add_request(self, request_id: str, prompt_len: int, max_tokens: int, priority: int = 0,
+                    prefix_group: Optional[str] = None, prefix_len: int = 0) -> None:
+        """As SchedulerLoop, max_tokens clipped as SGLang clips ``max_new_tokens`` on arrival
+        (``clipped_max_new``); the prefill samples one token whatever it is."""
+        super().add_request(request_id, prompt_len, max(1, clipped_max_new(self.cfg, prompt_len, max_tokens)),
+                            priority, prefix_group, prefix_len)
+
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.limits = replace(self.limits, context_headroom=context_headroom(self.cfg))
@@ -154,14 +146,12 @@ class SglangLoop(SchedulerLoop):
     def max_new_tokens(self, req: Request) -> int:
         """``min(sampling_params.max_new_tokens, 4096)``, what an admission reserves whatever the
         request wrote before a retraction (schedule_policy.py:1636, :1209); max_new_tokens is
-        max_tokens clipped to the context (the tokenizer's rule)."""
-        return min(req.max_tokens, self.cfg.max_model_len - req.num_prompt_tokens, CLIP_MAX_NEW_TOKENS)
+        max_tokens as clipped on arrival (``add_request``)."""
+        return min(req.max_tokens, CLIP_MAX_NEW_TOKENS)
 
     def max_new_estimate(self, req: Request) -> int:
-        """``min(max_new - out, 4096)``, the max_new left also clipped to max_model_len
-        (the tokenizer refuses a request past the context length)."""
-        left = min(req.max_tokens - req.num_output_tokens, self.cfg.max_model_len - req.num_tokens)
-        return max(0, min(left, CLIP_MAX_NEW_TOKENS))
+        """``min(max_new - out, 4096)``."""
+        return max(0, min(req.max_tokens - req.num_output_tokens, CLIP_MAX_NEW_TOKENS))
 
     # -- the step ------------------------------------------------------------------------
     def _schedule_step(self, step: StepPass) -> None:
@@ -433,10 +423,9 @@ class SglangLoop(SchedulerLoop):
     def _ratio_after_retract(self, kept: list[Request]) -> float:
         """``estimate_new_token_ratio_after_retract`` (new_token_ratio_tracker.py:41-49):
         ``min(1, (decoded + 20 * bs) / (sum max_new + 1))`` over the batch kept, max_new being
-        ``sampling_params.max_new_tokens``, max_tokens clipped to max_model_len - prompt (the
-        tokenizer's rule), not to 4096."""
+        ``sampling_params.max_new_tokens`` (max_tokens as clipped on arrival), not clipped to 4096."""
         decoded = sum(r.num_output_tokens for r in kept)
-        max_new = sum(min(r.max_tokens, self.cfg.max_model_len - r.num_prompt_tokens) for r in kept)
+        max_new = sum(r.max_tokens for r in kept)
         return min(1.0, (decoded + RETRACT_DECODE_STEPS * len(kept)) / (max_new + 1))
 
     def _evict_for_decode(self, batch: list[Request], targets: list[int]) -> None:
@@ -494,13 +483,7 @@ class SglangLoop(SchedulerLoop):
         """The admission latch, a pending abort, the chunked request and ``new_token_ratio`` (which decays
         at every decode step, so a decoding SGLang step is never a fixpoint until it bottoms out); with
         the radix cache, the changes to its recency order (``RadixCache.recency``), its evictable pages
-        and the stashed chunk.
-
-        Not the tree's clock, which every match ticks, nor the refreshes asked: a stall that judges
-        the same waiting request each step is a fixpoint. Both reach a later pass only through
-        the recency order, which decides only what is evicted; a pass whose fingerprint repeats
-        granted nothing, so it allocated and evicted nothing, and admission reads no times. Such a
-        stall repeats for ever, though one more waiting-prefix refresh may still reorder the tree."""
+        and the stashed chunk."""
         own = (self.batch_is_full, self.abort_pending, None if self.chunked is None else self.chunked.request_id,
                self.new_token_ratio)
         if self.tree is None:

@@ -4,7 +4,7 @@ The engine schedules step N+1 before step N's output comes back (the batch queue
 ``EngineCore.step_with_batch_queue``), so a request is scheduled again while its tokens
 are in flight. The scheduler counts them as output placeholders and gives every decode
 ``num_spec_tokens_to_schedule`` placeholder drafts (-1) that the worker fills; no real
-draft ever reaches the scheduler. SPEC.md §12 explains each rule once; each is cited
+draft ever reaches the scheduler. SPEC.md §13 explains each rule once; each is cited
 beside its code. ``update_from_output(record)`` applies the output of the step before
 ``record`` and keeps ``record``'s for the next call: the one-step lag.
 """
