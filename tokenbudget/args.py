@@ -6,6 +6,7 @@ every other complaint of argparse, into a ``UsageError`` (one line, exit status 
 from __future__ import annotations
 
 import argparse
+import os
 import math
 from pathlib import Path
 from typing import Any, Callable
@@ -128,3 +129,18 @@ def add_max_work_gap(parser: argparse.ArgumentParser) -> None:
 def max_work_gap(text: str) -> int:
     """A work gap in tokens: a whole number up to MAX_WORK_GAP."""
     return at_most(whole, MAX_WORK_GAP)(text)
+
+
+def add_sync(parser: argparse.ArgumentParser) -> None:
+    """``--sync``: the vLLM target runs vLLM's synchronous ``Scheduler``, not its default
+    ``AsyncScheduler``; read by the vLLM harness in this process and its children."""
+    parser.add_argument("--sync", action="store_true",
+                        help="vLLM only: run its synchronous Scheduler (default: AsyncScheduler, as vLLM serves)")
+
+
+def apply_sync(args: argparse.Namespace) -> None:
+    """Carry ``--sync`` to the vLLM harness (``harness.vllm.async_runner.SYNC_ENV``)."""
+    from .harness.vllm.async_runner import SYNC_ENV
+
+    if getattr(args, "sync", False):
+        os.environ[SYNC_ENV] = "1"

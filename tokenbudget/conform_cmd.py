@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from . import render
-from .args import UsageError, add_json, at_most, folder, positive_int, seed
+from .args import UsageError, add_json, at_most, folder, positive_int, seed, add_sync, apply_sync
 from .console import Console
 from .engine_path import add_engine_path, announce
 from .exits import FAILED, OK
@@ -37,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--corpus", type=folder, metavar="DIR",
                         help="where divergence traces go (default: a new temp dir)")
     add_engine_path(parser)
+    add_sync(parser)
     parser.add_argument("--radix-cache", choices=("on", "off"), default=None,
                         help=f"--engine {' or '.join(_prefix_cache_engines())} only: run the workloads with the "
                              "engine's prefix (radix) cache on (default, as it serves) or off")
@@ -48,6 +49,7 @@ def _prefix_cache_engines() -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
+    apply_sync(args)
     if args.corpus is not None:  # before any work
         writable_folder(args.corpus, "--corpus")
     engine = registry.engine(args.engine)

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from . import render
 from .args import (add_database, add_json, add_policy, add_verdict_options, at_most, folder,
-                   positive_float, positive_int, seed)
+                   positive_float, positive_int, seed, add_sync, apply_sync)
 from .console import Console
 from .engine_path import STARTED_ENV, add_engine_path, announce, own_process_started
 from .evidence import NO_EVIDENCE, floor_of, shortfall
@@ -86,10 +86,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--corpus", type=folder, metavar="DIR",
                         help="where counterexample traces go (default: a new temp dir); existing files are kept")
     add_engine_path(parser)
+    add_sync(parser)
     add_json(parser)
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
+    apply_sync(args)
     started = command_started()
     engine = registry.find(args.target)
     if engine is not None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Sequence
 
 from . import render
-from .args import UsageError, add_json, add_max_work_gap, add_policy, seed, whole
+from .args import UsageError, add_json, add_max_work_gap, add_policy, seed, whole, add_sync, apply_sync
 from .console import Console
 from .engine_path import add_engine_path, announce
 from .exits import FAILED, OK
@@ -77,10 +77,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_policy(parser, "replay under this policy instead of the trace's (name or pkg.module:Class)", repeatable=False)
     add_max_work_gap(parser)
     add_engine_path(parser)
+    add_sync(parser)
     add_json(parser)
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
+    apply_sync(args)
     problem = _usage_problem(args)
     if problem is not None:
         raise UsageError(problem)

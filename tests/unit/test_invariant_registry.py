@@ -28,7 +28,7 @@ def test_every_kind_is_known_and_used() -> None:
 def test_checks_derive_from_the_kinds() -> None:
     assert [inv.id for inv in STEP_CHECKS] == [
         "input-budget-nonnegative", "token-cap", "input-rows-cap", "exact-refund", "seq-cap", "kv-capacity",
-        "model-len", "spec-shape", "model-error", "progress"]
+        "model-len", "spec-shape", "placeholder-fresh", "model-error", "progress"]
     assert RUN_CHECKS == (no_request_lost, progress.over_run)
     assert JUDGED == (*(inv.id for inv in STEP_CHECKS[:-1]), "no-request-lost", "progress")
     assert MEASURED == ("work-conserving",)

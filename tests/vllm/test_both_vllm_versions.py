@@ -77,14 +77,17 @@ def run_version(name: str, engine: Path | None, folder: Path) -> Ran:
     report = folder / "report.xml"
     dflash = CORPUS / f"seed-000-vllm-adaptive-dflash-{name}.json"
     jobs = [
-        ["tokenbudget", "replay", str(dflash), str(FINDINGS["F1"].trace_path), "--target", "vllm", *options, "--json"],
+        # the corpus's expectations are the synchronous loop's, step by step
+        ["tokenbudget", "replay", str(dflash), str(FINDINGS["F1"].trace_path), "--target", "vllm", "--sync", *options,
+         "--json"],
         ["tokenbudget", "conform", "--engine", "vllm", "--workloads", "3", "--seed", "1",
          "--corpus", str(folder / "corpus"), *options, "--json"],
         ["pytest", "-p", "no:cacheprovider", "-o", "addopts=", "-W", "ignore", "--rootdir", str(exported),
          f"--junitxml={report}", str(exported)],
     ]
     if engine is not None:
-        jobs.append(["tokenbudget", "replay", *map(str, VLLM033_CORPUS), "--target", "vllm", *options, "--json"])
+        jobs.append(["tokenbudget", "replay", *map(str, VLLM033_CORPUS), "--target", "vllm", "--sync", *options,
+                     "--json"])
     (folder / "jobs.json").write_text(json.dumps(jobs))
     env = os.environ.copy() if engine is None else child_env(engine)
     done = subprocess.run([sys.executable, str(RUN_COMMANDS), str(folder / "jobs.json"), str(folder / "results.json")],

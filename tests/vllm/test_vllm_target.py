@@ -12,6 +12,7 @@ from tokenbudget.cli import main
 from tokenbudget.spec.corpus import corpus_paths
 from tokenbudget.spec.execution import Execution
 from tokenbudget.model.target import ModelTarget
+from tokenbudget.harness.vllm.async_runner import SYNC_ENV
 from tokenbudget.harness.vllm.engine import engine_version
 from tokenbudget.harness.vllm.target import VllmTarget
 from tokenbudget.model import BudgetConfig, ConfigError, get_policy
@@ -34,7 +35,8 @@ def test_seed_000_replays_on_vllm_with_10_and_4() -> None:
 
 
 @pytest.mark.parametrize("path", VLLM_CORPUS, ids=lambda p: p.stem)
-def test_every_vllm_adaptive_corpus_trace_meets_its_expectations_on_vllm(path) -> None:
+def test_every_vllm_adaptive_corpus_trace_meets_its_expectations_on_vllm(path, monkeypatch) -> None:
+    monkeypatch.setenv(SYNC_ENV, "1")  # the corpus's expectations are the synchronous loop's step by step
     trace, driven = load_trace(path), engine_version()
     written_for = trace.config.get("engine_version")
     if written_for not in (None, driven.model_version):

@@ -150,6 +150,7 @@ class BudgetConfig:
     enable_chunked_prefill: bool = True
     enable_prefix_caching: bool = True
     engine_version: str | None = None  # the engine version the policy follows; None: its newest
+    async_scheduling: bool = False  # vLLM's AsyncScheduler: outputs one step late, placeholder drafts
 
     def __post_init__(self) -> None:
         for f in fields(self):

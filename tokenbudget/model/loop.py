@@ -33,6 +33,8 @@ def scheduler_for(cfg: BudgetConfig, policy: BudgetPolicy, validate: bool = True
     """The reference scheduler of cfg under policy: its loop (``policy.loop``).
     Raises ConfigError when ``validate`` and the policy refuses cfg."""
     loop: type[SchedulerLoop] = policy.loop
+    if cfg.async_scheduling:
+        loop = policy.async_loop(cfg)
     return loop(cfg, policy, validate)
 
 

@@ -76,6 +76,10 @@ class BudgetPolicy:
     versions: ClassVar[tuple[str, ...]] = ()  # the engine versions modelled, oldest first; () for one unnamed
     default_version: ClassVar[Optional[str]] = None  # what a config without engine_version follows; None: the newest
 
+    def async_loop(self, cfg: BudgetConfig) -> type:
+        """The loop of ``cfg.async_scheduling``; ConfigError where the engine has none."""
+        raise ConfigError(f"{self.name} has no async scheduler; set async_scheduling to false (or pass --sync)")
+
     # -- configuration ---------------------------------------------------------------
     def validate(self, cfg: BudgetConfig) -> None:
         """Raise ConfigError (naming the knob to change) when the engine would refuse cfg:

@@ -67,6 +67,7 @@ class View:
     enable_chunked_prefill: Any
     enable_prefix_caching: Any
     engine_version: Optional[str] = None  # None: the policy's newest version
+    async_scheduling: bool = False  # the pass skeleton follows the synchronous loop (SPEC.md §14)
 
 
 assert {f.name for f in fields(View)} == {f.name for f in fields(BudgetConfig)}, "View must mirror BudgetConfig"
@@ -137,6 +138,8 @@ class SymbolicConfig:
                 knobs[f.name] = fixed[f.name]
             elif f.name == "engine_version":
                 knobs[f.name] = PROVED_VLLM_VERSION if PROVED_VLLM_VERSION in policy.versions else None
+            elif f.name == "async_scheduling":
+                knobs[f.name] = False  # the skeleton has no in-flight step (SPEC.md §14)
             elif f.name in _BOOL_KNOBS:
                 knobs[f.name] = z3.Bool(prefix + f.name)
             else:

@@ -300,6 +300,13 @@ def spec_shape(rec: StepRecord) -> list[Breach]:
     return out
 
 
+@invariant("placeholder-fresh", STEP, "a request's scheduled drafts are real drafts, padding, or the placeholders "
+           "made for this step, never placeholders left from an earlier step")
+def placeholder_fresh(rec: StepRecord) -> list[Breach]:
+    return [(rec.step, f"{rid} scheduled {rec.scheduled_draft_tokens.get(rid, 0)} placeholder drafts made for an "
+                       f"earlier step (it was not scheduled in the step before)") for rid in sorted(rec.stale_drafts)]
+
+
 @invariant("model-error", STEP, "the scheduler's pass and its output update raise no exception "
            "(a user policy's own method failing is a policy-error instead)")
 def model_error(rec: StepRecord) -> list[Breach]:
@@ -330,6 +337,7 @@ class RequestAccounting:
         self.place: dict[str, int] = {}  # id -> when it was first seen: "in no queue" is reported in this order
         self.live: dict[str, int] = {}  # the live ids -> their place
         self.computed: dict[str, int] = {}
+        self.last_drafts: dict[str, int] = {}  # id -> drafts scheduled the last time a step scheduled it
         self.waiting = WaitingTally(self.live)  # the waiting ids, tallied as they change
         self.seen_events = 0
 
@@ -371,7 +379,11 @@ class RequestAccounting:
         if outcome is not None:
             self.engine_aborted(outcome)
         out = self.queued(rec)
-        return out if outcome is None else out + self.applied(rec.step, outcome)
+        if outcome is not None:
+            late = {rid: self.last_drafts.get(rid, 0) for rid in outcome.requests if rid not in rec.num_scheduled_tokens}
+            out += self.applied(rec.step, outcome, late)
+        self.last_drafts.update(rec.scheduled_draft_tokens)
+        return out
 
     def engine_aborted(self, outcome: StepOutcome) -> None:
         """The live requests the outcome reports aborted: the engine aborted them in its step."""
@@ -411,12 +423,16 @@ class RequestAccounting:
                 out += [(rec.step, f"{rid} is in no queue") for rid in missing]
         return out
 
-    def applied(self, step: int, outcome: StepOutcome) -> list[Breach]:
+    def applied(self, step: int, outcome: StepOutcome, late: Mapping[str, int] | None = None) -> list[Breach]:
         """A step's output applied: outputs within max_tokens, no way back from finished or
-        aborted, computed tokens back only by a preemption (this step's or one noted before)."""
+        aborted, computed tokens back only by a preemption (this step's or one noted before),
+        or by ``late[id]``: the drafts of an output applied one step late (SPEC.md §14),
+        rolled back with no grant beside them."""
         out: list[Breach] = []
         status, computed = self.status, self.computed
+        late = late or {}
         for rid, state in outcome.requests.items():
+            rolled_back = late.get(rid, 0)
             if state.num_output_tokens > state.max_tokens:
                 out.append((step, f"{rid} has {state.num_output_tokens} outputs, max_tokens {state.max_tokens}"))
             expected = status.get(rid)
@@ -424,7 +440,8 @@ class RequestAccounting:
                 out.append((step, f"{rid} was {expected}, now {state.status}"))
             if state.status in ("finished", "aborted"):
                 self._set(rid, state.status)
-            elif rid in computed and state.num_computed_tokens < computed[rid] and rid not in outcome.preempted:
+            elif rid in computed and state.num_computed_tokens < computed[rid] - rolled_back \
+                    and rid not in outcome.preempted:
                 out.append((step, f"{rid}'s computed tokens went back from {computed[rid]} to "
                                   f"{state.num_computed_tokens} without preemption"))
             computed[rid] = state.num_computed_tokens
@@ -586,7 +603,7 @@ def work_conserving(rec: StepRecord) -> list[Breach]:
 
 INVARIANTS: dict[str, Invariant] = {inv.id: inv for inv in (
     input_budget_nonnegative, token_cap, input_rows_cap, exact_refund, seq_cap, kv_capacity, model_len, spec_shape,
-    model_error, no_request_lost, progress, config_sound, config_complete, work_conserving,
+    placeholder_fresh, model_error, no_request_lost, progress, config_sound, config_complete, work_conserving,
 )}
 
 JUDGED_KINDS = (LEDGER, STEP, RUN)  # what check_run judges; efficiency is measured, config probed

@@ -92,6 +92,7 @@ class StepRecord:
     raised_by: str = "scheduler"  # what raised ``error``: the scheduler, or the runner executing the step
     paused: frozenset[str] = frozenset()  # running decodes the worker paused: 0 rows, no grant
     fingerprint: Optional[Hashable] = None  # the scheduler state at the start of the pass (see above)
+    stale_drafts: frozenset[str] = frozenset()  # async: scheduled with placeholder drafts made for an earlier step
 
     @property
     def total_scheduled_tokens(self) -> int:

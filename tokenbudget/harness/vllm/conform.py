@@ -9,6 +9,7 @@ from ...spec.trace import Trace
 from ..conform import ConformEngine
 from .workloads import POLICY, workload
 from ..lockstep import Lockstep, run_lockstep
+from .async_runner import deploys_async
 from .engine import engine_version
 from .known import explain
 from .target import VllmTarget
@@ -18,6 +19,7 @@ def run_vllm_lockstep(trace: Trace) -> Lockstep:
     """The trace on the model and on the importable vLLM in lockstep, the model following the
     modelled version nearest to that vLLM whatever ``engine_version`` the trace names."""
     cfg = BudgetConfig.from_dict({**trace.config, "engine_version": engine_version().model_version})
+    cfg = cfg.replace(async_scheduling=deploys_async(cfg.method))
     return run_lockstep(trace, VllmTarget, cfg)
 
 

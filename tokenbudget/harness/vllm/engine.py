@@ -165,6 +165,7 @@ def build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
 
 def _build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
     import torch
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
     from vllm.v1.core.sched.scheduler import Scheduler
     from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
     from vllm.v1.structured_output import StructuredOutputManager
@@ -178,7 +179,7 @@ def _build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
     with tempfile.TemporaryDirectory(prefix="tokenbudget-vllm-") as model_dir:
         vllm_config = _vllm_config(cfg, Path(model_dir))
         vllm_config.cache_config.num_gpu_blocks = num_blocks
-        return Scheduler(
+        return (AsyncScheduler if cfg.async_scheduling else Scheduler)(
             vllm_config=vllm_config,
             kv_cache_config=kv_cache_config,
             structured_output_manager=StructuredOutputManager(vllm_config),
@@ -227,7 +228,7 @@ def _vllm_config(cfg: BudgetConfig, model_dir: Path) -> VllmConfig:
         long_prefill_token_threshold=cfg.long_prefill_token_threshold,
         enable_chunked_prefill=cfg.enable_chunked_prefill,
         policy=cfg.scheduling_policy,
-        async_scheduling=False,
+        async_scheduling=False,  # validated with the n-gram stand-in, which vLLM refuses async; set below
     )
     parallel_config = ParallelConfig()
     rules = VLLM_VERSIONS[nearest_version(installed_release())]
@@ -250,6 +251,7 @@ def _vllm_config(cfg: BudgetConfig, model_dir: Path) -> VllmConfig:
         speculative.set_method(spec_config, cfg, rules)
         if cfg.method != "ngram":
             speculative.rederive(vllm_config)
+    vllm_config.scheduler_config.async_scheduling = cfg.async_scheduling
     _check_knobs_kept(cfg, vllm_config)
     return vllm_config
 
@@ -296,6 +298,8 @@ class VllmEngine:
     sampled and drafted tokens from the request id and position. No token is ever a
     stop token, so requests end only by ``max_tokens``, ``max_model_len`` or abort.
     """
+
+    worker_fills_placeholders = False  # the runner drafts in place of -1 placeholders (async: ``async_runner``)
 
     def __init__(self, cfg: BudgetConfig) -> None:
         """Raises as ``build_vllm_scheduler``."""
@@ -433,7 +437,7 @@ class VllmEngine:
                 sampled.append([])
                 continue
             drafts = spec_tokens.get(rid, ())
-            real = drafts.index(-1) if -1 in drafts else len(drafts)
+            real = len(drafts) if self.worker_fills_placeholders else drafts.index(-1) if -1 in drafts else len(drafts)
             n = max(0, min(accepted.get(rid, 0), real))
             at = bases[rid] + (request.num_tokens + n) * stride  # where the bonus token lands, times the stride
             sampled.append([*drafts[:n], 1 + at % vocab])

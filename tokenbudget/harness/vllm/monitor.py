@@ -242,7 +242,9 @@ class SchedulerWatch:
         self.monitor.stats.outputs_applied += 1
         outcome = observe.outcome(index, requests, preempted)
         self.accounting.engine_aborted(outcome)
-        breaches = self.accounting.applied(index, outcome)
+        late = ({rid: len(d) for rid, d in out.scheduled_spec_decode_tokens.items()}
+                if observe.scheduler_kind(self.sched) == "AsyncScheduler" else None)
+        breaches = self.accounting.applied(index, outcome, late)
         if breaches:
             self.monitor._found(self.label, [Violation("no-request-lost", s, m) for s, m in breaches], None)
         self.monitor.stats.seconds += time.perf_counter() - returned

@@ -149,12 +149,15 @@ PLAIN_STATUSES = ("RUNNING", "WAITING", "PREEMPTED")  # a request nothing outsid
 
 def progress_judged(sched: Any) -> Optional[str]:
     """Why the step half of ``progress`` is not judged on ``sched``, or None when it is: it
-    is judged on the synchronous scheduler of a text-generation model with no KV connector,
-    where nothing but the scheduler's own state decides whether a request gets a token."""
+    is judged on the scheduler (synchronous or ``AsyncScheduler`` without a pipeline stagger) of a
+    text-generation model with no KV connector, where nothing but the scheduler's own state
+    (in-flight tokens included) decides whether a request gets a token."""
     if getattr(sched, "num_sampled_tokens_per_step", 1) != 1 or getattr(sched, "is_encoder_decoder", False):
         return "pooling, diffusion or encoder-decoder: not the modelled generation loop"
-    if scheduler_kind(sched) != "Scheduler" or getattr(sched.scheduler_config, "async_scheduling", False):
-        return f"{scheduler_kind(sched)}: in-flight tokens decide what is schedulable"
+    if scheduler_kind(sched) not in ("Scheduler", "AsyncScheduler"):
+        return f"{scheduler_kind(sched)}: not the modelled loop"
+    if getattr(sched, "decode_stagger", 1) != 1:
+        return "pipeline-parallel decode stagger: a decode waits for its slot in the ring"
     if getattr(sched, "connector", None) is not None or getattr(sched, "ec_connector", None) is not None:
         return "a KV or encoder-cache connector: a transfer may hold a request back"
     if getattr(sched.scheduler_config, "prefill_schedule_interval", 1) > 1:  # 0.33: config/scheduler.py:203
@@ -190,7 +193,7 @@ def progress_possible(sched: Any, lim: StepLimits) -> Optional[bool]:
     for r in sched.running:
         if not plain(r):
             return None
-        if r.num_computed_tokens + 1 >= max_len or r.num_computed_tokens >= r.num_tokens_with_spec:
+        if r.num_computed_tokens + 1 >= max_len or not wants_a_token(sched, r):
             continue
         held = len(manager.get_block_ids(r.request_id)[group])
         if -(-kv_slots_needed(r.num_computed_tokens, 1, reserved, max_len) // size) - held <= free:
@@ -205,6 +208,19 @@ def progress_possible(sched: Any, lim: StepLimits) -> Optional[bool]:
     first = -(-kv_slots_needed(head.num_computed_tokens, 1, reserved, max_len) // size) - held
     whole = -(-min(head.num_tokens, max_len) // size) - held
     return max(first, whole) <= free
+
+
+def wants_a_token(sched: Any, r: Any) -> bool:
+    """Whether the running pass would give ``r`` a token: tokens left past its in-flight ones
+    (``num_output_placeholders``), and, under async, its in-flight tokens do not already
+    finish it (vllm/v1/core/sched/scheduler.py:664-678 (vLLM 0.32.0)) and its decode is
+    due (``next_decode_eligible_step``, scheduler.py:680; ``current_step`` counts at :592)."""
+    placeholders = getattr(r, "num_output_placeholders", 0)
+    if r.num_computed_tokens >= r.num_tokens_with_spec + placeholders:
+        return False
+    if placeholders > 0 and r.num_computed_tokens + 2 - placeholders >= r.num_prompt_tokens + r.max_tokens:
+        return False
+    return getattr(sched, "current_step", 0) + 1 >= getattr(r, "next_decode_eligible_step", 0)  # the pass counts first
 
 
 def held_back(sched: Any) -> Optional[str]:

@@ -10,6 +10,7 @@ from ...model.physical_need import physical_need
 from ...spec.records import StepRecord
 from ...spec.trace import AddOp
 from ..engine_target import EngineTarget
+from .async_runner import AsyncVllmEngine, deploys_async
 from .engine import EngineVersion, VllmEngine, VllmStep, engine_version
 from .speculative import TranslationRefused
 
@@ -41,6 +42,8 @@ class VllmTarget(EngineTarget[VllmStep]):
                               f"{VLLM_BYTES_PER_BLOCK} bytes each; lower num_kv_blocks or replay with --target model")
         if cfg.engine_version is None:  # the trace names no version: the one of the vLLM driven
             cfg = cfg.replace(engine_version=engine_version().model_version)
+        if cfg.async_scheduling != deploys_async(cfg.method):
+            cfg = cfg.replace(async_scheduling=deploys_async(cfg.method))
         if validate:
             policy.validate(cfg)
         self.cfg = cfg
@@ -49,7 +52,7 @@ class VllmTarget(EngineTarget[VllmStep]):
             # T = B - d * S set up front, as vLLM <= 0.27 derived it: vLLM's own accounting is then that policy's
             deployed = cfg.replace(max_num_scheduled_tokens=int(policy.token_cap(policy.params(cfg))))
         try:
-            self.engine = VllmEngine(deployed)
+            self.engine = (AsyncVllmEngine if cfg.async_scheduling else VllmEngine)(deployed)
         except ValueError as exc:  # the model accepted cfg: vLLM refuses our translation of it, not the user's input
             version = engine_version()
             raise TranslationRefused(f"vLLM {version.release} refuses tokenbudget's translation of this config, which "

@@ -2,9 +2,10 @@
 worst-case reservation (<= 0.27)."""
 from __future__ import annotations
 
-from ..config import BudgetConfig, Requirement
+from ..config import BudgetConfig, ConfigError, Requirement
 from ...spec.intlike import BoolLike, IntLike, and_, min_, or_
 from ..policy import BudgetParams, BudgetPolicy, Budgets, plain  # noqa: F401 (plain: the PEP 316 contracts)
+from .async_loop import AsyncVllmLoop, runs_async
 from .loop import VllmLoop
 from .versions import DEFAULT_VERSION, MODELLED, VLLM_VERSIONS, VllmVersion
 
@@ -20,6 +21,16 @@ class _VllmPolicy(BudgetPolicy):
     loop = VllmLoop
     versions = MODELLED
     default_version = DEFAULT_VERSION
+
+    def async_loop(self, cfg: BudgetConfig) -> type:
+        """vLLM's ``AsyncScheduler`` over the policy's loop; a loop variant has none."""
+        if self.loop is not AsyncVllmLoop.sync_loop:
+            raise ConfigError(f"{self.name} runs the loop variant {self.loop.__name__}, which has no async form; "
+                              f"set async_scheduling to false (or pass --sync)")
+        if not runs_async(cfg.method):
+            raise ConfigError(f"vLLM has no async scheduling with method {cfg.method!r} (the CPU n-gram drafter); "
+                              f"set async_scheduling to false (or pass --sync)")
+        return AsyncVllmLoop
 
     def rules(self, version: str | None) -> VllmVersion:
         """The version table's row for ``version`` (None: the default this policy models)."""

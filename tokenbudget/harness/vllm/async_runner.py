@@ -1,0 +1,90 @@
+"""AsyncVllmEngine: vLLM's ``AsyncScheduler`` driven as its engine loop drives it.
+
+``EngineCore.step_with_batch_queue`` (vllm/v1/engine/core.py:698-810 (vLLM 0.32.0)) keeps
+a queue of two batches: it schedules step N, then applies step N-1's output. So each
+``step`` here schedules once and applies the fake runner's output of the step before,
+with the drafts accepted that were asked for that step. No draft proposal reaches the
+scheduler (``post_step`` skips it under async, core.py:689-696): a decode's drafts are the
+scheduler's -1 placeholders, which the worker fills only for a request it ran in the
+step before. The fake runner accepts drafts only there; a placeholder scheduled for a
+request the step before left out is stale and never accepted.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Mapping
+
+from ...model.vllm.async_loop import runs_async
+from . import observe
+from .engine import VllmEngine, VllmStep
+
+if TYPE_CHECKING:
+    from vllm.v1.core.sched.output import SchedulerOutput
+    from vllm.v1.outputs import ModelRunnerOutput
+
+
+SYNC_ENV = "TOKENBUDGET_VLLM_SYNC"  # "1": the vLLM target runs the synchronous Scheduler (``--sync``)
+
+
+def deploys_async(method: str | None) -> bool:
+    """Whether the vLLM target runs ``AsyncScheduler`` for a deployment drafting with
+    ``method``: as vLLM serves by default (vllm/config/vllm.py:1585-1610 (vLLM 0.32.0)) unless
+    ``--sync`` set ``SYNC_ENV``, which worker and child processes inherit."""
+    return os.environ.get(SYNC_ENV) != "1" and runs_async(method)
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """A batch scheduled whose output the engine has not applied: the scheduler's output,
+    the fake runner's, and the requests that sample in it."""
+
+    out: SchedulerOutput
+    runner_output: ModelRunnerOutput
+    samples: frozenset[str]
+
+
+class AsyncVllmEngine(VllmEngine):
+    """``VllmEngine`` over ``AsyncScheduler``: outputs one step late (``cfg.async_scheduling``)."""
+
+    worker_fills_placeholders = True
+    in_flight: InFlight | None = None
+    sampled_last: frozenset[str] = frozenset()  # the requests the last batch sampled: the worker has their drafts
+
+    def step(self, accepted: Mapping[str, int]) -> VllmStep:
+        """Schedule once, then apply the output of the step before (if any)."""
+        sched, index = self.scheduler, self.num_steps
+        self.num_steps += 1
+        state = self.fingerprint()
+        possible = observe.progress_possible(sched, self.limits)
+        running_before = {r.request_id for r in sched.running}
+        self._preemptions.start()
+        try:
+            out = sched.schedule()
+        except Exception as exc:
+            preempted = self._preemptions.stop()
+            self._state_changes += 1
+            record = observe.error_record(index, self.limits, sched, preempted, exc, state, self._memo)
+            return VllmStep(record, preempted)
+        preempted = self._preemptions.stop()
+        record = observe.step_record(index, self.limits, sched, out, preempted, state, possible, self._memo)
+        samples = frozenset(rid for rid in out.num_scheduled_tokens if not sched.requests[rid].is_prefill_chunk)
+        # every decode's drafts are -1 placeholders here: padded are those admitted this pass
+        padded = frozenset(rid for rid in record.padded if rid not in running_before)
+        stale = frozenset(rid for rid, drafts in out.scheduled_spec_decode_tokens.items()
+                          if drafts and rid in running_before and rid not in self.sampled_last)
+        record = replace(record, padded=padded, stale_drafts=stale)
+        fresh = {rid: n for rid, n in accepted.items() if rid in self.sampled_last}
+        runner_output, _ = self._run_model(out, fresh)
+        previous, self.in_flight = self.in_flight, InFlight(out, runner_output, samples)
+        self.sampled_last = samples
+        if out.num_scheduled_tokens or preempted or (previous is not None and previous.samples):
+            self._state_changes += 1
+        requests = observe.scheduled_requests(sched, out, preempted)
+        try:
+            if previous is not None:
+                requests.update((rid, sched.requests[rid]) for rid in previous.samples if rid in sched.requests)
+                sched.update_from_output(previous.out, previous.runner_output)
+        except Exception as exc:
+            return VllmStep(replace(record, error=observe.engine_error(exc)), preempted)
+        return VllmStep(record, preempted, observe.outcome(index, requests, preempted).requests)
