@@ -49,5 +49,6 @@ def test_replay_on_vllm_with_10_8_blocks_exits_2_in_one_line(capsys: pytest.Capt
                                                               tmp_path: Path) -> None:
     code = main(["replay", with_pool(tmp_path, 10**8), "--target", "vllm"])
     out, err = capsys.readouterr()
-    assert code == 2 and out == "" and err.count("\n") == 1
-    assert "num_kv_blocks 100000000" in err and "lower num_kv_blocks" in err
+    banner, error = err.splitlines()  # the engine's release and model, then the one error line
+    assert code == 2 and out == "" and banner.startswith("tokenbudget: vLLM ") and "error:" not in banner
+    assert "num_kv_blocks 100000000" in error and "lower num_kv_blocks" in error
