@@ -14,6 +14,7 @@ from .fastdeploy.commits import commit_row
 from .policy import BudgetPolicy
 from .registry import get_policy
 from .replay import replay_on_model
+from .vllm.async_loop import worker_keeps_drafts
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,18 @@ def _pages_past_the_reach(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
     return cfg.block_size > _reach(cfg) + 1
 
 
+# -- F9 -----------------------------------------------------------------------------------
+def _stale_placeholders_scheduled(cfg: BudgetConfig, run: RunRecord) -> bool:
+    """A request scheduled with placeholder drafts made for an earlier step."""
+    return any(rec.stale_drafts for rec in run.steps)
+
+
+def _async_on_the_v1_runner(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
+    """Async scheduling with drafts, on a release and method that run the V1 model runner."""
+    return (cfg.async_scheduling and cfg.num_speculative_tokens > 0
+            and not worker_keeps_drafts(cfg.engine_version, cfg.method, cfg.parallel_drafting))
+
+
 # -- F8 -----------------------------------------------------------------------------------
 def _decode_reserves_past_the_row(cfg: BudgetConfig, run: RunRecord) -> bool:
     """A decode at page 1 that holds more KV positions than its req_to_token row."""
@@ -247,6 +260,13 @@ FINDINGS: dict[str, Finding] = {f.id: f for f in (
             "holds max_model_len + 4 + (1 + k); at the last decode of a request (KV at max_model_len - 4) the "
             "reservation passes the row",
             True, _decode_reserves_past_the_row, _page_one_long_drafts),
+    Finding("F9", "vllm", ("0.32", "0.33"), "placeholder-fresh", "tokenbudget/spec/SPEC.md §6 F9",
+            "f9-vllm-async-stale-placeholder-drafts.json",
+            "async scheduling on the V1 model runner (parallel-drafting EAGLE, suffix, medusa, mlp_speculator): a "
+            "running request the token budget leaves out keeps the -1 placeholder drafts of its last pass, and a "
+            "later pass schedules them; the runner fills placeholders only for the batch before, so k budget "
+            "tokens go to drafts no drafter proposed (clamped to token 0) and never accepted",
+            False, _stale_placeholders_scheduled, _async_on_the_v1_runner),
 )}
 
 

@@ -5,9 +5,9 @@ a queue of two batches: it schedules step N, then applies step N-1's output. So 
 ``step`` here schedules once and applies the fake runner's output of the step before,
 with the drafts accepted that were asked for that step. No draft proposal reaches the
 scheduler (``post_step`` skips it under async, core.py:689-696): a decode's drafts are the
-scheduler's -1 placeholders, which the worker fills only for a request it ran in the
-step before. The fake runner accepts drafts only there; a placeholder scheduled for a
-request the step before left out is stale and never accepted.
+scheduler's -1 placeholders. Model Runner V2 fills them with the drafts it keeps per
+request; the V1 runner only for a request it ran in the step before, so there a
+placeholder scheduled for a request the step before left out is stale and never accepted.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Mapping
 
-from ...model.vllm.async_loop import runs_async
+from ...model.vllm.async_loop import runs_async, worker_keeps_drafts
 from . import observe
 from .engine import VllmEngine, VllmStep
 
@@ -71,10 +71,13 @@ class AsyncVllmEngine(VllmEngine):
         samples = frozenset(rid for rid in out.num_scheduled_tokens if not sched.requests[rid].is_prefill_chunk)
         # every decode's drafts are -1 placeholders here: padded are those admitted this pass
         padded = frozenset(rid for rid in record.padded if rid not in running_before)
-        stale = frozenset(rid for rid, drafts in out.scheduled_spec_decode_tokens.items()
-                          if drafts and rid in running_before and rid not in self.sampled_last)
+        cfg = self.cfg
+        keeps = worker_keeps_drafts(self.version.model_version, cfg.method, cfg.parallel_drafting)
+        stale = frozenset() if keeps else frozenset(
+            rid for rid, drafts in out.scheduled_spec_decode_tokens.items()
+            if drafts and rid in running_before and rid not in self.sampled_last)
         record = replace(record, padded=padded, stale_drafts=stale)
-        fresh = {rid: n for rid, n in accepted.items() if rid in self.sampled_last}
+        fresh = {rid: n for rid, n in accepted.items() if keeps or rid in self.sampled_last}
         runner_output, _ = self._run_model(out, fresh)
         previous, self.in_flight = self.in_flight, InFlight(out, runner_output, samples)
         self.sampled_last = samples

@@ -29,6 +29,20 @@ def runs_async(method: Optional[str]) -> bool:
     return method not in SYNC_ONLY_METHODS
 
 
+V1_RUNNER_RELEASES = ("0.32", "0.33")  # 0.34 has Model Runner V2 only (no vllm/v1/worker/gpu_model_runner.py (vLLM 0.34.0))
+V1_RUNNER_METHODS = ("suffix", "medusa", "mlp_speculator", "custom_class")  # config/vllm.py:2927-2934 (vLLM 0.32.0)
+V2_PARALLEL_METHODS = ("dflash", "dspark")  # config/vllm.py:2939-2943 (vLLM 0.32.0)
+
+
+def worker_keeps_drafts(version: Optional[str], method: Optional[str], parallel_drafting: bool) -> bool:
+    """Whether the model runner keeps each request's last drafts until it runs again (Model
+    Runner V2), so a request the pass left out still gets real drafts; the V1 runner fills
+    placeholders only for the requests of the batch before (SPEC.md §6 F9)."""
+    if version is None or version not in V1_RUNNER_RELEASES:
+        return True
+    return not (method in V1_RUNNER_METHODS or (parallel_drafting and method not in V2_PARALLEL_METHODS))
+
+
 @dataclass(frozen=True)
 class InFlight:
     """A scheduled step whose output has not come back: its record, the drafts accepted
@@ -99,7 +113,9 @@ class AsyncVllmLoop(VllmLoop):
         for the next step (vllm/v1/core/sched/async_scheduler.py:25-50 (vLLM 0.32.0))."""
         drafted_for = dict(self.drafted_for)
         record = super().schedule()
-        self.drafts_made_for = {rid: drafted_for.get(rid, -1) for rid, n in record.scheduled_draft_tokens.items() if n}
+        keeps = worker_keeps_drafts(self.cfg.engine_version, self.cfg.method, self.cfg.parallel_drafting)
+        self.drafts_made_for = {rid: record.step if keeps else drafted_for.get(rid, -1)
+                                for rid, n in record.scheduled_draft_tokens.items() if n}
         stale = frozenset(rid for rid, made_for in self.drafts_made_for.items()
                           if made_for != record.step and rid not in record.padded)
         if stale:
