@@ -19,7 +19,7 @@ from .target import VLLM_POLICY
 
 VLLM_TESTS_DIR = CORPUS_DIR / "vllm_tests"  # the exported test of each vLLM finding
 EXPORTED_STEP_INVARIANTS = ("token-cap", "seq-cap", "spec-shape")  # asserted on every step's output
-EXPORTED_INVARIANTS = (*EXPORTED_STEP_INVARIANTS, "progress")
+EXPORTED_INVARIANTS = (*EXPORTED_STEP_INVARIANTS, "progress", "placeholder-fresh")  # the last under async only
 WIDTH = 92
 # Judged on vLLM by the pytest plugin's monitor, not by an assert of the test: exported with that note.
 PLUGIN_JUDGED = frozenset({"input-rows-cap", "input-budget-nonnegative"})
@@ -58,10 +58,10 @@ def export_vllm_test(trace: Trace) -> str:
     drains = bool(progress.run_predicate(result.run))
     parts = [
         _header(trace, name, finding.id if finding else None, result.violations),
-        _IMPORTS,
+        _IMPORTS + (_ASYNC_IMPORT if cfg.async_scheduling else ""),
         _create_scheduler(cfg),
-        _HELPERS.format(vocab=VOCAB_SIZE),
-        _test_body(trace, name, stalls[0] if stalls else None, drains),
+        _HELPERS.format(vocab=VOCAB_SIZE) + (_ASYNC_HELPERS if cfg.async_scheduling else ""),
+        _test_body(trace, name, stalls[0] if stalls else None, drains, cfg.async_scheduling),
     ]
     return "\n\n\n".join(parts)
 
@@ -128,6 +128,7 @@ from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCache
 from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
 from vllm.v1.request import Request, RequestStatus
 from vllm.v1.structured_output import StructuredOutputManager'''
+_ASYNC_IMPORT = "\nfrom vllm.v1.core.sched.async_scheduler import AsyncScheduler"
 
 
 def _create_scheduler(cfg: BudgetConfig) -> str:
@@ -188,6 +189,9 @@ def _create_scheduler(cfg: BudgetConfig) -> str:
             f"    speculative_config.parallel_drafting = {parallel}",
             "    vllm_config._set_max_num_scheduled_tokens()",
         ]
+    if cfg.async_scheduling:
+        lines += ["    # Validated sync (vLLM refuses the ngram stand-in async): the deployment runs AsyncScheduler.",
+                  "    vllm_config.scheduler_config.async_scheduling = True"]
     lines += [
         f"    num_blocks = {cfg.num_kv_blocks + 1}  # {cfg.num_kv_blocks} usable blocks and vLLM's null block",
         f"    spec = FullAttentionSpec(block_size={cfg.block_size}, num_kv_heads=1, head_size=1, dtype=torch.float32)",
@@ -195,7 +199,7 @@ def _create_scheduler(cfg: BudgetConfig) -> str:
         '        num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)]',
         "    )",
         "    vllm_config.cache_config.num_gpu_blocks = num_blocks",
-        "    return Scheduler(",
+        f"    return {'AsyncScheduler' if cfg.async_scheduling else 'Scheduler'}(",
         "        vllm_config=vllm_config,",
         "        kv_cache_config=kv_cache_config,",
         "        structured_output_manager=StructuredOutputManager(vllm_config),",
@@ -273,10 +277,47 @@ def run_step(scheduler, accepted):
         scheduler.update_draft_token_ids(DraftTokenIds(req_ids=draft_req_ids, draft_token_ids=draft_token_ids))
     return output'''
 
+_ASYNC_HELPERS = '''
 
-def _test_body(trace: Trace, name: str, stall: Breach | None, drains: bool) -> str:
+
+def run_async_step(scheduler, accepted, state):
+    """schedule() once, check the output, then apply the batch before's output as
+    EngineCore.step_with_batch_queue does (a queue of two). Drafts are the scheduler's -1
+    placeholders; the V1 model runner fills them only for the requests of the batch before,
+    so a running request scheduled with placeholders it did not get there has stale drafts.
+    Each request that samples takes its first accepted[id] drafts (real ones only) and one token."""
+    running_before = {r.request_id for r in scheduler.running}
+    output = scheduler.schedule()
+    check_output(scheduler, output)
+    for request_id, drafts in output.scheduled_spec_decode_tokens.items():
+        assert request_id not in running_before or request_id in state["sampled"] or -1 not in drafts, (
+            f"{request_id}: scheduled {len(drafts)} placeholder drafts made for an earlier step")
+    samples = [r for r in output.num_scheduled_tokens if not scheduler.requests[r].is_prefill_chunk]
+    fresh = {r: n for r, n in accepted.items() if r in state["sampled"]}
+    previous, state["batch"], state["sampled"] = state["batch"], (output, samples, fresh), set(samples)
+    if previous is not None:
+        apply_output(scheduler, *previous)
+    return output
+
+
+def apply_output(scheduler, output, samples, accepted):
+    req_ids = list(output.num_scheduled_tokens)
+    sampled = []
+    for request_id in req_ids:
+        request = scheduler.requests.get(request_id)
+        if request_id not in samples or request is None:
+            sampled.append([])
+            continue
+        n = max(0, min(accepted.get(request_id, 0), len(output.scheduled_spec_decode_tokens.get(request_id, []))))
+        sampled.append(tokens("output:" + request_id, request.num_tokens, n + 1))
+    runner_output = ModelRunnerOutput(
+        req_ids=req_ids, req_id_to_index={r: i for i, r in enumerate(req_ids)}, sampled_token_ids=sampled)
+    scheduler.update_from_output(output, runner_output)'''
+
+
+def _test_body(trace: Trace, name: str, stall: Breach | None, drains: bool, is_async: bool = False) -> str:
     """The test function; ``stall`` is the first step half of ``progress`` the model
-    reports, ``drains`` whether it reports the run half."""
+    reports, ``drains`` whether it reports the run half; ``is_async`` steps the batch queue."""
     lines = [
         f"def test_{_identifier(Path(name).stem)}(tmp_path, monkeypatch):",
         '    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "0")',
@@ -286,6 +327,9 @@ def _test_body(trace: Trace, name: str, stall: Breach | None, drains: bool) -> s
         "        print(f\"vLLM refuses the deployment, so the bug cannot happen: {exc}\")",
         "        return",
     ]
+    if is_async:
+        lines.append('    state = {"batch": None, "sampled": set()}')
+    call = "run_async_step(scheduler, {}, state)" if is_async else "run_step(scheduler, {})"
     step, arrivals, index = 0, 0, 0
     ops = trace.ops
     while index < len(ops):
@@ -301,15 +345,15 @@ def _test_body(trace: Trace, name: str, stall: Breach | None, drains: bool) -> s
             run = _same_steps(ops, index, step, stall[0] if stall else None)
             accepted = _literal(dict(sorted(op.accepted.items())))
             if stall is not None and step == stall[0]:
-                lines += [f"    output = run_step(scheduler, {accepted})  # step {step}",
+                lines += [f"    output = {call.format(accepted)}  # step {step}",
                           f"    # The reference model: {_docstring(stall[1])}.",
                           "    assert output.total_num_scheduled_tokens > 0, "
                           f"\"step {step} scheduled nothing although a request could take a token\""]
             elif run == 1:
-                lines.append(f"    run_step(scheduler, {accepted})  # step {step}")
+                lines.append(f"    {call.format(accepted)}  # step {step}")
             else:
                 lines += [f"    for _ in range({run}):  # steps {step}-{step + run - 1}",
-                          f"        run_step(scheduler, {accepted})"]
+                          f"        {call.format(accepted)}"]
             step += run
             index += run
     if drains:
