@@ -57,10 +57,10 @@ def test_a_request_finished_by_its_in_flight_tokens_is_not_scheduled_again():
     assert record.num_scheduled_tokens == {} and outcome.requests["a"].status == "finished"
 
 
-def _starved_tail_run(n: int = 7) -> list:
-    """Six decodes of 1 + k fill B = 24; the seventh waits until the first finishes, then
-    runs with the placeholder drafts it was given for step 1."""
-    t = _target(max_num_batched_tokens=24)
+def _starved_tail_run(n: int = 7, **knobs: object) -> list:
+    """Decodes of 1 + k and the parallel drafter's slots fill B = 24 (V1 runner); the tail one
+    the budget leaves out runs later with the placeholder drafts it was given before."""
+    t = _target(**{"max_num_batched_tokens": 24, "parallel_drafting": True, **knobs})
     for j in range(n):
         t.add(AddOp(f"r{j}", prompt_len=2, max_tokens=6 if j == 0 else 30))
     return [t.step({f"r{j}": 1 for j in range(n)})[0] for _ in range(6)]
@@ -68,8 +68,13 @@ def _starved_tail_run(n: int = 7) -> list:
 
 def test_placeholders_left_from_an_earlier_step_are_flagged():
     records = _starved_tail_run()
-    assert [sorted(r.stale_drafts) for r in records] == [[], [], [], [], ["r6"], []]
+    assert [sorted(r.stale_drafts) for r in records] == [[], [], [], [], ["r4"], []]
     assert {v.invariant for v in check_step(records[4])} == {"placeholder-fresh"}
+
+
+@pytest.mark.parametrize("knobs", [{"parallel_drafting": False}, {"engine_version": "0.34", "method": "dflash"}])
+def test_model_runner_v2_keeps_drafts_so_nothing_is_stale(knobs):
+    assert all(not r.stale_drafts for r in _starved_tail_run(**knobs))
 
 
 def test_sync_loop_never_flags_placeholders():

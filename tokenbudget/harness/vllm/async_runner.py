@@ -7,7 +7,8 @@ with the drafts accepted that were asked for that step. No draft proposal reache
 scheduler (``post_step`` skips it under async, core.py:689-696): a decode's drafts are the
 scheduler's -1 placeholders. Model Runner V2 fills them with the drafts it keeps per
 request; the V1 runner only for a request it ran in the step before, so there a
-placeholder scheduled for a request the step before left out is stale and never accepted.
+placeholder scheduled for a request the step before left out is stale. The fake runner
+accepts drafts only for the batch before (rejecting V2's kept drafts, as it may any draft).
 """
 from __future__ import annotations
 
@@ -77,7 +78,7 @@ class AsyncVllmEngine(VllmEngine):
             rid for rid, drafts in out.scheduled_spec_decode_tokens.items()
             if drafts and rid in running_before and rid not in self.sampled_last)
         record = replace(record, padded=padded, stale_drafts=stale)
-        fresh = {rid: n for rid, n in accepted.items() if keeps or rid in self.sampled_last}
+        fresh = {rid: n for rid, n in accepted.items() if rid in self.sampled_last}  # V2's kept drafts: rejected
         runner_output, _ = self._run_model(out, fresh)
         previous, self.in_flight = self.in_flight, InFlight(out, runner_output, samples)
         self.sampled_last = samples

@@ -113,11 +113,11 @@ class AsyncVllmLoop(VllmLoop):
         for the next step (vllm/v1/core/sched/async_scheduler.py:25-50 (vLLM 0.32.0))."""
         drafted_for = dict(self.drafted_for)
         record = super().schedule()
+        self.drafts_made_for = {rid: drafted_for.get(rid, -1) for rid, n in record.scheduled_draft_tokens.items() if n}
+        # V2's kept drafts are real but the fake runner rejects them, as it may any draft
         keeps = worker_keeps_drafts(self.cfg.engine_version, self.cfg.method, self.cfg.parallel_drafting)
-        self.drafts_made_for = {rid: record.step if keeps else drafted_for.get(rid, -1)
-                                for rid, n in record.scheduled_draft_tokens.items() if n}
-        stale = frozenset(rid for rid, made_for in self.drafts_made_for.items()
-                          if made_for != record.step and rid not in record.padded)
+        stale = frozenset() if keeps else frozenset(rid for rid, made_for in self.drafts_made_for.items()
+                                                    if made_for != record.step and rid not in record.padded)
         if stale:
             record = replace(record, stale_drafts=stale)
         for rid, grant in record.num_scheduled_tokens.items():
