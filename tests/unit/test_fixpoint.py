@@ -44,8 +44,12 @@ def whole_state(loop: SchedulerLoop) -> tuple[object, ...]:
                          if isinstance(value, (int, float, bool, str, Request, type(None)))
                          and name not in ("num_steps", "state_changes", "refreshes")))  # reaches a pass only as the tree's clock does
     paused = tuple(sorted(getattr(loop, "worker_paused", ())))  # FastDeploy at a commit: the worker's pauses
+    in_flight = getattr(loop, "in_flight", None)  # vLLM async: the placeholders and the step in flight
+    flight = (tuple(sorted(getattr(loop, "placeholders", {}).items())),
+              None if in_flight is None else (tuple(sorted(in_flight.record.num_scheduled_tokens.items())),
+                                              tuple(sorted(in_flight.samples))))
     return (tuple(r.request_id for r in loop.running), tuple(r.request_id for r in loop.waiting), requests, blocks,
-            plain, paused, radix_tree(loop))
+            plain, paused, radix_tree(loop), flight)
 
 
 def radix_tree(loop: SchedulerLoop) -> tuple[object, ...]:
