@@ -35,15 +35,25 @@ def test_the_vllm_target_runs_async_by_default_and_sync_on_request(monkeypatch) 
 
 
 def test_real_vllm_schedules_placeholders_left_from_an_earlier_step_and_the_model_agrees() -> None:
-    target = VllmTarget(CFG, ADAPTIVE)
+    cfg = CFG.replace(parallel_drafting=True)  # parallel EAGLE runs on the V1 model runner (F9)
+    target = VllmTarget(cfg, ADAPTIVE)
     for op in _starved_tail().ops:
         if isinstance(op, AddOp):
             target.add(op)
     records = [target.step(dict(op.accepted))[0] for op in _starved_tail().ops if isinstance(op, StepOp)]
-    assert [sorted(r.stale_drafts) for r in records] == [[], [], [], [], ["r6"], []]
-    assert records[4].scheduled_draft_tokens["r6"] == 3 and not records[4].padded
-    result = run_lockstep(_starved_tail(), VllmTarget, CFG.replace(async_scheduling=True))
+    assert [sorted(r.stale_drafts) for r in records] == [[], [], [], [], ["r4"], []]
+    assert records[4].scheduled_draft_tokens["r4"] == 3 and not records[4].padded
+    trace = Trace(config=cfg.to_dict(), policy="vllm-adaptive", ops=_starved_tail().ops)
+    result = run_lockstep(trace, VllmTarget, cfg.replace(async_scheduling=True))
     assert result.agrees and result.steps_agreeing == 6
+
+
+def test_model_runner_v2_keeps_drafts_so_real_vllm_flags_none() -> None:
+    target = VllmTarget(CFG, ADAPTIVE)
+    for op in _starved_tail().ops:
+        if isinstance(op, AddOp):
+            target.add(op)
+    assert all(not target.step(dict(op.accepted))[0].stale_drafts for op in _starved_tail().ops if isinstance(op, StepOp))
 
 
 def test_conform_sync_and_async_both_run(capsys) -> None:
