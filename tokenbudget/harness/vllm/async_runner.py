@@ -24,14 +24,15 @@ if TYPE_CHECKING:
     from vllm.v1.outputs import ModelRunnerOutput
 
 
-SYNC_ENV = "TOKENBUDGET_VLLM_SYNC"  # "1": the vLLM target runs the synchronous Scheduler (``--sync``)
+SYNC_ENV = "TOKENBUDGET_VLLM_SYNC"  # "0": AsyncScheduler (``--async``); "1" or unset: the synchronous Scheduler
 
 
 def deploys_async(method: str | None) -> bool:
     """Whether the vLLM target runs ``AsyncScheduler`` for a deployment drafting with
-    ``method``: as vLLM serves by default (vllm/config/vllm.py:1585-1610 (vLLM 0.32.0)) unless
-    ``--sync`` set ``SYNC_ENV``, which worker and child processes inherit."""
-    return os.environ.get(SYNC_ENV) != "1" and runs_async(method)
+    ``method``: on ``--async`` (``SYNC_ENV`` "0", inherited by worker and child processes)
+    where vLLM would serve it async (vllm/config/vllm.py:1585-1610 (vLLM 0.32.0)). Without it,
+    the synchronous Scheduler, whose verdicts the findings table and the corpus state (SPEC §14)."""
+    return os.environ.get(SYNC_ENV, "1") == "0" and runs_async(method)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Optional
+from typing import Any, Optional
 
 from ..config import BudgetConfig, ConfigError, Requirement
 from ...spec.intlike import BoolLike, IntLike, ite, max_, min_, not_, or_
@@ -100,15 +100,17 @@ class _FastDeployPolicy(BudgetPolicy):
             ),
         ]
 
-    def validate(self, cfg: BudgetConfig) -> None:
-        """As BudgetPolicy, and the pool FastDeploy's cache config asserts at startup: at least
-        ``max_block_num_per_seq + enc_dec_block_num`` = max_model_len // block_size + 2 blocks."""
-        super().validate(cfg)
-        least = cfg.max_model_len // cfg.block_size + ENC_DEC_BLOCK_NUM  # config.py:1706, :1731 (564c78d78)
-        if cfg.num_kv_blocks < least:
-            raise ConfigError(f"FastDeploy asserts at startup a pool of at least max_model_len // block_size + "
-                              f"{ENC_DEC_BLOCK_NUM} = {least} blocks, got {cfg.num_kv_blocks}; raise num_kv_blocks "
-                              "or lower max_model_len")
+    def shared_requirements(self, c: Any) -> list[Requirement]:
+        """As BudgetPolicy, and the pool FastDeploy's cache config asserts at startup, written
+        over IntLike so the prover's configs keep it too: at least max_model_len // block_size
+        + ENC_DEC_BLOCK_NUM blocks (max_model_len is a multiple of the block)."""
+        least = c.max_model_len + ENC_DEC_BLOCK_NUM * c.block_size
+        return [*super().shared_requirements(c), Requirement(  # config.py:1706, :1731 (564c78d78)
+            c.num_kv_blocks * c.block_size >= least,
+            lambda: f"FastDeploy asserts at startup a pool of at least max_model_len // block_size + "
+            f"{ENC_DEC_BLOCK_NUM} = {c.max_model_len // c.block_size + ENC_DEC_BLOCK_NUM} blocks, got "
+            f"{c.num_kv_blocks}; raise num_kv_blocks or lower max_model_len",
+            scope=True, name="fastdeploy-least-pool")]
 
     def params(self, cfg: BudgetConfig) -> BudgetParams:
         """As configured, but the pass always chunks: the V1 KV-cache scheduler has no unchunked
