@@ -129,7 +129,7 @@ def _search_part(policy: BudgetPolicy, tier_index: int, n: int, known: set[str])
     for cfg in _configs(policy, n, tier):
         shapes = itertools.product((False, True), tier.prompts(cfg.block_size), tier.max_tokens(cfg.block_size))
         for accept, prompt, max_tokens in shapes:
-            if prompt >= cfg.max_model_len:
+            if prompt > policy.loop.longest_prompt(cfg):
                 continue
             result = _run(policy, cfg, n, prompt, max_tokens, accept)
             if result is None:

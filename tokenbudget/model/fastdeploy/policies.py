@@ -82,12 +82,6 @@ class _FastDeployPolicy(BudgetPolicy):
                 f"{max_len} and {block}; set max_model_len to a multiple of block_size",
                 scope=True,
             ),
-            Requirement(  # encoder_block_shape_q = 64 (gpu_model_runner.py:1716) -> append_attn_backend.py:80 (564c78d78)
-                max_len % ENCODER_BLOCK_SHAPE_Q == 0,
-                lambda: f"FastDeploy's attention backend asserts max_model_len % {ENCODER_BLOCK_SHAPE_Q} == 0 at startup, "
-                f"got {max_len}; set max_model_len to a multiple of {ENCODER_BLOCK_SHAPE_Q}",
-                scope=True,
-            ),
             Requirement(
                 or_(not_(p.chunked_prefill_knob), b >= block),
                 lambda: f"max_num_batched_tokens ({b}) must be >= block_size ({block}) with chunked prefill; raise "
@@ -98,12 +92,27 @@ class _FastDeployPolicy(BudgetPolicy):
                 lambda: f"{self.name} models FastDeploy, which has no max_num_scheduled_tokens; leave it unset",
                 scope=True,
             ),
-        ]
+        ] + self._startup_asserts(p)
+
+    def _startup_asserts(self, p: BudgetParams) -> list[Requirement]:
+        """The attention backend's tile assert, for a config that names a commit (the real
+        engine's rules); the paged pool of SPEC.md §5 has no backend."""
+        if p.engine_version is None:
+            return []
+        max_len = p.max_model_len
+        return [Requirement(  # encoder_block_shape_q = 64 (gpu_model_runner.py:1716) -> append_attn_backend.py:80 (564c78d78)
+            max_len % ENCODER_BLOCK_SHAPE_Q == 0,
+            lambda: f"FastDeploy's attention backend asserts max_model_len % {ENCODER_BLOCK_SHAPE_Q} == 0 at startup, "
+            f"got {max_len}; set max_model_len to a multiple of {ENCODER_BLOCK_SHAPE_Q}",
+            scope=True,
+        )]
 
     def shared_requirements(self, c: Any) -> list[Requirement]:
-        """As BudgetPolicy, and the pool FastDeploy's cache config asserts at startup, written
-        over IntLike so the prover's configs keep it too: at least max_model_len // block_size
-        + ENC_DEC_BLOCK_NUM blocks (max_model_len is a multiple of the block)."""
+        """As BudgetPolicy, and for a config that names a commit the pool FastDeploy's cache
+        config asserts at startup: at least max_model_len // block_size + ENC_DEC_BLOCK_NUM
+        blocks (max_model_len is a multiple of the block)."""
+        if getattr(c, "engine_version", None) is None:
+            return super().shared_requirements(c)
         least = c.max_model_len + ENC_DEC_BLOCK_NUM * c.block_size
         return [*super().shared_requirements(c), Requirement(  # config.py:1706, :1731 (564c78d78)
             c.num_kv_blocks * c.block_size >= least,
