@@ -165,7 +165,6 @@ def build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
 
 def _build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
     import torch
-    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
     from vllm.v1.core.sched.scheduler import Scheduler
     from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
     from vllm.v1.structured_output import StructuredOutputManager
@@ -179,7 +178,9 @@ def _build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
     with tempfile.TemporaryDirectory(prefix="tokenbudget-vllm-") as model_dir:
         vllm_config = _vllm_config(cfg, Path(model_dir))
         vllm_config.cache_config.num_gpu_blocks = num_blocks
-        return (AsyncScheduler if cfg.async_scheduling else Scheduler)(
+        if cfg.async_scheduling:
+            from vllm.v1.core.sched.async_scheduler import AsyncScheduler as Scheduler  # type: ignore[assignment]
+        return Scheduler(
             vllm_config=vllm_config,
             kv_cache_config=kv_cache_config,
             structured_output_manager=StructuredOutputManager(vllm_config),
