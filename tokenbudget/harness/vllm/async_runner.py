@@ -54,21 +54,12 @@ class AsyncVllmEngine(VllmEngine):
 
     def step(self, accepted: Mapping[str, int]) -> VllmStep:
         """Schedule once, then apply the output of the step before (if any)."""
-        sched, index = self.scheduler, self.num_steps
-        self.num_steps += 1
-        state = self.fingerprint()
-        possible = observe.progress_possible(sched, self.limits)
+        sched = self.scheduler
         running_before = {r.request_id for r in sched.running}
-        self._preemptions.start()
-        try:
-            out = sched.schedule()
-        except Exception as exc:
-            preempted = self._preemptions.stop()
-            self._state_changes += 1
-            record = observe.error_record(index, self.limits, sched, preempted, exc, state, self._memo)
-            return VllmStep(record, preempted)
-        preempted = self._preemptions.stop()
-        record = observe.step_record(index, self.limits, sched, out, preempted, state, possible, self._memo)
+        scheduled = self._pass()
+        if isinstance(scheduled, VllmStep):
+            return scheduled
+        index, out, preempted, record = scheduled
         samples = frozenset(rid for rid in out.num_scheduled_tokens if not sched.requests[rid].is_prefill_chunk)
         # every decode's drafts are -1 placeholders here: padded are those admitted this pass
         padded = frozenset(rid for rid in record.padded if rid not in running_before)

@@ -387,6 +387,26 @@ class VllmEngine:
         -1 placeholders are never accepted); every such request still running then gets
         ``num_speculative_tokens`` fresh drafts.
         """
+        scheduled = self._pass()
+        if isinstance(scheduled, VllmStep):
+            return scheduled
+        index, out, preempted, record = scheduled
+        sched = self.scheduler
+        if out.num_scheduled_tokens or preempted:
+            self._state_changes += 1
+        requests = observe.scheduled_requests(sched, out, preempted)
+        runner_output, proposals = self._run_model(out, accepted)
+        try:
+            sched.update_from_output(out, runner_output)
+            if proposals.req_ids:
+                sched.update_draft_token_ids(proposals)
+        except Exception as exc:
+            return VllmStep(replace(record, error=observe.engine_error(exc)), preempted)
+        return VllmStep(record, preempted, observe.outcome(index, requests, preempted).requests)
+
+    def _pass(self) -> VllmStep | tuple[int, SchedulerOutput, tuple[str, ...], StepRecord]:
+        """One scheduling pass: (its index, the output, the requests preempted, the step
+        record), or the step of a pass that raised."""
         sched, index = self.scheduler, self.num_steps
         self.num_steps += 1
         state = self.fingerprint()
@@ -397,21 +417,10 @@ class VllmEngine:
         except Exception as exc:
             preempted = self._preemptions.stop()
             self._state_changes += 1
-            record = observe.error_record(index, self.limits, sched, preempted, exc, state, self._memo)
-            return VllmStep(record, preempted)
+            return VllmStep(observe.error_record(index, self.limits, sched, preempted, exc, state, self._memo), preempted)
         preempted = self._preemptions.stop()
-        if out.num_scheduled_tokens or preempted:
-            self._state_changes += 1
-        record = observe.step_record(index, self.limits, sched, out, preempted, state, possible, self._memo)
-        requests = observe.scheduled_requests(sched, out, preempted)
-        runner_output, proposals = self._run_model(out, accepted)
-        try:
-            sched.update_from_output(out, runner_output)
-            if proposals.req_ids:
-                sched.update_draft_token_ids(proposals)
-        except Exception as exc:
-            return VllmStep(replace(record, error=observe.engine_error(exc)), preempted)
-        return VllmStep(record, preempted, observe.outcome(index, requests, preempted).requests)
+        return index, out, preempted, observe.step_record(index, self.limits, sched, out, preempted, state, possible,
+                                                          self._memo)
 
     def fingerprint(self) -> Hashable:
         """The scheduler's state as a value in O(1) (``observe.fingerprint`` reads it whole):
