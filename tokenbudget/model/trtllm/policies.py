@@ -32,6 +32,7 @@ from __future__ import annotations
 from ..config import Requirement
 from ...spec.intlike import BoolLike, IntLike, ite, not_, or_
 from ..policy import BudgetParams, BudgetPolicy, Budgets, plain  # noqa: F401 (plain: the PEP 316 contracts)
+from .deployments import COMMIT, DEPLOYMENTS
 from .loop import TrtllmLoop
 
 
@@ -41,6 +42,9 @@ class _TrtllmPolicy(BudgetPolicy):
     engine = "tensorrt-llm"
     table = "trtllm"
     loop = TrtllmLoop
+    commit = COMMIT  # the scheduler.py whose rules the loop follows: the Python port of the C++ pair (PR #10273)
+    versions = tuple(DEPLOYMENTS)  # its capacity policies (``deployments``), the default last
+    stamps_one_model = True  # PyExecutor attaches k placeholder drafts to one-model generation requests too
 
     def requirements(self, p: BudgetParams) -> list[Requirement]:
         b, s, k, max_len = p.max_num_batched_tokens, p.max_num_seqs, p.num_speculative_tokens, p.max_model_len
@@ -67,6 +71,13 @@ class _TrtllmPolicy(BudgetPolicy):
                 lambda: f"{self.name} models configs where every generation request fits one step: "
                 f"max_num_batched_tokens ({b}) must be >= max_num_seqs * (1 + num_speculative_tokens) "
                 f"({s} * {1 + k}); raise max_num_batched_tokens or lower max_num_seqs",
+                scope=True,
+            ),
+            Requirement(
+                b >= p.block_size,
+                lambda: f"{self.name} models configs where a context chunk can always run: a trimmed chunk is "
+                f"aligned down to the block (scheduler.py:1249-1251 at 002f3cc3), so max_num_batched_tokens ({b}) "
+                f"must be >= block_size ({p.block_size}); raise max_num_batched_tokens or lower block_size",
                 scope=True,
             ),
             Requirement(
@@ -125,6 +136,7 @@ class TrtllmOneModelUnreserved(_TrtllmPolicy):
     name = "trtllm-one-model-unreserved"
     description = "before #16101: one-model mtp/eagle3 charge 1 per generation request but run 1 + k rows"
     version = "before PR #16101"
+    stamps_one_model = False
 
     def scheduled_drafts(self, p: BudgetParams) -> IntLike:
         return ite(p.one_model, 0, super().scheduled_drafts(p))
