@@ -6,7 +6,7 @@ running pass (``_schedule_running``, the engine's), then, unless it preempted, t
 pass (``_schedule_waiting``, shared; a loop may override it). An engine loop states its
 control flow in class attributes, which the prover's pass skeleton
 (``tokenbudget/proofs/pass_skeleton.py``) and induction follow: a loop is modelled by the skeleton
-exactly when it is a ``OnePassLoop``.
+exactly when it is a ``OnePassLoop`` that keeps ``skeleton_follows``.
 
 A loop variant (a user's change to an engine's loop) subclasses an engine loop and sets a
 flag or overrides a hook: the classmethods ``running_grant``, ``admission``, ``victim``
@@ -69,6 +69,9 @@ class OnePassLoop(SchedulerLoop):
     running_checks_exit_rule: ClassVar[bool] = True  # the running pass stops when the policy's exit rule says so
     waiting_checks_exit_rule: ClassVar[bool] = True  # the waiting pass admits only while the exit rule lets it
     unschedules_refunded: ClassVar[bool] = True  # a same-step preemption takes the victim's grant off the step too
+    # The pass skeleton follows this loop's step; False for a loop whose step has passes of its own
+    # (then the prover judges it by the bounded trace search over the model, ``proofs/loop_search.py``).
+    skeleton_follows: ClassVar[bool] = True
     # The hooks and variant flags this loop's step calls or reads, declared once per loop
     # (``tests/integration/test_loop_hooks.py`` runs each loop and holds it to this); a variant
     # that changes one outside it is refused when it loads (``ignored_overrides``).

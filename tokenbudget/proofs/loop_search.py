@@ -2,8 +2,9 @@
 
 The pass skeleton (``pass_skeleton.py``) follows a one-pass loop (``model.one_pass_loop.OnePassLoop``:
 running requests, then waiting ones). A loop that is no ``OnePassLoop`` (SGLang's
-prefill-or-decode step, ``model.sglang.loop``) is judged instead by running the model itself
-over a bounded family of traces, smallest first: 1 to N requests (N = ``--max-requests``,
+prefill-or-decode step, ``model.sglang.loop``), or one whose step has passes of its own
+(``skeleton_follows`` False: TensorRT-LLM's capacity pass, ``model.trtllm.loop``), is judged
+instead by running the model itself over a bounded family of traces, smallest first: 1 to N requests (N = ``--max-requests``,
 at most ``MAX_REQUESTS``) of one shape each, added together, then steps until they drain
 (at most the drain bound of ``progress``), every draft rejected or every one accepted; over a
 grid of configs the policy accepts (``TIERS``: k, max_model_len, page sizes from 1 to those of
@@ -40,8 +41,8 @@ SEARCHED = tuple(inv.id for inv in INVARIANTS.values() if inv.kind in JUDGED_KIN
 
 
 def skeleton_models(policy: BudgetPolicy) -> bool:
-    """Whether the pass skeleton models the policy's loop: a one-pass loop."""
-    return issubclass(policy.loop, OnePassLoop)
+    """Whether the pass skeleton models the policy's loop: a one-pass loop whose step it follows."""
+    return issubclass(policy.loop, OnePassLoop) and policy.loop.skeleton_follows
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,12 @@ from typing import TYPE_CHECKING, Optional
 
 from ...model.trtllm.deployments import GUARANTEED_NO_EVICT, MAX_REQUESTS, MAX_UTILIZATION
 from ..engine_descriptor import CONFORM, FUZZ, REPLAY, EngineDescriptor, Modelled
+from .location import PATH_ENV
 
 if TYPE_CHECKING:
     from ...model import BudgetPolicy
     from ...model.target import TargetFactory
     from ..conform import ConformEngine
-
-PATH_ENV = "TOKENBUDGET_TRTLLM_PATH"
 
 
 class TrtllmDescriptor(EngineDescriptor):

@@ -22,11 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from ..unavailable import EngineUnavailable
-from . import PATH_ENV
+from .location import COMMIT, DEFAULT_PATH, PATH_ENV
 from .standins import bindings, llm_args, llm_request, logger, strenum
 
-COMMIT = "002f3cc3"
-DEFAULT_PATH = Path(__file__).resolve().parents[3] / ".engines" / f"tensorrt-llm-{COMMIT}"
 SCHEDULER = Path("tensorrt_llm", "_torch", "pyexecutor", "scheduler", "scheduler.py")
 MODULE = "tensorrt_llm._torch.pyexecutor.scheduler.scheduler"
 FIX = (f"unpack ../shared/engines/tensorrt-llm-{COMMIT}.tar.gz into .engines/ (tar xzf ... -C .engines), or point "

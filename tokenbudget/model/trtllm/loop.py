@@ -50,6 +50,7 @@ class TrtllmLoop(OnePassLoop):
     # victim was granted in the pass, and unschedules_refunded is never read either.
     honours = frozenset({"admission", "cursor_after_preemption", "waiting_checks_exit_rule"})
     decodes_run_decode_rows = True  # the forward runs 1 + k rows of a generation request, whatever was charged
+    skeleton_follows = False  # the capacity pass before the chunks (``_schedule_waiting``) is its own
 
     @classmethod
     def method_table(cls, version: Optional[str]) -> str:

@@ -29,6 +29,8 @@ requests; the chunking policies and draft fitting of context chunks are in
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..config import Requirement
 from ...spec.intlike import BoolLike, IntLike, ite, not_, or_
 from ..policy import BudgetParams, BudgetPolicy, Budgets, plain  # noqa: F401 (plain: the PEP 316 contracts)
@@ -45,6 +47,18 @@ class _TrtllmPolicy(BudgetPolicy):
     commit = COMMIT  # the scheduler.py whose rules the loop follows: the Python port of the C++ pair (PR #10273)
     versions = tuple(DEPLOYMENTS)  # its capacity policies (``deployments``), the default last
     stamps_one_model = True  # PyExecutor attaches k placeholder drafts to one-model generation requests too
+
+    def shared_requirements(self, c: Any) -> list[Requirement]:
+        k = c.num_speculative_tokens
+        seq = c.max_model_len + k + (self.lookahead(c) if c.method is not None else 0)
+        return super().shared_requirements(c) + [Requirement(
+            c.num_kv_blocks * c.block_size >= seq,
+            lambda: f"{self.name} models pools that hold one sequence at the KV manager's max_seq_len, max_model_len "
+            f"+ k + L ({seq}; py_executor_creator.py adds the drafts and num_extra_kv_tokens): with less a lone "
+            f"request's drafts run the pool out; raise num_kv_blocks (now {c.num_kv_blocks} x {c.block_size}) or "
+            "lower max_model_len",
+            scope=True,
+        )]
 
     def requirements(self, p: BudgetParams) -> list[Requirement]:
         b, s, k, max_len = p.max_num_batched_tokens, p.max_num_seqs, p.num_speculative_tokens, p.max_model_len
@@ -75,9 +89,10 @@ class _TrtllmPolicy(BudgetPolicy):
             ),
             Requirement(
                 b >= p.block_size,
-                lambda: f"{self.name} models configs where a context chunk can always run: a trimmed chunk is "
-                f"aligned down to the block (scheduler.py:1249-1251 at 002f3cc3), so max_num_batched_tokens ({b}) "
-                f"must be >= block_size ({p.block_size}); raise max_num_batched_tokens or lower block_size",
+                lambda: f"{self.name} models configs where a context chunk can always run: TensorRT-LLM aligns a "
+                f"trimmed chunk down to the block (scheduler.py:1249-1251 at 002f3cc3) and never schedules a chunk "
+                f"of 0 (1057), so a context longer than max_num_batched_tokens stalls there; max_num_batched_tokens "
+                f"({b}) must be >= block_size ({p.block_size}); raise max_num_batched_tokens or lower block_size",
                 scope=True,
             ),
             Requirement(
