@@ -73,7 +73,7 @@ def test_a_decode_is_granted_one_charged_one_plus_k_and_holds_kv_for_one_plus_k(
     record = s.schedule()
     assert record.num_scheduled_tokens == {"a": 1, "long": 60}
     assert record.runner_rows == {"a": 4, "long": 60} and record.scheduled_draft_tokens == {"a": 3, "long": 0}
-    assert record.initial_token_budget == 64 - 3
+    assert record.initial_token_budget == 64 and record.ledger[0].token_before - record.ledger[0].token_after == 4
     assert len(record.block_tables["a"]) * 4 >= record.computed_before["a"] + 1 + 3 + 3  # 1 + D, then L
     assert check_step(record) == []
 

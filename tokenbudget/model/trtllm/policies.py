@@ -9,11 +9,10 @@ in the forward (``decode_rows``: ``model_engine.py`` ``_prepare_tp_inputs`` buil
 ``1 + runtime_draft_len`` positions per generation request and asserts
 ``total_num_tokens <= max_num_tokens``). A context chunk costs its size.
 
-The model charges a generation request's D drafts when the pass starts (``B - G * D``
-with G the requests decoding) and its one token when the pass grants it: the same total
-as TensorRT-LLM's ``1 + D`` at the visit whenever every generation request fits one step,
-which the model asks of a config (``B >= S * (1 + k)``, a scope requirement: TensorRT-LLM
-serves the rest by breaking its walk; SPEC.md §9).
+The model charges a generation request ``1 + D`` when the pass grants it its one token, as
+TensorRT-LLM does at the visit; every generation request fits one step, which the model asks
+of a config (``B >= S * (1 + k)``, a scope requirement: TensorRT-LLM serves the rest by
+breaking its walk; SPEC.md §9).
 
 What D is depends on who attaches the drafts before the scheduler runs. Two-model
 speculation (``draft_model``, ``ngram``) sets ``request.draft_tokens = [0] * max_draft``
@@ -111,15 +110,26 @@ class _TrtllmPolicy(BudgetPolicy):
         return ite(p.spec_enabled, p.num_speculative_tokens, 0)
 
     def initial_budgets(self, p: BudgetParams, num_decoding: IntLike) -> Budgets:
-        """Never negative for a config the model accepts.
+        """``max_num_tokens`` whole: a generation request's drafts are charged at its visit.
 
         pre: plain(p.max_num_batched_tokens, p.max_num_seqs, p.num_speculative_tokens, num_decoding)
-        pre: isinstance(p.spec_enabled, bool) and isinstance(p.one_model, bool) and p.num_speculative_tokens >= 0
         pre: 0 <= num_decoding <= p.max_num_seqs
         pre: p.max_num_batched_tokens >= p.max_num_seqs * (1 + p.num_speculative_tokens)
         post: __return__.token >= num_decoding
         """
-        return Budgets(p.max_num_batched_tokens - num_decoding * self.scheduled_drafts(p), None)
+        return Budgets(p.max_num_batched_tokens, None)
+
+    def charge(self, p: BudgetParams, grant: IntLike, is_decode: BoolLike) -> Budgets:
+        """A context chunk its tokens; a generation request ``beam_width + num_draft_tokens``, 1 + D
+        (scheduler.py:1009 at 002f3cc3), so a request paused before the micro-batch ran was never charged.
+
+        pre: plain(grant, p.draft_slots, p.decode_rows, p.block_size) and grant >= 1 and p.draft_slots >= 0
+        pre: p.block_size >= 1
+        pre: isinstance(is_decode, bool) and isinstance(p.spec_enabled, bool) and isinstance(p.one_model, bool)
+        pre: p.num_speculative_tokens >= 0
+        post: __return__.token >= grant
+        """
+        return Budgets(grant + ite(is_decode, self.scheduled_drafts(p), 0), None)
 
     def runner_rows(self, p: BudgetParams, grant: IntLike, is_decode: BoolLike) -> IntLike:
         return ite(is_decode, p.decode_rows, grant)
