@@ -34,6 +34,7 @@ def test_the_model_asks_every_generation_request_to_fit_one_step() -> None:
     (dict(max_num_scheduled_tokens=32), "leave max_num_scheduled_tokens unset"),
     (dict(enable_chunked_prefill=False, max_model_len=66), "max_model_len - 1 (65)"),
     (dict(block_size=128), "max_num_batched_tokens (64) must be >= block_size (128)"),
+    (dict(max_model_len=64, block_size=1, num_kv_blocks=69, **MTP), "max_model_len + k + L (70;"),
 ])
 def test_refusals_name_the_knob(knobs: dict, words: str) -> None:
     assert words in refusal("trtllm", max_num_batched_tokens=64, max_num_seqs=4, **knobs)

@@ -48,6 +48,7 @@ class _TrtllmPolicy(BudgetPolicy):
     stamps_one_model = True  # PyExecutor attaches k placeholder drafts to one-model generation requests too
 
     def shared_requirements(self, c: Any) -> list[Requirement]:
+        """Every engine's, and (scope) a pool that holds one sequence at the KV manager's max_seq_len."""
         k = c.num_speculative_tokens
         seq = c.max_model_len + k + (self.lookahead(c) if c.method is not None else 0)
         return super().shared_requirements(c) + [Requirement(
