@@ -36,16 +36,14 @@ def replay_once(path: str) -> dict[str, float]:
     """Replay one trace in this process; the timings and the peak memory."""
     t0 = time.perf_counter()
     from tokenbudget.model.replay import replay_on_model
-    from tokenbudget.spec.collector import PacedCollector
     from tokenbudget.spec.trace import load_trace
 
-    with PacedCollector():  # as the replay command keeps its results until printed
-        trace = load_trace(path)
-        t1 = time.perf_counter()
-        result = replay_on_model(trace)
-        t2 = time.perf_counter()
-        json.dumps(result.to_json())
-        t3 = time.perf_counter()
+    trace = load_trace(path)
+    t1 = time.perf_counter()
+    result = replay_on_model(trace)
+    t2 = time.perf_counter()
+    json.dumps(result.to_json())
+    t3 = time.perf_counter()
     return {"steps": len(result.steps), "ok": result.ok, "load_s": round(t1 - t0, 2), "replay_s": round(t2 - t1, 2),
             "json_s": round(t3 - t2, 2), "total_s": round(t3 - t0, 2),
             "peak_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}

@@ -30,7 +30,6 @@ from tokenbudget.fuzz.database import ENVIRONMENT, NONE, cache_folder
 from tokenbudget.model import builtin_policies
 from tokenbudget.proofs.prove import default_jobs, prove
 from tokenbudget.proofs.verdicts import Outcome
-from tokenbudget.spec.collector import NO_FULL_PASS
 
 from proof_budgets import GENEROUS
 
@@ -81,6 +80,8 @@ START_FIRST = (  # the scopes of tens of seconds each, longest first, so that no
     "tests/sglang/test_sglang_conformance.py", "tests/fastdeploy/test_fastdeploy_conformance.py",
 )
 
+NO_FULL_PASS = 2**31 - 1  # the oldest generation's threshold: Python never makes a full pass by itself
+
 
 def scope(nodeid: str) -> str:
     """The file of a test, or its ``SHARED_WORKER`` group."""
@@ -97,7 +98,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """The collector's full passes run only between files (``pytest_runtest_teardown``):
+    """Python's full collections run only between files (``pytest_runtest_teardown``):
     what collecting imported is frozen, and none runs by itself."""
     gc.freeze()
     young, middle, _ = gc.get_threshold()

@@ -1,38 +1,9 @@
-"""What each policy showed for each invariant, as a matrix (``tokenbudget check`` prints it).
-
-A check runs SECTIONS in order; each section replays, fuzzes or proves something and
-marks cells of the policy x invariant matrix and failures of a policy's row. A cell keeps
-the most telling mark it got: UNEXPECTED (a verdict failed on this invariant) > VIOLATED
-(violated where a trace expects a violation) > "gap N" (efficiency: most budget left
-unused in a step) > ok (judged, held) > "-" (not tested).
-
-A built-in policy is judged by the corpus traces written for it, with their
-expectations: a violation its trace does not expect, or an expectation unmet, fails the
-row (the record changed). A user policy (``pkg.module:Class``) replays the ops of every
-corpus trace but the engine findings, with no expectations; traces whose config it
-refuses are skipped. Then every policy is fuzzed briefly on the model (``fuzz_section``):
-FUZZ_EXAMPLES examples from seed 0, deterministic, neither shrunk nor reduced (``tokenbudget
-fuzz`` gives the minimal trace), keeping what fails in the example database given (none by
-default); a fuzz run under the model's floor of examples and steps (``tokenbudget.evidence``)
-marks no cell ok and fails the row ("no evidence"). Last, every obligation of each policy is proved (``proofs_section``, ``tokenbudget
-prove``); a built-in's verdict the manifest does not record fails its row. A user policy's
-obligations are proved on every core (``prove`` splits one policy's obligations over ``jobs``
-processes), and every trace on which a replay or the fuzz run showed it violating an invariant
-of its own is handed to the prover as a counterexample found already (``prove``'s
-``candidates``): the prover then looks only for smaller ones.
-
-Every violation a user policy's replay shows, every one fuzzing finds and every refutation
-is judged by ``tokenbudget.verdict`` (the one rule: known, own, or a gap over the base):
-known marks the cell VIOLATED and fails the row only with ``strict``; own or a gap marks it
-UNEXPECTED and fails the row. A proved invariant marks its cell ok, a refuted one VIOLATED
-(a work gap "gap N").
-
-A section that fails (a symbolic branch in a user policy, found by the prover) stops the
-check; what the sections before it found is kept in the report (``stopped``).
-"""
+"""What each policy showed for each invariant, as a matrix (``tokenbudget check`` prints it)."""
 from __future__ import annotations
 
+import re
 import time
+from pathlib import Path
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
@@ -42,8 +13,10 @@ from z3 import Z3Exception
 
 from .spec.corpus import load_corpus
 from .fuzz.coverage import steps_per_path
+from .fuzz.machine import ALL_SHAPES, RARE_PATHS, SCALES
 from .fuzz.session import fuzz
 from .model import POLICY_ERROR, ConfigError, PolicyError, builtin_policies, get_policy
+from .model.findings import FINDINGS, explaining_finding
 from .model.policy_guard import symbolic_branch
 from .proofs.obligations import Options as ProofOptions
 from .proofs.prove import default_jobs, prove
@@ -51,12 +24,13 @@ from .proofs.verdicts import PROVED, PROVED_UP_TO, Outcome
 from .model.replay import BadInput, ReplayResult, replay_on_model
 from .spec import INVARIANTS
 from .spec.invariants import EFFICIENCY, JUDGED_KINDS
-from .spec.trace import Trace
+from .spec.trace import Trace, write_trace
 from .evidence import NO_EVIDENCE, floor_of, shortfall
 from .targets import MODEL
 from .verdict import Judge, Verdict, judge
 
 OK, VIOLATED, UNEXPECTED, UNTESTED = "ok", "VIOLATED", "UNEXPECTED", "-"
+PROVED_MARK = "proved"  # an ok cell whose invariant the prover proved
 
 # Invariants a replay judges (check_run) and those it measures as a work gap.
 JUDGED = tuple(i.id for i in INVARIANTS.values() if i.kind in JUDGED_KINDS)
@@ -83,14 +57,27 @@ class PolicyRow:
     policy_error: str | None = None  # the user policy failed (raised, a wrong type): later sections skip it
     own: list[Trace] = field(default_factory=list)  # traces that showed a violation of its own, for the prover
     fuzzed: dict[str, Any] | None = None  # what its fuzz run rests on: examples, steps, coverage; None: not fuzzed
+    why: dict[str, set[str]] = field(default_factory=dict)  # invariant -> why its cell is marked (F1, base, proved)
 
     def failed_policy(self, where: str, error: str) -> None:
         self.policy_error = error
         self.failures.append(f"{where}: {error}")
 
-    def mark(self, invariant: str, cell: str) -> None:
+    def mark(self, invariant: str, cell: str, why: str | None = None) -> None:
+        """Mark a cell, keeping its most telling mark; ``why`` is kept with a VIOLATED mark
+        (a finding's id, ``base``, ``record``) or a proof (``proved``)."""
         if _rank(cell) > _rank(self.cells.get(invariant, UNTESTED)):
             self.cells[invariant] = cell
+        if why is not None:
+            self.why.setdefault(invariant, set()).add(why)
+
+    def shown(self, invariant: str) -> str:
+        """The cell as the matrix prints it: a VIOLATED cell with why it is known, an ok one
+        the prover proved as ``proved``."""
+        cell, why = self.cells[invariant], self.why.get(invariant, set())
+        if cell == VIOLATED and why - {PROVED_MARK}:
+            return f"{cell} {','.join(sorted(why - {PROVED_MARK}))}"
+        return PROVED_MARK if cell == OK and PROVED_MARK in why else cell
 
     @property
     def ok(self) -> bool:
@@ -108,6 +95,7 @@ class CheckReport:
     stopped: str | None = None  # "section: one line" when a section failed; the sections before it are complete
     error: Exception | None = field(default=None, repr=False)  # what stopped it
     seconds: dict[str, float] = field(default_factory=dict)  # section -> wall seconds it took (reported, never judged)
+    found: list[tuple[str, Trace]] = field(default_factory=list)  # (a file name's stem, the trace) of each violation
 
     @property
     def ok(self) -> bool:
@@ -119,12 +107,14 @@ class CheckReport:
             "invariants": [{"id": inv.id, "kind": inv.kind} for inv in INVARIANTS.values()],
             "policies": [{"policy": r.policy, "user": r.user, "cells": r.cells, "traces": r.traces,
                           "ok": r.ok, "failures": r.failures, "fuzz": r.fuzzed,
+                          "why": {i: sorted(w) for i, w in r.why.items()},
                           "judged": [{"invariant": v.invariant, "verdict": v.kind, "where": v.where}
                                      for v in r.verdicts]} for r in self.rows],
             "skipped": self.skipped, "interrupted": self.interrupted, "stopped": self.stopped,
             "strict": self.strict, "max_work_gap": self.max_work_gap,
             "seconds": {name: round(s, 3) for name, s in self.seconds.items()},
             "known": [f"{r.policy}: {k}" for r in self.rows for k in r.known],
+            "traces_found": len(self.found),
             "replays": [r.to_json() for r in self.replays],
         }
 
@@ -217,7 +207,7 @@ def _mark(row: PolicyRow, result: ReplayResult) -> None:
         for invariant in MEASURED:
             row.mark(invariant, f"gap {result.max_work_gap}" if result.max_work_gap else OK)
         for invariant in violated:
-            row.mark(invariant, VIOLATED if expected else UNEXPECTED)
+            row.mark(invariant, VIOLATED if expected else UNEXPECTED, _finding_of_trace(result.source))
         for invariant in expected - violated:
             row.mark(invariant, UNEXPECTED)
     row.failures += [f"{result.source}: {problem}" for problem in result.problems]
@@ -236,6 +226,8 @@ def _mark_user(row: PolicyRow, trace: Trace, result: ReplayResult, report: Check
     verdicts = _judge_of(row, report).of_run(trace, result, result.source)
     for verdict in verdicts:
         _mark_verdict(row, verdict, report)
+    if verdicts:
+        _keep(report, row, f"replay-{Path(trace.source).stem}", replace(trace, policy=row.policy, expect=()))
     if any(v.known is None and v.gap is None for v in verdicts):
         row.own.append(replace(trace, policy=row.policy, expect=()))
 
@@ -254,49 +246,72 @@ def _mark_verdict(row: PolicyRow, verdict: Verdict, report: CheckReport) -> None
         row.mark(verdict.invariant, UNEXPECTED)
         row.failures.append(verdict.where)
     else:
-        row.mark(verdict.invariant, VIOLATED)
+        row.mark(verdict.invariant, VIOLATED, known_mark(verdict.known))
         row.known.append(f"{verdict.where} (known: {verdict.known})")
         if report.strict:
             row.failures.append(f"{verdict.where} (known: {verdict.known}; --strict)")
 
 
 FUZZ_EXAMPLES = 50  # per policy: a short deterministic fuzz, about 10 s for every built-in policy
+RARE_PATH_EXAMPLES = 25  # a user policy's run on the rare-path shapes alone, after its FUZZ_EXAMPLES on the scales
 
 
 def fuzz_section(report: CheckReport, progress: Progress, database: ExampleDatabase | None) -> None:
     """Fuzz each policy briefly (seed 0, no shrinking) and mark each violation's verdict; a
-    user policy is fuzzed against its base too (``max_work_gap``)."""
+    user policy is fuzzed against its base too (``max_work_gap``), on the scales alone, then
+    on the rare-path shapes alone (its loop's), so neither draws from the other's examples."""
     for row in report.rows:
         if row.policy_error:
             continue
-        progress(f"{row.policy}: fuzzing {FUZZ_EXAMPLES} examples")
-        try:
-            result = fuzz(row.policy, examples=FUZZ_EXAMPLES, seed=0, phases=(Phase.explicit, Phase.generate),
-                          database=database, max_work_gap=report.max_work_gap if row.user else None,
-                          reduce_seconds=0.0)  # check reports a violation; fuzz gives its minimal trace
-        except ConfigError as e:
-            report.skipped.append(f"fuzz {row.policy}: {e}")
+        runs = [(ALL_SHAPES, FUZZ_EXAMPLES)] if not row.user else [(SCALES, FUZZ_EXAMPLES),
+                                                                    (RARE_PATHS, RARE_PATH_EXAMPLES)]
+        for shapes, examples in runs:
+            if not row.policy_error:
+                _fuzz_row(row, report, progress, database, shapes, examples)
+
+
+def _fuzz_row(row: PolicyRow, report: CheckReport, progress: Progress, database: ExampleDatabase | None,
+              shapes: str, examples: int) -> None:
+    """One fuzz run of a row's policy on the configs ``shapes`` names, marking its verdicts."""
+    drawn = {ALL_SHAPES: "", SCALES: " on the scales", RARE_PATHS: " on the rare-path shapes"}[shapes]
+    label = f"seed 0, {examples} examples{drawn}"
+    progress(f"{row.policy}: fuzzing {examples} examples{drawn}")
+    try:
+        result = fuzz(row.policy, examples=examples, seed=0, phases=(Phase.explicit, Phase.generate),
+                      database=database, max_work_gap=report.max_work_gap if row.user else None,
+                      reduce_seconds=0.0, shapes=shapes)  # check reports a violation; fuzz gives its minimal trace
+    except ConfigError as e:
+        report.skipped.append(f"fuzz {row.policy}: {e}")
+        return
+    if result.interrupted:  # the session ends quietly on Ctrl-C; the check ends with it
+        raise KeyboardInterrupt
+    short = shortfall(result.examples, result.steps, floor_of(MODEL, examples))
+    fuzzed = {"examples": result.examples, "steps": result.steps, "coverage": steps_per_path(result.coverage),
+              "no_evidence": short}
+    row.fuzzed = fuzzed if row.fuzzed is None else _summed(row.fuzzed, fuzzed)
+    if short is not None and not result.counterexamples:
+        row.failures.append(f"fuzz ({label}): {NO_EVIDENCE}: {short}")
+    elif short is None:
+        for invariant in JUDGED:
+            row.mark(invariant, OK)
+    judged = _judge_of(row, report)
+    for found in result.counterexamples:
+        if found.kind == POLICY_ERROR:
+            row.failed_policy(f"fuzz ({label})", found.message)
             continue
-        if result.interrupted:  # the session ends quietly on Ctrl-C; the check ends with it
-            raise KeyboardInterrupt
-        short = shortfall(result.examples, result.steps, floor_of(MODEL, FUZZ_EXAMPLES))
-        row.fuzzed = {"examples": result.examples, "steps": result.steps, "coverage": steps_per_path(result.coverage),
-                      "no_evidence": short}
-        if short is not None and not result.counterexamples:
-            row.failures.append(f"fuzz (seed 0, {FUZZ_EXAMPLES} examples): {NO_EVIDENCE}: {short}")
-        elif short is None:
-            for invariant in JUDGED:
-                row.mark(invariant, OK)
-        judged = _judge_of(row, report)
-        for found in result.counterexamples:
-            if found.kind == POLICY_ERROR:
-                row.failed_policy(f"fuzz (seed 0, {FUZZ_EXAMPLES} examples)", found.message)
-                continue
-            where = f"fuzz (seed 0, {FUZZ_EXAMPLES} examples): {found.message}"
-            verdict = judged.of_violation(found.kind, found.trace, where)
-            _mark_verdict(row, verdict, report)
-            if verdict.known is None and verdict.gap is None:
-                row.own.append(replace(found.trace, policy=row.policy, expect=()))
+        verdict = judged.of_violation(found.kind, found.trace, f"fuzz ({label}): {found.message}")
+        _mark_verdict(row, verdict, report)
+        _keep(report, row, f"fuzz-{shapes}-{found.kind}", found.trace)
+        if verdict.known is None and verdict.gap is None:
+            row.own.append(replace(found.trace, policy=row.policy, expect=()))
+
+
+def _summed(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """What two fuzz runs of one row rest on together: examples, steps, coverage summed."""
+    coverage = {path: before["coverage"].get(path, 0) + after["coverage"].get(path, 0)
+                for path in {**before["coverage"], **after["coverage"]}}
+    return {"examples": before["examples"] + after["examples"], "steps": before["steps"] + after["steps"],
+            "coverage": coverage, "no_evidence": before["no_evidence"] or after["no_evidence"]}
 
 
 def proofs_section(report: CheckReport, progress: Progress, database: ExampleDatabase | None) -> None:
@@ -321,15 +336,69 @@ def proofs_section(report: CheckReport, progress: Progress, database: ExampleDat
     for outcome in judgement.outcomes:
         row = rows[outcome.policy]
         complaint = judgement.complaints.get((outcome.policy, outcome.obligation))
-        if outcome.obligation in INVARIANTS:
-            row.mark(outcome.obligation, UNEXPECTED if complaint else _proof_cell(outcome))
         verdict = judgement.verdicts.get((outcome.policy, outcome.obligation))
+        if outcome.obligation in INVARIANTS:
+            cell = UNEXPECTED if complaint else _proof_cell(outcome)
+            why = PROVED_MARK if cell == OK else _refutation_mark(outcome, verdict) if cell == VIOLATED else None
+            row.mark(outcome.obligation, cell, why)
         if verdict is not None:
             row.verdicts.append(verdict)
+        for n, trace in enumerate(outcome.traces, 1):
+            _keep(report, row, f"prove-{outcome.obligation}" + (f"-{n}" if n > 1 else ""), trace)
         if complaint:
             row.failures.append(f"prove: {complaint}")
-        elif row.user and verdict is not None and verdict.known is not None:  # a built-in's: the manifest
+        elif verdict is not None and verdict.known is not None:  # a built-in's: its own record
             row.known.append(f"prove: {outcome.obligation} refuted (known: {verdict.known}; {outcome.detail})")
+
+
+def known_mark(known: str | None) -> str:
+    """Why a known violation is known, in a cell: the finding's id, ``base`` (its base shows
+    it), or ``record`` (a built-in's own record)."""
+    found = re.search(r"\bfinding (F\d+)", known or "")
+    if found:
+        return found.group(1)
+    return "base" if "its base" in (known or "") else "record"
+
+
+def _finding_of_trace(source: str) -> str:
+    """The id of the finding whose trace ``source`` is, else ``record`` (a built-in's own trace)."""
+    return next((f.id for f in FINDINGS.values() if Path(source).name == Path(f.trace_path).name), "record")
+
+
+def _refutation_mark(outcome: Outcome, verdict: Verdict | None) -> str | None:
+    """Why a refutation is known: its verdict's mark, or for a built-in's own record the
+    finding its first counterexample shows, when one does."""
+    mark = known_mark(verdict.known) if verdict is not None and verdict.known is not None else None
+    if mark == "record" and outcome.traces:
+        try:
+            shown = explaining_finding(outcome.traces[0], outcome.obligation, outcome.policy)
+        except BadInput:
+            shown = None
+        return shown.id if shown is not None else mark
+    return mark
+
+
+def _keep(report: CheckReport, row: PolicyRow, what: str, trace: Trace) -> None:
+    """Keep a trace that showed a violation of the row's policy, for ``write_found``."""
+    slug = "".join(c if c.isalnum() or c in "-_" else "_" for c in row.policy)
+    report.found.append((f"{slug}-{what}", trace))
+
+
+def write_found(report: CheckReport, folder: Path) -> list[Path]:
+    """Write every trace the check found a violation on into ``folder`` as ``STEM.json``, or
+    ``STEM-2.json``, ... where a file is there already (never overwritten); their paths."""
+    written = []
+    for stem, trace in report.found:
+        n = 1
+        while True:
+            path = folder / (f"{stem}.json" if n == 1 else f"{stem}-{n}.json")
+            try:
+                write_trace(trace, path)
+                break
+            except FileExistsError:
+                n += 1
+        written.append(path)
+    return written
 
 
 def _proof_cell(outcome: Outcome) -> str:

@@ -37,7 +37,7 @@ from .spec.user_paths import PathRefused
 # the prover load with the commands that use them), the help imports them all
 COMMANDS = {"policies": "policies_cmd", "replay": "replay_cmd", "check": "check_cmd", "prove": "prove_cmd",
             "conform": "conform_cmd", "fuzz": "fuzz_cmd", "campaign": "campaign_cmd", "export": "export_cmd",
-            "whatif": "whatif_cmd"}
+            "whatif": "whatif_cmd", "engine-tests": "engine_tests_cmd"}
 # PolicyError reaches here only from prove, whose policy calls run on z3 terms: the policy cannot be used
 BAD_INPUT_ERRORS = (UsageError, TraceError, BadInput, ConfigError, TargetUnavailable, DatabaseError, PolicyError,
                     PathRefused)

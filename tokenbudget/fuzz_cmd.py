@@ -1,21 +1,4 @@
-"""``tokenbudget fuzz``: Hypothesis stateful fuzzing of policies on a target (``fuzz.session``).
-
-Each policy gets the whole budget (``--examples`` or ``--seconds``) in turn, on each of
-``--workers`` processes (``fuzz.parallel``; one worker runs in this process, as a plain
-session), all replaying and keeping failing examples in one example database
-(``--database``, ``fuzz.database``). Every shrunk counterexample, once per policy and
-kind, is written to the corpus folder (default: a new temp dir) as a trace, with the
-Hypothesis program beside it; files that exist are never overwritten. A user policy
-derived from a built-in is fuzzed against it (``--max-work-gap``, ``model.base_gap``).
-Every violation is judged by ``tokenbudget.verdict``, the rule ``check`` and ``prove``
-follow: the summary gives each its verdict (known, own, gap over the base), and the exit
-status is 1 when some verdict fails (own, a gap, or known under ``--strict``); else 4 when a
-policy ran under its target's floor of examples and steps (``tokenbudget.evidence``: "no
-evidence", never ok), else 0. ``--seconds`` is fuzzing time, from each policy's first example;
-start-up (importing an engine, spawning workers, building the first target) is reported apart
-and capped by ``--startup-seconds``. The targets are the model and the registry's engines that
-support fuzzing (``harness.registry``); an engine missing is bad input (2).
-"""
+"""``tokenbudget fuzz``: Hypothesis stateful fuzzing of policies on a target (``fuzz.session``)."""
 from __future__ import annotations
 
 import argparse
@@ -23,7 +6,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from . import render
 from .args import (add_database, add_json, add_policy, add_verdict_options, at_most, folder,
@@ -34,12 +17,13 @@ from .evidence import NO_EVIDENCE, floor_of, shortfall
 from .exits import FAILED, INTERRUPTED, NO_EVIDENCE as NO_EVIDENCE_EXIT, OK
 from .fuzz.database import open_database
 from .fuzz.parallel import Job, WorkerDied, fuzz_workers
-from .fuzz.session import STARTUP_SECONDS, Counterexample, FuzzReport, fuzz, save
+from .fuzz.session import STARTUP_SECONDS, Counterexample, FuzzReport, Tally, fuzz, save
 from .harness import registry
 from .harness.engine_descriptor import FUZZ
 from .model import POLICY_ERROR, BudgetConfig, PolicyError, builtin_policies, get_policy
 from .model.target import ModelTarget, TargetFactory
 from .spec.user_paths import writable_folder
+from .startup_alarm import StartupHung, startup_alarm
 from .model.findings import FINDINGS
 from .targets import MODEL
 from .verdict import Judge, Verdict, failed
@@ -114,27 +98,34 @@ def run(args: argparse.Namespace, console: Console) -> int:
     factory = target_factory(args.target)
     if args.corpus is not None:  # before any work
         writable_folder(args.corpus, "--corpus")
-    for policy in policies:  # unknown policy, vLLM missing, a policy the target cannot run: bad input, now
-        try:
-            if engine is None:
-                factory(BudgetConfig(), get_policy(policy))
-            else:
-                engine.check_policy(get_policy(policy))
-        except PolicyError:  # the user policy itself fails: the session finds and reports that
-            pass
-    database = open_database(args.database)
-    corpus = args.corpus or Path(tempfile.mkdtemp(prefix="tokenbudget-fuzz-"))
     seconds = None if args.examples else args.seconds or DEFAULT_SECONDS
-    if args.workers == 1:
-        reports = []
-        for index, policy in enumerate(policies):
-            reports.append(fuzz(policy, target_factory=factory, target_name=args.target, examples=args.examples,
-                                seconds=seconds, seed=args.seed, corpus=corpus, progress=console.progress,
-                                database=database, max_work_gap=args.max_work_gap,
-                                startup_seconds=args.startup_seconds, started=started if index == 0 else None))
-            if reports[-1].interrupted:
-                break
+    if args.workers == 1:  # start-up in this process: stopped at its cap by an alarm, not by a parent
+        reports: list[FuzzReport] = []
+        began: list[bool] = []
+
+        def heard(tally: Tally) -> None:
+            if tally.began and not began:
+                began.append(True)
+
+        try:
+            with startup_alarm(started + args.startup_seconds - time.time(), lambda: bool(began)):
+                _check_policies(policies, engine, factory)
+                database, corpus = open_database(args.database), _corpus(args)
+                for index, policy in enumerate(policies):
+                    reports.append(fuzz(policy, target_factory=factory, target_name=args.target,
+                                        examples=args.examples, seconds=seconds, seed=args.seed, corpus=corpus,
+                                        progress=console.progress, database=database,
+                                        max_work_gap=args.max_work_gap, startup_seconds=args.startup_seconds,
+                                        started=started if index == 0 else None, tally=heard))
+                    if reports[-1].interrupted:
+                        break
+        except StartupHung:
+            corpus = _corpus(args)
+            reports = [FuzzReport(p, args.target, args.seed, startup_seconds=time.time() - started,
+                                  startup_exceeded=True) for p in policies]
     else:
+        _check_policies(policies, engine, factory)
+        corpus = _corpus(args)
         job = Job(tuple(policies), factory, args.target, args.examples, seconds, args.seed, args.database, started,
                   args.max_work_gap, args.startup_seconds)
         try:
@@ -162,6 +153,24 @@ def run(args: argparse.Namespace, console: Console) -> int:
     else:
         console.text(render.fuzz(reports, verdicts, corpus, interrupted, args.strict, short))
     return INTERRUPTED if interrupted else FAILED if fails else NO_EVIDENCE_EXIT if any(short.values()) else OK
+
+
+def _corpus(args: argparse.Namespace) -> Path:
+    """Where counterexamples go: ``--corpus``, else a new temp folder."""
+    return args.corpus or Path(tempfile.mkdtemp(prefix="tokenbudget-fuzz-"))
+
+
+def _check_policies(policies: Sequence[str], engine: Any, factory: TargetFactory) -> None:
+    """Refuse now (bad input) an unknown policy, a missing engine, a policy the target cannot
+    run; a policy that fails itself is left to the session, which reports it."""
+    for policy in policies:
+        try:
+            if engine is None:
+                factory(BudgetConfig(), get_policy(policy))
+            else:
+                engine.check_policy(get_policy(policy))
+        except PolicyError:
+            pass
 
 
 def _no_evidence(args: argparse.Namespace, report: FuzzReport) -> str | None:

@@ -95,14 +95,26 @@ class TokenbudgetSession:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
-        result = yield
-        if self.mode == "strict" and self.monitor is not None:
-            found = self.monitor.violations[item.stash[_BEFORE][2]:]
+        """Strict: a passing test whose scheduler broke an invariant fails. A test that fails
+        for its own reason keeps its failure, and its report gets the violations with their
+        step records (a section "tokenbudget"), in either mode."""
+        try:
+            result = yield
+        except BaseException:
+            found = self._found(item)
             if found:
-                self.failed_by_plugin.append(item.nodeid)
-                pytest.fail("tokenbudget: the test's scheduler broke an invariant\n" + _describe(found),
-                            pytrace=False)
+                item.add_report_section("call", "tokenbudget", "the test's scheduler broke an invariant\n"
+                                        + _describe(found))
+            raise
+        found = self._found(item)
+        if self.mode == "strict" and found:
+            self.failed_by_plugin.append(item.nodeid)
+            pytest.fail("tokenbudget: the test's scheduler broke an invariant\n" + _describe(found), pytrace=False)
         return result
+
+    def _found(self, item: pytest.Item) -> list[Any]:
+        """The violations judged since the test began."""
+        return [] if self.monitor is None else self.monitor.violations[item.stash[_BEFORE][2]:]
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         write = terminalreporter.write_line

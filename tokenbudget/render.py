@@ -17,7 +17,7 @@ from .model import POLICY_ERROR
 from .spec import INVARIANTS
 
 if TYPE_CHECKING:  # the reports, named for their types only: a command loads only what it renders
-    from .check import CheckReport
+    from .check import CheckReport, PolicyRow
     from .fuzz.parallel import Live
     from .fuzz.session import FuzzReport
     from .harness.conform import ConformReport
@@ -159,15 +159,19 @@ def runner(report: RunnerReport) -> str:
 def check(report: CheckReport) -> str:
     ids = list(INVARIANTS)
     header = ["policy", *[str(n) for n in range(1, len(ids) + 1)], "traces", "fuzzed", "verdict"]
-    rows = [[clean(row.policy, 60), *[row.cells[i] for i in ids], str(row.traces),
+    rows = [[clean(row.policy, 60), *[row.shown(i) for i in ids], str(row.traces),
              "-" if row.fuzzed is None else f"{row.fuzzed['examples']}/{row.fuzzed['steps']}",
-             "ok" if row.ok else "FAIL"] for row in report.rows]
+             _row_verdict(report, row)] for row in report.rows]
     lines = table(header, rows)
     lines.append("")
     lines += [f"  {n:>2}  {inv.id}  ({inv.kind})" for n, inv in enumerate(INVARIANTS.values(), 1)]
-    lines.append("cells: ok held in every replay and fuzz run; VIOLATED violated, known (README: How a verdict is "
-                 "reached); UNEXPECTED a verdict failed on it; gap N budget left unused; - not tested; fuzzed: the "
-                 "examples/steps its fuzz run rests on (under the floor: no evidence, the row fails)")
+    lines.append("cells: ok held in every replay and fuzz run; proved: held and the prover proved it; VIOLATED X "
+                 "violated, known as X: a finding's id (tokenbudget/spec/SPEC.md §6), base (the user policy's base "
+                 "shows it on the same trace) or record (the built-in's recorded verdict), each listed under known: "
+                 "below, the fuzzer's and the prover's; UNEXPECTED a verdict failed on it (under failures:); gap N "
+                 "the most budget a step left unused (a user policy's no more than its base's, else UNEXPECTED); - "
+                 "not tested; fuzzed: the examples/steps its fuzz runs rest on (under the floor: no evidence, the "
+                 "row fails)")
     known = [f"{r.policy}: {k}" for r in report.rows for k in r.known]
     for label, entries in (("skipped", report.skipped), ("known", known),
                            ("failures", [f"{r.policy}: {f}" for r in report.rows for f in r.failures])):
@@ -181,9 +185,17 @@ def check(report: CheckReport) -> str:
         lines.append("sections: " + ", ".join(f"{name} {s:.1f} s" for name, s in report.seconds.items()))
     if report.stopped:
         lines.append(f"stopped in the {clean(report.stopped)}; the matrix shows the sections before it")
-    lines.append(f"verdict: {'ok' if report.ok and not report.interrupted and not report.stopped else 'FAIL'}  "
-                 f"({len(report.replays)} replays)")
+    failed = any(not row.ok for row in report.rows)
+    unfinished = "interrupted" if report.interrupted else "stopped" if report.stopped else None
+    lines.append(f"verdict: {'FAIL' if failed else unfinished or 'ok'}  ({len(report.replays)} replays)")
     return "\n".join(lines)
+
+
+def _row_verdict(report: CheckReport, row: PolicyRow) -> str:
+    """A row's verdict: FAIL, or ok only when every section ran; else how the check ended."""
+    if not row.ok:
+        return "FAIL"
+    return "interrupted" if report.interrupted else "stopped" if report.stopped else "ok"
 
 
 # -- prove ------------------------------------------------------------------------------

@@ -29,7 +29,6 @@ from .kernels.arrivals import MAX_STEPS
 from .model import builtin_policies
 from .model.replay import BadInput, ReplayResult, replay_on_model
 from .model.base_gap import replay_judged
-from .spec.collector import PacedCollector
 from .spec.trace import Trace, load_trace
 from .targets import MODEL, RUNNER
 from .verdict import Judge, Verdict
@@ -89,24 +88,23 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.target == RUNNER:
         return _replay_on_runner(args, traces, console)
     results: list[ReplayResult] = []
-    with PacedCollector():  # the results are kept until printed: a full collection would only re-walk them
-        for n, trace in enumerate(traces, 1):
-            def progress(where: str, n: int = n, trace: Trace = trace) -> None:
-                console.progress(f"replaying {n}/{len(traces)}: {trace.source}: {where}")
+    for n, trace in enumerate(traces, 1):
+        def progress(where: str, n: int = n, trace: Trace = trace) -> None:
+            console.progress(f"replaying {n}/{len(traces)}: {trace.source}: {where}")
 
-            engine = registry.find(args.target)
-            if engine is not None:
-                results.append(replay_on_model(trace, args.policy, engine.replay_target(), progress=progress))
-            else:
-                results.append(replay_judged(trace, args.policy, args.max_work_gap, progress=progress))
-        judged = [_judged(trace, result, args) for trace, result in zip(traces, results)]
-        ok = all(_passed(r) for r in results)
-        if args.json:
-            console.json({"ok": ok, "target": args.target,
-                          "traces": [{**r.to_json(), "judged": {v.invariant: v.kind for v in j}}
-                                     for r, j in zip(results, judged)]})
+        engine = registry.find(args.target)
+        if engine is not None:
+            results.append(replay_on_model(trace, args.policy, engine.replay_target(), progress=progress))
         else:
-            console.text("\n\n".join(render.replay(r, t.description, j) for r, t, j in zip(results, traces, judged)))
+            results.append(replay_judged(trace, args.policy, args.max_work_gap, progress=progress))
+    judged = [_judged(trace, result, args) for trace, result in zip(traces, results)]
+    ok = all(_passed(r) for r in results)
+    if args.json:
+        console.json({"ok": ok, "target": args.target,
+                      "traces": [{**r.to_json(), "judged": {v.invariant: v.kind for v in j}}
+                                 for r, j in zip(results, judged)]})
+    else:
+        console.text("\n\n".join(render.replay(r, t.description, j) for r, t, j in zip(results, traces, judged)))
     return OK if ok else FAILED
 
 

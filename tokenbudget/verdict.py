@@ -1,28 +1,4 @@
-"""The verdict on a policy's violations: known, its own, or a work gap over its base.
-
-Every command that judges a policy asks this module, and nothing else states the rule:
-``check`` (its three sections), ``fuzz`` (its summary and exit status), ``prove``
-(``judge``) and ``replay`` (the judged line of a user policy). The rule (tokenbudget/spec/SPEC.md
-§2, "How a verdict is reached"):
-
-- A violation of invariant I shown by a run of a trace under policy P is *known* when a
-  finding about P's engine loop, at the version P follows on that config, recognises its
-  mechanism in that run (``findings.shown_finding``); when P is built-in and its own record
-  has I (a corpus trace of P expects it, or the verdict manifest records I refuted for P);
-  or when I is a config obligation and P's base, the nearest built-in class in its MRO,
-  shows it on the same trace (``base_shows``).
-- ``work-conserving`` of a user policy with a built-in base is judged against the base on
-  the same state (``model.base_gap``): more than ``max_work_gap`` tokens of work left
-  undone beyond the base's in a step is a *gap over the base*.
-- Any other violation, and a ``policy-error``, is the policy's *own*.
-- Own violations and gaps fail; known ones fail under ``strict`` only. A command whose
-  verdicts include one that fails exits 1 (``failed``).
-
-It judges the runs its caller made already, and replays only what the caller lacks (the
-base's run, a counterexample's run), once per (trace, policy) in a process (``replayed``).
-This module imports neither z3 nor the prover: ``judge`` loads the manifest's reader
-when prove or check call it.
-"""
+"""The verdict on a policy's violations: known, its own, or a work gap over its base."""
 from __future__ import annotations
 
 import functools

@@ -74,8 +74,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="where --search writes its trace (default %(default)s)")
     c = parser.add_argument_group("calibration on the torch runner")
     c.add_argument("--calibrate", type=Path, metavar="FILE",
-                   help="run the runner's model on the designed step shapes, fit the cost model into FILE, then "
-                        "set the runner's measured median TTFT beside the prediction at each --concurrency (exit 1 "
+                   help="run the runner's model on the designed workloads and, interleaved with them, on held-out "
+                        "ones at each --concurrency; fit the cost model on the designed ones into FILE and set the "
+                        "runner's measured median TTFT beside the prediction (exit 1 "
                         f"when one misses by more than {TTFT_TOLERANCE_PCT:g}% or a change by more than "
                         f"{CHANGE_TOLERANCE_POINTS:g} points)")
     c.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="the runner's device (default cpu)")
@@ -161,9 +162,9 @@ def _calibrate(args: argparse.Namespace, console: Console) -> int:
     import torch
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: this machine has no CUDA device; calibrate with --device cpu")
-    cost, quality = whatif_runner.calibrate(cfg, options, args.seed, clock, console.progress)
+    cost, quality, rows = whatif_runner.calibrate_and_validate(cfg, options, args.concurrency, args.seed,
+                                                               args.seed + 1000, clock, console.progress)
     cost_file.save(cost, args.calibrate)
-    rows = whatif_runner.validate(cfg, cost, options, args.concurrency, args.seed + 1000, clock, console.progress)
     met = all(abs(r[p]["error_pct"]) <= TTFT_TOLERANCE_PCT for r in rows for p in whatif_runner.POLICIES) and all(
         abs(r["predicted_change_pct"] - r["measured_change_pct"]) <= CHANGE_TOLERANCE_POINTS for r in rows)
     if args.json:

@@ -58,6 +58,13 @@ def test_policies_lists_every_builtin(capsys: pytest.CaptureFixture[str]) -> Non
         assert name in out and cls.version in out
 
 
+def test_python_dash_m_runs_the_same_command(capsys: pytest.CaptureFixture[str]) -> None:
+    proc = subprocess.run([sys.executable, "-m", "tokenbudget", "policies", "--json"], capture_output=True, text=True,
+                          timeout=300)
+    code, out, _ = run(capsys, "policies", "--json")
+    assert (proc.returncode, json.loads(proc.stdout)) == (code, json.loads(out))
+
+
 def test_policies_json(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "policies", "--json")
     rows = json.loads(out)["policies"]

@@ -99,3 +99,17 @@ def test_an_exported_test_imports_only_vllm_torch_and_the_standard_library(path:
     imported = {alias.name for node in ast.walk(module) if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module for node in ast.walk(module) if isinstance(node, ast.ImportFrom)}
     assert {name.split(".")[0] for name in imported} == {"json", "zlib", "torch", "vllm"}
+
+
+def test_a_trace_of_a_policy_derived_from_vllm_adaptive_is_exported_with_the_plugin_note(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user's change to vLLM's accounting (the README's policy): its input-rows-cap
+    counterexample becomes a vLLM test, which names the plugin as what judges that invariant."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "examples"))
+    doc = json.loads(CORPUS["seed-000-vllm-adaptive"].read_text())
+    doc["policy"], doc["expect"] = "waiting_drafts_free:WaitingDraftsFree", []
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps(doc))
+    text = export_vllm_test(load_trace(path))
+    assert "input-rows-cap has no assert here: run this test under pytest --tokenbudget=strict" in " ".join(text.split())
+    assert [n.name for n in ast.parse(text).body if isinstance(n, ast.FunctionDef)][-1] == "test_mine"

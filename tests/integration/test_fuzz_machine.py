@@ -1,7 +1,6 @@
 """The fuzzing state machine: what it generates, how it judges, and that its traces replay."""
 from __future__ import annotations
 
-import gc
 import math
 import re
 from dataclasses import replace
@@ -19,7 +18,6 @@ from tokenbudget.fuzz.failures import FAILURE_CLASSES
 from tokenbudget.fuzz import machine
 from tokenbudget.fuzz.machine import FuzzStats, machine_class
 from tokenbudget.fuzz.session import fuzz, run_machine
-from tokenbudget.spec import collector as collector_module
 from tokenbudget.spec.shrink import shrink
 from tokenbudget.model.target import ModelTarget
 from tokenbudget.model import BudgetConfig, BudgetPolicy, get_policy
@@ -99,16 +97,28 @@ def test_a_known_kind_ends_its_run_quietly() -> None:
     assert "input-rows-cap" in cls.stats.first_failure  # seen, not raised
 
 
-def test_a_run_paces_the_full_collections_per_step(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No automatic full collection while the machine runs: one every FULL_EVERY steps; after
-    the run the machine holds no collector and the thresholds are as before."""
-    before = gc.get_threshold()
-    collections: list[int] = []
-    monkeypatch.setattr(collector_module, "FULL_EVERY", 10)
-    monkeypatch.setattr(gc, "collect", lambda generation=2: collections.append(generation) or 0)
-    _, cls = failure_of("vllm-adaptive", examples=20, known=frozenset(FAILURE_CLASSES))
-    assert cls.stats.steps >= 10 and len(collections) >= cls.stats.steps // 10
-    assert cls.collector is None and gc.get_threshold() == before
+class ClosedTarget(ModelTarget):
+    """The model, noting whether the machine released it."""
+
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize("policy", ["vllm-adaptive", "fastdeploy-v0"])  # examples that pass; examples that fail
+def test_every_target_an_example_built_is_released_when_it_ends(policy: str) -> None:
+    built: list[ClosedTarget] = []
+
+    def factory(cfg: BudgetConfig, pol: BudgetPolicy) -> ClosedTarget:
+        built.append(ClosedTarget(cfg, pol))
+        return built[-1]
+
+    cls = machine_class(policy, get_policy(policy), target_factory=factory)
+    cls.stats = FuzzStats()
+    run_machine(cls, 20, 0, NO_SHRINK, parent=settings(derandomize=True))
+    assert cls.stats.examples >= 1 and len(built) >= cls.stats.examples
+    assert [t.closed for t in built] == [True] * len(built)
 
 
 def _without_model_fields(record: StepRecord) -> StepRecord:

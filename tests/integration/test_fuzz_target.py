@@ -1,15 +1,13 @@
 """The target interface and the one op-application path shared by replay and the fuzzer."""
 from __future__ import annotations
 
-import gc
 
 import pytest
 
 from tokenbudget.spec.execution import Execution, TargetDead
 from tokenbudget.model.target import ModelTarget
 from tokenbudget.model import BudgetConfig, SchedulerLoop, get_policy, scheduler_for
-from tokenbudget.model.replay import BadInput, replay_on_model
-from tokenbudget.spec import collector as collector_module
+from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.trace import AbortOp, AddOp, StepOp, Trace
 
 CFG = BudgetConfig(max_num_batched_tokens=20, max_num_seqs=16, num_speculative_tokens=4, method="ngram",
@@ -95,27 +93,3 @@ def test_replay_reports_a_target_error_and_stops(monkeypatch: pytest.MonkeyPatch
     result = replay_on_model(Trace("vllm-adaptive", CFG.to_dict(), OPS))
     assert len(result.steps) == 2 and not result.ok
     assert result.errors and result.errors[0].startswith("step 1: RuntimeError: planted")
-
-
-def test_a_replay_paces_the_full_collections_and_restores_the_collector(monkeypatch: pytest.MonkeyPatch) -> None:
-    """While a replay runs, Python makes no full collection of its own and the replay makes
-    one every FULL_EVERY ops; after it, even one that raised, the thresholds are as before."""
-    before = gc.get_threshold()
-    in_steps: list[tuple[int, int, int]] = []
-    original = SchedulerLoop.schedule
-
-    def watched(self: SchedulerLoop) -> object:
-        in_steps.append(gc.get_threshold())
-        return original(self)
-
-    collections: list[int] = []
-    monkeypatch.setattr(SchedulerLoop, "schedule", watched)
-    monkeypatch.setattr(collector_module, "FULL_EVERY", 3)
-    monkeypatch.setattr(gc, "collect", lambda generation=2: collections.append(generation) or 0)
-    assert replay_on_model(Trace("vllm-adaptive", CFG.to_dict(), OPS)).errors == ()
-    assert collections == [2, 2]  # after the 3rd and the 6th of the 7 ops
-    assert in_steps == [(before[0], before[1], collector_module.NO_FULL_PASS)] * 4
-    assert gc.get_threshold() == before
-    with pytest.raises(BadInput):
-        replay_on_model(Trace("vllm-adaptive", CFG.to_dict(), (AddOp("long", 64, 1),)))
-    assert gc.get_threshold() == before

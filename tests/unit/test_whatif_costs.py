@@ -13,7 +13,7 @@ from tokenbudget.whatif import cost_file
 from tokenbudget.whatif.cost_fitted import TERMS, FittedCost, fit, projected_nnls
 from tokenbudget.whatif.cost_roofline import ACCELERATOR_KEYS, MODEL_KEYS, RooflineCost
 from tokenbudget.whatif.cost_table import TableCost
-from tokenbudget.whatif.step_shape import StepShape
+from tokenbudget.whatif.step_shape import CACHED_KEYS, StepShape
 
 
 def shapes(n: int, seed: int = 0) -> list[StepShape]:
@@ -21,7 +21,8 @@ def shapes(n: int, seed: int = 0) -> list[StepShape]:
     out = []
     for _ in range(n):
         prefill, verify, seqs = (int(x) for x in rng.integers([0, 0, 1], [2048, 256, 32]))
-        out.append(StepShape(prefill, verify, int(rng.integers(0, 4_000_000)), seqs, 0, int(rng.integers(1, 50_000)), int(rng.integers(0, 4_000_000)), int(rng.integers(0, seqs + 1))))
+        out.append(StepShape(prefill, verify, int(rng.integers(0, 4_000_000)), seqs, 0, int(rng.integers(1, 50_000)), int(rng.integers(0, 4_000_000)), int(rng.integers(0, seqs + 1)),
+                              int(rng.integers(0, 2_000_000))))
     return out
 
 
@@ -31,6 +32,11 @@ def test_every_shipped_roofline_number_names_its_source():
         if doc["kind"] == "roofline":
             for section, keys in (("model", MODEL_KEYS), ("accelerator", ACCELERATOR_KEYS)):
                 assert all(doc[section][k]["source"].strip() for k in keys), (name, section)
+
+
+def test_every_shipped_cost_model_loads_and_prices_a_step():
+    for name in cost_file.shipped():
+        assert cost_file.load(Path(name)).step_seconds(StepShape(64, 0, 64 * 1000 + 2080, 1, 0, 1064, 4096, 0, 64 * 40)) > 0
 
 
 def test_a_roofline_number_without_its_source_is_refused(tmp_path: Path):
@@ -55,13 +61,25 @@ def test_the_roofline_is_memory_bound_for_a_decode_and_compute_bound_for_a_long_
 
 
 def test_nnls_fit_recovers_the_coefficients_of_exact_data():
-    truth = dict(zip(TERMS, (2e-3, 1e-5, 3e-5, 1e-9, 4e-4, 2e-8, 3e-9, 5e-4)))
+    truth = dict(zip(TERMS, (2e-3, 1e-5, 3e-5, 1e-9, 4e-4, 2e-8, 3e-9, 5e-4, 1e-3, 4e-9)))
     model = FittedCost(truth, {})
     steps = shapes(60)
     fitted = fit(steps, [model.step_seconds(s) for s in steps], {"what": "exact"})
     for term in TERMS:
         assert fitted.coefficients[term] == pytest.approx(truth[term], rel=1e-4, abs=1e-12)
     assert fitted.source == {"what": "exact"}
+
+
+def test_the_fit_finds_attention_that_costs_more_past_the_cached_keys():
+    # Steps of lone prompt chunks (grant g at context c) whose pairs past 1024 keys cost twice the others.
+    steps, seconds = [], []
+    for g, c in itertools.product((16, 64, 128, 250), range(0, 1800, 150)):
+        past = g * max(0, c + g - CACHED_KEYS)
+        steps.append(StepShape(g, 0, g * c + g * (g + 1) // 2, 1, 0, c + g, g * g, 0, past))
+        seconds.append(1e-3 + 4e-5 * g + 1e-7 * (g * c + g * (g + 1) // 2) + 1e-7 * past)
+    fitted = fit(steps, seconds, {})
+    assert fitted.coefficients["per_pairs_past_cached_keys_s"] == pytest.approx(1e-7, rel=1e-3)
+    assert fitted.coefficients["per_token_context_s"] == pytest.approx(1e-7, rel=1e-3)
 
 
 def test_nnls_keeps_coefficients_non_negative():
@@ -102,8 +120,8 @@ def test_the_table_returns_measured_steps_exactly_and_interpolates_between():
 
 
 @pytest.mark.parametrize("cost", [
-    FittedCost(dict(zip(TERMS, (1e-3, 2e-5, 0, 1e-9, 0, 1e-8, 0, 1e-4))), {"what": "f"}),
-    TableCost((((1, 0, 1, 1, 1, 1, 1), 0.5),), {"what": "t"}),
+    FittedCost(dict(zip(TERMS, (1e-3, 2e-5, 0, 1e-9, 0, 1e-8, 0, 1e-4, 2e-3, 2e-9))), {"what": "f"}),
+    TableCost((((1, 0, 1, 1, 1, 1, 1, 1, 0), 0.5),), {"what": "t"}),
 ])
 def test_a_cost_model_file_round_trips(tmp_path: Path, cost):
     path = tmp_path / "cost.json"
@@ -122,7 +140,7 @@ def test_a_bad_cost_file_is_named(tmp_path: Path, text, named):
 
 
 def test_without_scipy_the_fit_uses_the_projected_solver(monkeypatch):
-    truth = dict(zip(TERMS, (2e-3, 1e-5, 3e-5, 1e-9, 4e-4, 2e-8, 3e-9, 5e-4)))
+    truth = dict(zip(TERMS, (2e-3, 1e-5, 3e-5, 1e-9, 4e-4, 2e-8, 3e-9, 5e-4, 1e-3, 4e-9)))
     steps = shapes(60)
     seconds = [FittedCost(truth, {}).step_seconds(s) for s in steps]
     monkeypatch.setitem(sys.modules, "scipy.optimize", None)  # its import now raises ImportError

@@ -14,10 +14,11 @@ from tokenbudget.whatif.simulator import simulate
 from tokenbudget.whatif.workload import Lengths, RequestSpec, Workload, synthetic
 
 MAX_MODEL_LEN = 1 << 15
-# A fitted cost with no KV-read and no squared-grant term: reading each sequence's KV once per
-# step, or masking a full rectangle, makes a larger first chunk of the same number of steps
-# cost more, a real (small) cost these laws leave out.
-NO_EXTRA = ("per_kv_tokens_s", "per_chunk_square_s")
+# A fitted cost with no KV-read, squared-grant or past-the-cache term: reading each sequence's
+# KV once per step, masking a full rectangle, or a larger chunk's rectangle reaching further past
+# the cached keys makes a larger first chunk of the same number of steps cost more, a real
+# (small) cost these laws leave out.
+NO_EXTRA = ("per_kv_tokens_s", "per_chunk_square_s", "per_pairs_past_cached_keys_s")
 coefficients = st.tuples(*[st.floats(0, 1e-3) for _ in TERMS]).map(
     lambda c: FittedCost({t: 0.0 if t in NO_EXTRA else v + (1e-4 if t == "per_step_s" else 0.0)
                           for t, v in zip(TERMS, c)}, {"what": "drawn"}))

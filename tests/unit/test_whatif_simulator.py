@@ -8,7 +8,7 @@ from tokenbudget.whatif import metrics
 from tokenbudget.whatif.cost_fitted import FittedCost
 from tokenbudget.whatif.effective_budget import budgets_by_policy, effective_budget
 from tokenbudget.whatif.simulator import SimulationError, simulate
-from tokenbudget.whatif.step_shape import StepShape
+from tokenbudget.whatif.step_shape import CACHED_KEYS, FEATURES, StepShape
 from tokenbudget.whatif.workload import Lengths, RequestSpec, Workload, WorkloadError, synthetic
 
 DSPARK = BudgetConfig(max_num_batched_tokens=8192, max_num_seqs=1024, num_speculative_tokens=7, method="dspark",
@@ -19,7 +19,8 @@ def per_token(step_s: float = 0.01, token_s: float = 1e-5) -> FittedCost:
     """A step costs ``step_s`` plus ``token_s`` per prefill or verify token."""
     return FittedCost({"per_step_s": step_s, "per_prefill_tokens_s": token_s, "per_verify_tokens_s": token_s,
                        "per_token_context_s": 0.0, "per_num_seqs_s": 0.0, "per_kv_tokens_s": 0.0,
-                       "per_chunk_square_s": 0.0, "per_sampled_seqs_s": 0.0}, {"what": "test"})
+                       "per_chunk_square_s": 0.0, "per_sampled_seqs_s": 0.0,
+                       "per_sampling_steps_s": 0.0, "per_pairs_past_cached_keys_s": 0.0}, {"what": "test"})
 
 
 def test_the_vllm_rules_effective_budgets_are_the_changes_numbers():
@@ -108,8 +109,28 @@ def test_step_shape_counts_causal_context():
 
     simulate(DSPARK.replace(num_speculative_tokens=0, method=None), get_policy("vllm-adaptive"), load,
              Recording(per_token().coefficients, {}))
-    assert shapes[0] == StepShape(10, 0, 55, 1, 0, 10, 100, 1)
-    assert shapes[1] == StepShape(0, 1, 11, 1, 0, 11, 1, 1)
+    assert shapes[0] == StepShape(10, 0, 55, 1, 0, 10, 100, 1, 0)
+    assert shapes[1] == StepShape(0, 1, 11, 1, 0, 11, 1, 1, 0)
+
+
+def test_step_shape_counts_the_pairs_past_the_cached_keys():
+    prompt = CACHED_KEYS + 76
+    load = Workload((RequestSpec("a", 0.0, prompt, 2),), 1, (0.0,), 0)
+    shapes = []
+
+    class Recording(FittedCost):
+        def step_seconds(self, shape):
+            shapes.append(shape)
+            return 0.01
+
+    cfg = DSPARK.replace(num_speculative_tokens=0, method=None, max_num_batched_tokens=600, max_num_seqs=8)
+    simulate(cfg, get_policy("vllm-adaptive"), load, Recording(per_token().coefficients, {}))
+    first, second, decode = shapes
+    assert (first.prefill_tokens, first.pairs_past_cached_keys) == (600, 0)  # 600 keys: all cached
+    assert (second.prefill_tokens, second.pairs_past_cached_keys) == (prompt - 600, (prompt - 600) * 76)
+    assert decode.pairs_past_cached_keys == 77  # one query row over prompt + 1 keys
+    sampling = FEATURES.index("sampling_steps")
+    assert [s.features()[sampling] for s in shapes] == [0, 1, 1]  # the last chunk samples, its first does not
 
 
 def test_a_stalling_policy_is_an_error_not_a_hang():

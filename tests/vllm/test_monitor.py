@@ -96,3 +96,19 @@ def test_the_plugin_flags_the_findings_on_vllm_0_32(vllm_imported: None, tmp_pat
 
 def test_the_plugin_flags_the_findings_on_vllm_0_33(vllm033_path: Path, tmp_path: Path) -> None:
     assert run_findings_under_plugin(tmp_path, child_env(vllm033_path)) == expected("0.33")
+
+
+def test_a_test_failing_for_its_own_reason_shows_its_step_record(vllm_imported: None, tmp_path: Path) -> None:
+    """F1's exported test on vLLM 0.32 fails for vLLM's own reason (an assertion in its
+    scheduler, which the monitor judges a model-error): under strict the failure stays
+    vLLM's, and the test's report shows the violation with its step record."""
+    (tmp_path / "test_own.py").write_text((VLLM_TESTS_DIR / "test_f1_vllm_adaptive_padded_threshold.py").read_text())
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
+                           "--tokenbudget=strict", "test_own.py"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr
+    report, summary = done.stdout.split("short test summary")
+    section = report.split("Captured tokenbudget call")[1]
+    assert "model-error: step 1: the scheduler raised AssertionError" in section and '  step: {"step": 1' in section
+    assert "FAILED test_own.py::test_f1_vllm_adaptive_padded_threshold - AssertionError" in summary
+    assert "tests failed by strict: 0" in report  # the failure is the test's own

@@ -5,13 +5,12 @@ plugin, no violation is reported, and steps are judged.
 The sdists' tests are fetched by ``.ci/vllm_own_tests.py`` into the folder named by
 ``TOKENBUDGET_VLLM_OWN_TESTS`` (``vllm-0.32.0/tests``, ``vllm-0.33.0/tests``; .ci/run does
 it). They name Hugging Face models: nothing is downloaded, the ``config.json`` files they
-need are ours (``hf_configs/``), served from a local hub cache with ``HF_HUB_OFFLINE=1``.
+need are ours (``tokenbudget/harness/vllm/hf_configs/``), served from a local hub cache with ``HF_HUB_OFFLINE=1``.
 """
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -20,26 +19,10 @@ from pathlib import Path
 import pytest
 
 from tokenbudget.harness.vllm.folder import child_env
+from tokenbudget.harness.vllm.own_tests import hub_cache, offline_env, scheduler_test_files
 
 pytestmark = pytest.mark.vllm
 OWN_TESTS_ENV = "TOKENBUDGET_VLLM_OWN_TESTS"
-HF_CONFIGS = Path(__file__).parent / "hf_configs"
-# The files of tests/v1/core that build a Scheduler (the others test the KV cache manager alone).
-SCHEDULER_TESTS = ("test_scheduler.py", "test_async_scheduler.py", "test_priority_preemption_bug.py",
-                   "test_priority_scheduler_random.py", "test_deferred_block_free.py", "test_prefix_replay.py",
-                   "test_swa_inflight_window_free.py", "test_worker_slot_overflow.py")
-
-
-def hub_cache(home: Path) -> Path:
-    """A Hugging Face hub cache under ``home`` holding each of our config.json files as its model's main revision."""
-    revision = "0" * 40
-    for config in HF_CONFIGS.glob("*/*/config.json"):
-        repo = home / "hub" / f"models--{config.parent.parent.name}--{config.parent.name}"
-        (repo / "snapshots" / revision).mkdir(parents=True)
-        shutil.copy(config, repo / "snapshots" / revision / "config.json")
-        (repo / "refs").mkdir()
-        (repo / "refs" / "main").write_text(revision)
-    return home
 
 
 def outcomes(junit: Path) -> dict[str, str]:
@@ -55,7 +38,7 @@ def outcomes(junit: Path) -> dict[str, str]:
 def start_own_tests(folder: Path, env: dict[str, str], junit: Path, *plugin: str) -> subprocess.Popen[str]:
     """vLLM's tests in a child pytest, its output in JUNIT.log. Their own empty ini and rootdir:
     a folder inside this checkout (.engines/) would otherwise take our pyproject's options."""
-    files = [f"tests/v1/core/{name}" for name in SCHEDULER_TESTS if (folder / "tests/v1/core" / name).is_file()]
+    files = scheduler_test_files(folder)
     ini = junit.with_suffix(".ini")
     ini.write_text("[pytest]\n")
     with junit.with_suffix(".log").open("w") as log:  # the child keeps its own copy open
@@ -66,7 +49,7 @@ def start_own_tests(folder: Path, env: dict[str, str], junit: Path, *plugin: str
 
 def judged(folder: Path, env: dict[str, str], tmp: Path) -> None:
     """Both runs at once (one core each), then their outcomes compared."""
-    env = {**env, "HF_HUB_OFFLINE": "1", "HF_HOME": str(hub_cache(tmp / "hf"))}
+    env = {**env, **offline_env(hub_cache(tmp / "hf"))}
     lines = tmp / "judged.jsonl"
     runs = [start_own_tests(folder, env, tmp / "plain.xml"),
             start_own_tests(folder, env, tmp / "strict.xml", "--tokenbudget=strict", f"--tokenbudget-out={lines}")]
@@ -88,7 +71,7 @@ def own_tests(version: str) -> Path:
     folder = Path(value or ".") / f"vllm-{version}"
     if not value or not (folder / "tests" / "v1" / "core").is_dir():
         pytest.skip(f"needs vLLM {version}'s own tests in ${OWN_TESTS_ENV}/vllm-{version}/tests "
-                    f"(python3 .ci/vllm_own_tests.py {version} DIR/vllm-{version})")
+                    f"(tokenbudget engine-tests vllm {version} DIR/vllm-{version})")
     return folder
 
 

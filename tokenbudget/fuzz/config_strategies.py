@@ -1,32 +1,4 @@
-"""Config strategies: deployments a policy accepts, realistic ones and adversarial corners.
-
-``configs(policy)`` draws configs the policy's ``validate`` accepts, built valid by
-construction from the ``ConfigSpace`` the validation allows (found by probing it, so a
-user's policy gets configs too). Scales:
-
-- ``deployment``: B 512-65536, S 1-1024, realistic block sizes and model lengths;
-- ``small``: B up to 256, where a handful of requests fills the budget;
-- ``draft-edge``: B just above the draft slots d of one request (B = d + 1 .. d + 4);
-- ``rows-edge``: S * (k + 1) within a few tokens of B.
-
-Across all scales: every method the policy's table knows (and speculation off), k up to
-the policy's limit, both scheduling policies where accepted, KV pools from the minimum
-(one ``max_model_len`` sequence: preemption) to ample, ``long_prefill_token_threshold``
-off, below 1 + k, or anywhere up to ``max_model_len`` (only for loops whose engine reads it:
-FastDeploy's does not), ``max_model_len`` from the smallest the validation accepts (a multiple of
-the block size where the policy asks it, as FastDeploy's GPU worker does). Chunked
-prefill off comes with B >= ``max_model_len``, as vLLM demands, for the policies whose
-validation accepts it. For a policy that asks a larger pool than one sequence (SGLang's), one
-draw in two is then repaired toward the boundary of the validation (``at_the_boundary``):
-the most sequences and the least KV pool it accepts; half of those first take a page of a
-real deployment (1, 16, 32, 64 or 128), k up to 8 and a max_model_len of a few pages
-(``_deployed_pages``), where decodes cross page boundaries together.
-
-``rare_path_configs(policy)`` adds, on the model, shapes aimed at one rare path each, where
-the policy has that path: a full decode batch, an admission over the room, a preemption
-under priority, decodes on page edges, and the older engine versions the policy models.
-Their cost cap: at most 4 seats (8 on page edges) and sequences of a few pages.
-"""
+"""Config strategies: deployments a policy accepts, realistic ones and adversarial corners."""
 from __future__ import annotations
 
 from dataclasses import dataclass

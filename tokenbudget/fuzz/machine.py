@@ -1,32 +1,4 @@
-"""The fuzzing state machine: generate ops, execute them on a target, judge every step.
-
-Generate, execute and check stay apart. The rules generate operations (``add``,
-``step``, ``abort``) and record each one before applying it; an ``Execution`` applies
-them to the target; the spec's predicates judge what it observed. A failing run
-therefore becomes a Trace of exactly the ops applied, and replays.
-
-Every step is judged as it happens (``check_step``, and the target's ``error``); the
-``@invariant`` judges the events since its last call (``no_request_lost``, incrementally). At teardown the machine
-stops adding and drains: it steps until every live request has finished, and once the
-drain is longer than the spec's bound ``progress_bound`` judges it, or at once when a drain step
-leaves the target's state unchanged (a fixpoint, ``first_fixpoint``). A user policy with a
-built-in base, given ``max_work_gap``, is judged against it (``model.base_gap``): the
-same ops run on the base alongside, while both are in the same state, and a step that
-leaves more work undone than the base's by over ``max_work_gap`` tokens is a
-``work-conserving`` violation naming both gaps. ``target()`` steers generation toward high
-input-row use and preemption (in Hypothesis's target phase). The first violation raises a
-FuzzFailure carrying the trace, unless it is known: its kind or identity is ``known`` (the
-caller's), or its identity is ``reported`` (found before in the same session; exactly that
-identity, so a violation no finding explains never hides a finding's): then the run just
-ends, its later rules doing nothing. Every kind a run shows,
-raised or not, is kept with its first trace in ``FuzzStats.seen``: the session reports it
-even when Hypothesis never raises it again. So does a drain that looks
-stuck (``STUCK_REPEATS`` idle steps in a row, each the one before again) once ``progress``
-is known: a drain has no input, so it would most likely repeat that step up to the bound.
-
-Only the spec's observations are read, never the target's internals, so a real engine
-whose records lack a ledger (or carry an ``error``) runs in the same machine.
-"""
+"""The fuzzing state machine: generate ops, execute them on a target, judge every step."""
 from __future__ import annotations
 
 import hashlib
@@ -51,12 +23,11 @@ from ..spec import interrupts
 from ..spec.invariants import (INVARIANTS, RequestAccounting, Violation, check_step, drain_steps_left, ends_in_fixpoint,
                                no_request_lost, progress, work_gap)
 from ..spec.records import RequestState, StepRecord
-from ..spec.target import describe
+from ..spec.target import describe, release
 from ..spec.trace import AbortOp, Op, StepOp, Trace, ViolationExpectation
 from .config_strategies import (asks_more_pool_of, config_space, configs, priority_wave_configs, rare_path_configs,
                                 same_step_refund_configs)
 from .coverage import example_key, paths_taken
-from ..spec.collector import PacedCollector
 from ..spec.execution import Execution
 from .failures import MODEL_ERROR, FuzzFailure, error_kind, failure, identity, is_known, kind_of
 from ..model.target import ModelTarget, TargetFactory
@@ -67,6 +38,7 @@ DEFAULTS = BudgetConfig().to_dict()
 WAVE_PASSES = 2  # a priority wave's admission and the pass after it, where it preempts and refunds
 TICK_EVERY = 512  # steps between two calls of ``FuzzStats.tick`` inside one example (it paces its own output)
 REQUESTS = st.lists(request_shapes(), min_size=1, max_size=3)
+ALL_SHAPES, SCALES, RARE_PATHS = "all", "scales", "rare-paths"  # which configs a machine draws (``machine_class``)
 
 
 class BudgetSpent(BaseException):
@@ -136,7 +108,6 @@ class FuzzMachine(RuleBasedStateMachine):
     reported: ClassVar[frozenset[str]] = frozenset()  # identities found already: these exactly, not their kinds
     max_work_gap: ClassVar[int | None] = None  # tokens beyond the base's gap a step may leave; None: not judged
     base: ClassVar[BudgetPolicy | None] = None  # the built-in the policy derives from, when judged against it
-    collector: ClassVar[PacedCollector | None] = None  # the run's garbage-collection pacer, ticked per step
     aims: ClassVar[bool] = True  # report target() scores: only Hypothesis's target phase uses them
 
     def __init__(self) -> None:
@@ -275,9 +246,6 @@ class FuzzMachine(RuleBasedStateMachine):
             if not current_build_context().is_final:  # shrinking: this example is dropped, the shrinking ends
                 _end_shrinking()
                 reject()
-        collector = type(self).collector
-        if collector is not None:
-            collector.tick()
         record = self._apply(StepOp(dict(accepted)))
         if record is None:
             return
@@ -355,18 +323,24 @@ class FuzzMachine(RuleBasedStateMachine):
         this teardown (``drain_steps_left`` reads it from the run after the first step), so a
         stuck run stops at the very step where ``progress_bound`` first judges it. An example
         Hypothesis cut short (out of data) is drained too: what that finds Hypothesis would
-        drop, so it is kept in ``stats.cut_short`` and ends the run, which reports it.
+        drop, so it is kept in ``stats.cut_short`` and ends the run, which reports it. The
+        targets are released at the end, whatever happened.
         """
-        if self.execution is None or self.broken:
-            return
-        stats = type(self).stats
-        cut_short = stats.raised_kind is None and isinstance(sys.exc_info()[1], StopTest)
         try:
-            self._drain()
-        except FuzzFailure as found:
-            if not cut_short:
-                raise
-            stats.cut_short = found  # Hypothesis ran out of data for this example: it would drop the failure
+            if self.execution is None or self.broken:
+                return
+            stats = type(self).stats
+            cut_short = stats.raised_kind is None and isinstance(sys.exc_info()[1], StopTest)
+            try:
+                self._drain()
+            except FuzzFailure as found:
+                if not cut_short:
+                    raise
+                stats.cut_short = found  # Hypothesis ran out of data for this example: it would drop the failure
+        finally:
+            for execution in (self.execution, self.beside):
+                if execution is not None:
+                    release(execution.target)
 
     def _drain(self) -> None:
         assert self.execution is not None
@@ -507,11 +481,14 @@ def _end_shrinking() -> None:
 def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: TargetFactory = ModelTarget,
                   config_strategy: st.SearchStrategy[BudgetConfig] | None = None,
                   found_by: str = "Hypothesis (tokenbudget fuzz)", target_name: str = "model",
-                  config_name: str | None = None, max_work_gap: int | None = None) -> type[FuzzMachine]:
+                  config_name: str | None = None, max_work_gap: int | None = None,
+                  shapes: str = ALL_SHAPES) -> type[FuzzMachine]:
     """A state machine fuzzing ``policy`` (loaded from ``policy_spec``, the name a trace
     records) on targets made by ``target_factory`` (named ``target_name``), with configs
-    from ``config_strategy`` (default: every scale ``fuzz.config_strategies.configs`` knows; a
-    strategy given is named by ``config_name``, else by its repr). A user policy with a
+    from ``config_strategy`` (default: every scale ``fuzz.config_strategies.configs`` knows
+    and, on the model, the rare-path shapes that apply to the policy's loop, built-in or
+    not; ``shapes`` picks SCALES or RARE_PATHS alone; a strategy given is named by
+    ``config_name``, else by its repr). A user policy with a
     built-in base is judged against it when ``max_work_gap`` is given; a built-in never
     is. Raises ConfigError when no config of the policy can be found.
 
@@ -525,16 +502,19 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
     strategy = config_strategy if space is None else configs(policy, space)
     # a real engine shows no ledger: the same-step refund and the input-budget stop are drawn on purpose
     real_engine = target_name != "model"
-    # the rare paths of the built-ins' findings; a user policy draws the scales alone
-    built_in = policy_spec in builtin_policies()
-    rare_paths = list(rare_path_configs(policy, space).values()) if space and built_in and not real_engine else []
+    # the rare paths of the findings, shaped through the policy's loop: a user policy's too
+    rare_paths = list(rare_path_configs(policy, space).values()) if space and not real_engine \
+        and shapes != SCALES else []
     if config_strategy is None and real_engine:
         shaped = same_step_refund_configs(policy)
         strategy = st.one_of(strategy, shaped, shaped, shaped)
+    elif rare_paths and shapes == RARE_PATHS:
+        strategy = st.one_of(*rare_paths)
     elif rare_paths:  # half the draws from the scales, half from the rare paths' shapes (on the model)
         strategy = st.one_of(*[strategy] * len(rare_paths), *rare_paths)
     if config_name is None:
         config_name = "configs" if config_strategy is None else repr(config_strategy)
+        config_name += "" if shapes == ALL_SHAPES or config_strategy is not None else f"|{shapes}"
 
     # A policy whose pool must hold more than one sequence (SGLang's) retracts decodes: its runs
     # may start with a burst of similar requests, which retract together at page boundaries.

@@ -1,25 +1,5 @@
 """A fuzzing session: run the state machine for a number of examples or seconds, collect
-the shrunk counterexamples and save each as a trace with its Hypothesis program.
-
-A session runs Hypothesis in batches, each with its own seed derived from the session's.
-A batch stops at its first failure and shrinks it; the next batch goes on with that
-failure's identity reported (``FuzzMachine.reported``: that identity exactly): a run that
-shows only known ones just ends, so the examples go to finding the others. ``examples=N`` runs at most N examples, shrinking included
-(deterministic for a seed); ``seconds=S`` runs no example that would start past S
-seconds, shrinking included, and reduces a counterexample only while time is left (batch
-sizes do not depend on timing, so a seed always runs the same examples in the same
-order). A budget spent while shrinking leaves the failure as far as it was shrunk.
-The seconds count from the first example, when the first target is built: start-up
-(importing an engine, building its first scheduler) is counted apart and capped by
-``startup_seconds``, past which no example starts (a worker whose start-up hangs is
-stopped by its parent: ``fuzz.parallel``).
-
-With an example ``database`` every batch first replays the failing examples saved under
-the machine's key (``Phase.reuse``; ``machine.database_key``), whoever saved them, and
-saves what it finds there. A batch that knows some kinds reads the database through
-``ReadOnlyDatabase`` (Hypothesis deletes a replayed example that no longer fails, and one
-of a known kind no longer fails there) and copies only what it found into it.
-"""
+the shrunk counterexamples and save each as a trace with its Hypothesis program."""
 from __future__ import annotations
 
 import math
@@ -40,7 +20,6 @@ from hypothesis.stateful import run_state_machine_as_test
 from ..model import POLICY_ERROR, BudgetConfig, PolicyError, get_policy
 from ..model.replay import BadInput, ReplayResult, replay_on_model
 from ..model.base_gap import replay_judged
-from ..spec.collector import PacedCollector
 from ..spec.invariants import work_conserving
 from ..spec.execution import Execution
 from ..spec.trace import Trace, ViolationExpectation, write_trace
@@ -48,7 +27,7 @@ from .coverage import examples_per_path, steps_per_path
 from .failures import MODEL_ERROR, FuzzFailure, failure, identity, is_known, kind_of
 from ..spec.target import CONFORMANCE
 from .seeded_draws import seeded_draws
-from .machine import BudgetSpent, FuzzMachine, FuzzStats, machine_class
+from .machine import ALL_SHAPES, BudgetSpent, FuzzMachine, FuzzStats, machine_class
 from ..spec.shrink import shrink
 from ..model.target import ModelTarget, TargetFactory
 
@@ -154,24 +133,9 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
          database: ExampleDatabase | None = None, known: frozenset[str] = frozenset(),
          tally: Callable[[Tally], None] = lambda _: None, max_work_gap: int | None = None,
          reduce_seconds: float | None = None, startup_seconds: float = STARTUP_SECONDS,
-         started: float | None = None, ends_by: float | None = None) -> FuzzReport:
-    """Fuzz one policy on one target; save counterexamples under ``corpus`` when given.
-
-    Exactly one of ``examples`` and ``seconds`` is set; ``seconds`` count from the first
-    target built, and start-up before it, from ``started`` (``time.time()``; default: now),
-    may last ``startup_seconds``: past that no example starts, nor past ``ends_by``
-    (``time.time()``: a campaign's end), start-up or not. The session also ends once every
-    kind in ``stop_when_found`` has been found (when it is not empty). Kinds in ``known``
-    are not searched for (a run showing only those ends quietly). ``tally`` hears the
-    counts as ``progress`` does. A user policy with a built-in base is judged against it
-    when ``max_work_gap`` is given (``machine_class``): a step that leaves more than that
-    many tokens of work undone beyond its base's is a ``work-conserving`` violation; None,
-    the default, judges no gap. ``reduce_seconds`` bounds the reduction of each
-    counterexample's trace (``reduce``; the session's deadline bounds it too). Every kind a
-    run showed is reported: one Hypothesis never raised again (seen beside the kind raised,
-    or only while shrinking) comes with the trace of the run that showed it, reduced, with
-    no program. Raises ConfigError for an unknown policy or one that accepts no config.
-    """
+         started: float | None = None, ends_by: float | None = None, shapes: str = ALL_SHAPES) -> FuzzReport:
+    """Fuzz one policy on one target, drawing the configs ``shapes`` names
+    (``machine_class``); save counterexamples under ``corpus`` when given."""
     if (examples is None) == (seconds is None):
         raise ValueError("give exactly one of examples and seconds")
     policy = get_policy(policy_spec)
@@ -245,7 +209,7 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
         scratch, judged_gap = None, None
         try:
             cls = machine_class(policy_spec, policy, target_factory, config_strategy, found_by, target_name,
-                                max_work_gap=max_work_gap)
+                                max_work_gap=max_work_gap, shapes=shapes)
             cls.stats, judged_gap = stats, cls.max_work_gap
             cls.known, cls.reported = known, frozenset(c.key for c in report.counterexamples)
             scratch = InMemoryExampleDatabase() if database is not None and (cls.known or cls.reported) else None
@@ -326,8 +290,7 @@ def run_machine(cls: type[FuzzMachine], size: int, seed: int, phases: Sequence[P
         suppress_health_check=list(HealthCheck), report_multiple_bugs=False, phases=tuple(phases),
     )
     try:
-        with with_reporter(lambda _: None), seeded_draws(), PacedCollector() as collector:
-            cls.collector = collector
+        with with_reporter(lambda _: None), seeded_draws():
             cls.aims = Phase.target in s.phases
             run_state_machine_as_test(hypothesis_seed(seed)(cls), settings=s)
     except FuzzFailure as found:
@@ -340,8 +303,6 @@ def run_machine(cls: type[FuzzMachine], size: int, seed: int, phases: Sequence[P
         # the budget ran out before any failure (Hypothesis may complain of the example cut
         # short), or a failure Hypothesis dropped ended the run
         return cls.stats.cut_short
-    finally:
-        cls.collector = None
     return cls.stats.cut_short
 
 

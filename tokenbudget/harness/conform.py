@@ -1,22 +1,4 @@
-"""Conformance: the reference model against a real engine's scheduler (a ``ConformEngine``).
-
-``run_conformance(seed, n, engine=...)`` runs the engine's workloads ``0 .. n-1`` on both
-sides in lockstep (``harness.lockstep``) and compares every step: grants, scheduled drafts,
-preemptions (in order), finished requests and KV blocks in use. A workload agrees when every step does.
-
-Every workload that does not agree is a divergence. Its trace is cut after the divergent step
-and shrunk (``spec.shrink``) while it still diverges the same way, and written to the
-corpus directory (never overwriting); where cutting or shrinking loses the divergence (an op
-after the step mattered), the workload's own trace is kept. The trace's expectations hold the
-engine's side of the divergent step (its grants, drafts and preemptions; or, when it raised,
-the invariants the model reports there), so replaying it on the model shows the model's side
-against the engine's, and replaying it on the engine's target meets them. A divergence is
-explained when the engine's ``explain`` matches it with an entry of SPEC.md (a finding or a
-deliberate simplification); the run is ok when every divergence is explained.
-
-Each engine package builds its ``ConformEngine`` (its workloads, lockstep run and
-explanations; ``harness/<engine>/conform.py``), and its descriptor hands it to the command.
-"""
+"""Conformance: the reference model against a real engine's scheduler (a ``ConformEngine``)."""
 from __future__ import annotations
 
 import json

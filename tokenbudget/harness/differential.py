@@ -1,33 +1,4 @@
-"""Differential: a real engine's target with the reference model stepped beside it.
-
-Mixed into an engine's target (``tokenbudget/harness/vllm/differential.py``, ``tokenbudget/harness/sglang/
-differential.py``), which sets ``cfg`` (the model's config: for vLLM the modelled version
-nearest to the one driven), ``findings_engine`` (whose findings explain a crash) and
-``label``. Every op goes to both: the engine and the model of the same policy (``ModelTarget``). The record
-returned is the engine's, judged by the spec as on any target; the comparison adds what the
-spec alone cannot see on an engine whose budgets are locals of its scheduling call
-(``judged``, in order):
-
-* ``conformance`` at the first step whose grants, scheduled drafts, preemptions (in order),
-  finished requests or KV blocks in use part (``harness.lockstep.StepView``). Its message names the rule of
-  the model's pass where they part, the request and the quantities: the running or the
-  waiting loop's grant and the bound that set it (demand, token budget, input budget less
-  d, long_prefill_token_threshold, max_model_len), the loop's exit on the input budget, a
-  same-step refund, a preemption, the blocks in use. A slip in the engine's refund, its loops' exits or its
-  draft-slot count shows here even where no invariant of its own record breaks.
-* the engine raised where the model reports a violation that a finding explains (the
-  finding's matcher: ``model.findings``, as ``conform`` explains a divergence): the
-  finding's invariant, named by the finding; that step's error is then in
-  ``explained_errors`` and is no ``model-error``. A crash no finding explains stays the
-  engine's ``model-error``.
-
-``expectation`` holds the engine's side of the step where they parted (as ``conform`` writes
-it), so the trace of a ``conformance`` failure replays: on the model it shows the model's side
-against the engine's, on the engine's target it meets it. After the sides part the model is
-no longer stepped (their states differ); the engine runs on, judged by the spec alone.
-``reference_run`` is the model's RunRecord: the findings' matchers and the coverage counters
-read it (it has the ledger the engine lacks).
-"""
+"""Differential: a real engine's target with the reference model stepped beside it."""
 from __future__ import annotations
 
 from typing import Mapping

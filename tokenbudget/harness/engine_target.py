@@ -59,6 +59,12 @@ class EngineTarget(ABC, Generic[Observed]):
         return record, StepOutcome(step=record.step, requests=observed.requests,
                                    preempted=frozenset(observed.preempted))
 
+    def close(self) -> None:
+        """Free the engine's objects now, where its driver can (``close``); no more calls after."""
+        close = getattr(self.engine, "close", None)
+        if close is not None:
+            close()
+
     @abstractmethod
     def record(self, step: int, observed: Observed) -> StepRecord:
         """The observed engine step as the spec's record of step ``step``."""

@@ -1,23 +1,4 @@
-"""Every GPU check of the torch runner, in one short run for a lent CUDA machine.
-
-    tokenbudget/kernels/gpu_check.sh                       # or: python -m tokenbudget.kernels.gpu_check
-
-Four checks, each printed as one line with its numbers, meant to take under 3 minutes on one
-GPU (``gpu_check.sh`` stops them at 170 s):
-
-1. ``paged-equals-dense``: paged attention over a cache with a shared prefix block gives
-   the logits of a dense recomputation, on CUDA.
-2. ``fastdeploy-overflow``: the shipped FastDeploy counterexample stops at step 2 with
-   InputRowsOverflow (528 rows, B = 520), as on the CPU.
-3. ``live-within-b``: a 100-step live vllm-adaptive run is clean and its acceptance rate
-   lies strictly between 0.1 and 0.95.
-4. ``memory-cap``: the wide model under the CUDA memory cap on one climbing workload (512
-   requests, B = 2048, mtp with k = 5): fastdeploy-v0 runs more rows than B each step,
-   its peak memory climbs and a step fails with a real CUDA out-of-memory error;
-   vllm-adaptive stays within B, its peak stays flat under the cap, no step fails.
-
-Exit status 0 when every check passed, 1 otherwise, 2 without CUDA.
-"""
+"""Every GPU check of the torch runner, in one short run for a lent CUDA machine."""
 from __future__ import annotations
 
 import gc

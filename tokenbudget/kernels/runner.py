@@ -1,37 +1,4 @@
-"""ModelRunner: executes the scheduler's steps for real, on the target and its drafter.
-
-One step, from its StepRecord:
-
-1. **Layout.** Each scheduled request gets a segment of ``runner_rows`` rows (the method
-   table's true count, as the scheduler recorded it): its target rows, then its d drafter
-   rows. The target rows hold the grant's tokens: a prompt chunk, or the last token and
-   the scheduled drafts; a FastDeploy decode granted 1 still runs its 1 + k rows; a padded
-   admission runs its placeholder rows; a paused decode (FastDeploy's worker, out of
-   blocks) runs 0 rows and keeps its tokens and drafts. The whole layout is claimed in the persistent
-   B-row buffers before a row is written (InputRowsOverflow), and every KV slot is mapped
-   through the request's block table before the cache is touched (KVOverflow).
-2. **Target pass** over the target rows: every layer writes K and V at the rows' slots,
-   then attends over the paged cache.
-3. **Verification** of each request whose known tokens are now all computed: its
-   scheduled drafts (placeholders excepted) are accepted by greedy match or rejection
-   sampling, or as many as ``forced`` says, and the target's next token follows.
-4. **Drafting** for those requests: the method's drafter (the method table), the n-gram
-   proposer or the early-exit drafter. The drafter's first pass runs, in the tail of each
-   request's segment, the new last token and min(d, k - 1) mask rows
-   (``methods.first_pass_drafts``; parallel drafting: the d rows of the same batch); serial
-   passes propose the remaining drafts one row per request, and go on past the k-th draft
-   while the method's L asks for more (DFlash: k + 1). It writes the KV of its layers at
-   the L positions from the new last token on (``StepLimits.lookahead``: what the method's
-   drafter writes past the target rows, ``model.physical_need``); a pass at a position past
-   those (EAGLE3's and MTP's k-th draft, L = k - 1) attends over its own K and V without
-   storing them, as the real proposer, whose first pass reruns the target's positions, never
-   reaches that position.
-
-``StepExecution.kv_written`` lists, per request, the positions whose KV the step wrote.
-
-The runner keeps each request's tokens (prompt, then what its steps committed), trimmed
-to the scheduler's count at every step, and forgets requests that left the queues.
-"""
+"""ModelRunner: executes the scheduler's steps for real, on the target and its drafter."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,19 +1,4 @@
-"""RunnerTarget: the reference scheduler with the torch runner executing every step it makes.
-
-A target in the sense of ``spec.target.Target``: replay drives it op by op. Each step
-op schedules once on the policy's loop (``model.scheduler_for``), executes the StepRecord on the ModelRunner,
-then feeds the output back with ``update_from_output``:
-
-- **forced** mode: the accepted drafts are the trace's (the runner still verifies them
-  and reports how many its own rule would have accepted);
-- **live** mode: the runner's greedy match or rejection sampling decides them.
-
-A step the runner cannot execute (InputRowsOverflow, KVOverflow, a CUDA out-of-memory
-under ``memory_cap``, or a record it cannot follow) is returned as the pass's record with
-``error`` set, like any target's failure: the run stops there and replay reports it.
-Every step lands in ``report``: rows per request against B, KV blocks, time and, on CUDA,
-peak memory.
-"""
+"""RunnerTarget: the reference scheduler with the torch runner executing every step it makes."""
 from __future__ import annotations
 
 import time

@@ -1,13 +1,4 @@
-"""A user policy against its base policy: the base, and the work gap compared on the same state.
-
-The base of a user policy is the nearest built-in class in its MRO (``base_policy``).
-Efficiency is relative (``gap_against_base``): the work gap of each step (``spec.work_gap``)
-under the policy and under its base, compared while both runs are in the same state (a
-step that preempted counts only where both preempted the same requests). The fuzzing
-machine and ``replay_judged`` turn an excess over ``max_work_gap`` tokens into a
-``work-conserving`` violation (``gap_violation``). Whether a violation is known, the
-policy's own or a gap over the base is decided above the model, in ``tokenbudget/verdict.py``.
-"""
+"""A user policy against its base policy: the base, and the work gap compared on the same state."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace

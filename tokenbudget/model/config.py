@@ -12,6 +12,11 @@ class ConfigError(ValueError):
     """A configuration that cannot be served; the message names the knob to change."""
 
 
+class PolicyNotRunnable(ConfigError):
+    """A target that cannot run the policy under any config (a real engine whose own
+    accounting is another policy's); the message names the target to use instead."""
+
+
 SCHEDULING_POLICIES = ("fcfs", "priority")
 
 # The most each knob may be: beyond what any real deployment uses, so that a typo (an extra
@@ -129,18 +134,7 @@ def structural_requirements(c: Any) -> list[Requirement]:
 
 @dataclass(frozen=True)
 class BudgetConfig:
-    """The knobs of one deployment. Field names follow vLLM's.
-
-    ``num_speculative_tokens == 0`` means speculative decoding is off; then ``method``
-    must be None. ``max_num_scheduled_tokens`` None lets the policy derive it.
-    ``engine_version`` picks the row of the policy's version table (vLLM: "0.32", "0.33");
-    the policy checks it, None meaning its newest modelled version.
-    Engine-specific limits (for example vLLM's ``B >= S``) live in each policy's
-    ``validate``; this class checks the field types, that no knob exceeds its ``LIMITS``
-    entry, and the ``STRUCTURAL`` requirements. The other shared requirements (a positive
-    ``max_num_scheduled_tokens``, the threshold's range, a pool of one sequence) are
-    checked by the policy's ``validate``, which may drop some.
-    """
+    """The knobs of one deployment. Field names follow vLLM's."""
 
     max_num_batched_tokens: int = 8192
     max_num_seqs: int = 256

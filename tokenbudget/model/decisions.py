@@ -1,12 +1,4 @@
-"""The per-request decisions of a scheduling pass and of its output, written over IntLike.
-
-The loops call these for every request they visit; the prover calls the very same
-functions on z3 terms when it unrolls a pass over symbolic requests. Every caller calls
-them through this module (``decisions.running_grant(...)``), so that a patched decision
-is the one both run. They fix the order of vLLM 0.32's clipping: long-prefill
-threshold, then the policy's budgets, then max_model_len for running requests; padding,
-then threshold, then budgets for waiting ones.
-"""
+"""The per-request decisions of a scheduling pass and of its output, written over IntLike."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,18 +1,4 @@
-"""The findings table: what the modelled engines' own loops do wrong (SPEC.md §6).
-
-One entry per finding: the engine and versions it affects, the invariant it breaks, where
-SPEC.md explains it, its corpus trace (``tokenbudget/corpus/findings/``), whether the real engine
-raises in the step (so conformance sees a divergence) or agrees with the model, and two
-predicates:
-
-- ``shows(cfg, run)``: the finding's mechanism in the observations of a run on the model
-  (its StepRecords and outcomes), e.g. a padded request whose grant the long-prefill
-  threshold cut below 1 + k. A violation is put down to a finding only when this holds.
-- ``opens(policy, cfg)``: the config lets the mechanism happen at all; configs free of
-  every finding of an engine are those on which its correct loop breaks nothing.
-
-Conformance, ``tokenbudget check``, the tests and the quality catalogue read this table.
-"""
+"""The findings table: what the modelled engines' own loops do wrong (SPEC.md §6)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,20 +1,4 @@
-"""Read-only inputs for a user policy: what the model hands it, it may read and never change.
-
-``frozen(value)`` is what ``policy_guard`` passes to a user policy's method in place of
-each argument, and keeps in place of what the method returns for the loop to hand back
-later (its params and budgets):
-
-- ``BudgetParams``, ``Budgets`` and ``BudgetConfig`` become their read-only twins: a
-  subclass (``isinstance``, ``dataclasses.replace``, equality and hashing behave as on the
-  original) whose values live in a tuple. Setting or deleting a field, plainly, by
-  ``object.__setattr__`` or through ``vars()`` (a copy that refuses changes), raises
-  ``FrozenInputError``; what is read is the tuple, which nothing plain can change.
-- The loop and its requests and KV pool (SGLang's decode hooks receive them) become views:
-  every read goes through, a write raises; a list or dict read from them, or handed in,
-  is a copy that raises on any change.
-
-The built-in policies are never guarded, so none of this is on their path.
-"""
+"""Read-only inputs for a user policy: what the model hands it, it may read and never change."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,15 +1,4 @@
-"""KVBlockPool: a paged KV block pool with reference counts and a content-keyed prefix cache.
-
-Mirrors vLLM 0.32's block pool (vllm/v1/core/block_pool.py). Free blocks sit in one
-queue and are handed out from its head. A request's blocks are freed tail first; those
-that carry no content key (or all of them, with prefix caching off) are put at the head
-of the queue, to be reused first; keyed blocks go to its tail, so cached content is
-evicted least recently freed first and can be taken back by a later request with the
-same prefix until then. Never-used blocks sit between the two parts in id order; here
-they are a counter (``next_fresh``), and reference counts and content keys are kept only
-for blocks that have them, so a pool costs what the run touches, not its nominal size. As
-in vLLM, identical content computed twice is cached twice; a lookup takes the oldest copy.
-"""
+"""KVBlockPool: a paged KV block pool with reference counts and a content-keyed prefix cache."""
 from __future__ import annotations
 
 from collections import OrderedDict, deque

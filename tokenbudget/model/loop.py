@@ -1,16 +1,4 @@
-"""SchedulerLoop: what every engine's scheduling loop shares, and ``scheduler_for``.
-
-A loop holds the requests, the WAITING and RUNNING queues, the KV pool and the step
-ledger (``StepPass``). One ``schedule()`` hands a fresh ``StepPass`` to the engine's step
-(``_schedule_step``) and returns a StepRecord; ``update_from_output`` applies sampled and
-accepted tokens, finishes requests and proposes drafts for the next step.
-
-An engine family subclasses it with its step: ``one_pass_loop.OnePassLoop`` (a running
-pass then a waiting pass, whose control flow the prover's pass skeleton follows and a loop
-variant changes by its hooks and flags) for vLLM, FastDeploy and TensorRT-LLM, or a step of
-its own (``sglang_loop.SglangLoop``: a prefill batch or a decode batch). A policy names its
-loop (``BudgetPolicy.loop``); the policy parametrizes the budget arithmetic.
-"""
+"""SchedulerLoop: what every engine's scheduling loop shares, and ``scheduler_for``."""
 from __future__ import annotations
 
 import bisect

@@ -1,18 +1,4 @@
-"""The method table: draft slots, KV lookahead and drafting per speculative method, by engine version.
-
-One source of truth for how many extra runner rows (draft slots, ``d``) a scheduled
-request occupies, how many lookahead KV slots it reserves, how many its drafter writes past
-its target rows (``writes``: the physical L, which may be less), which drafter proposes
-its drafts, whether the method drafts only in parallel and whether it drafts inside the
-target's forward (one model). Every count is affine in ``k``
-(``num_speculative_tokens``): ``(a, b)`` means ``a * k + b``, so the same table serves
-ints and z3 terms. Versions differ; add a table, not a branch.
-
-Sources (vLLM 0.32.0; 0.33.0 above its table): ``SpeculativeConfig.max_num_new_slots_for_drafting`` in
-``vllm/config/speculative.py`` and ``VllmConfig.num_lookahead_tokens`` in
-``vllm/config/vllm.py``. FastDeploy: a decoding request runs its ``k + 1`` target
-rows every step (``decode_rows``), whatever the scheduler charged for it.
-"""
+"""The method table: draft slots, KV lookahead and drafting per speculative method, by engine version."""
 from __future__ import annotations
 
 from dataclasses import dataclass

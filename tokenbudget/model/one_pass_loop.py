@@ -1,21 +1,5 @@
 """OnePassLoop: the loop of an engine whose step is one pass, the running requests then the
-waiting ones, and the hooks and flags a loop variant changes it by.
-
-``schedule()`` (``loop.SchedulerLoop``) hands the pass to ``_schedule_step``: here the
-running pass (``_schedule_running``, the engine's), then, unless it preempted, the waiting
-pass (``_schedule_waiting``, shared; a loop may override it). An engine loop states its
-control flow in class attributes, which the prover's pass skeleton
-(``tokenbudget/proofs/pass_skeleton.py``) and induction follow: a loop is modelled by the skeleton
-exactly when it is a ``OnePassLoop`` that keeps ``skeleton_follows``.
-
-A loop variant (a user's change to an engine's loop) subclasses an engine loop and sets a
-flag or overrides a hook: the classmethods ``running_grant``, ``admission``, ``victim``
-and ``cursor_after_preemption`` are written over IntLike, and the loop calls them on ints
-as the pass skeleton calls them on z3 terms, so ``check``, ``prove`` and ``fuzz`` judge the
-variant as they judge a policy. Each engine loop declares the hooks and variant flags its
-step uses (``honours``); a variant that changes one outside it, or a variant of a loop that
-is no ``OnePassLoop``, is refused when it loads (``ignored_overrides``).
-"""
+waiting ones, and the hooks and flags a loop variant changes it by."""
 from __future__ import annotations
 
 from typing import Any, ClassVar, Optional, Sequence

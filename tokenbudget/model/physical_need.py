@@ -1,26 +1,4 @@
-"""What a step physically needs: the KV slots a scheduled request writes, the runner rows it occupies.
-
-Ground truth for ``kv-capacity`` and ``input-rows-cap``, read from the method table of the
-engine and version, never from the policy under test. The engine is the policy's loop,
-resolved to the nearest loop class the model defines (``builtin_class``), whose
-``method_table`` names the table of a version and whose ``decode_runs_decode_rows`` says
-whether a decode runs its method's ``decode_rows`` whatever it was granted (FastDeploy,
-TensorRT-LLM). A policy may reserve more KV than needed (its ``lookahead``: what the loop
-allocates) or charge other rows (its ``runner_rows``, ``charge``): that is the code under
-test; it never redefines the need. A user's loop variant cannot either: the engine's own
-class answers.
-
-Per scheduled request, from the table's row (``methods``):
-
-- target rows: ``decode_rows`` for a decode where the engine runs them, else the grant;
-- runner rows: target rows + ``d`` (the draft slots);
-- KV slots written: computed + target rows + ``L`` (the drafter's writes), at most max_model_len.
-
-``L`` is what the table says a model drafter writes past the target rows (``methods.drafter_writes``:
-for EAGLE3 and MTP k - 1, one less than vLLM's ``num_lookahead_tokens`` reserves); an n-gram
-drafter writes no KV, so its ``L`` is 0 (FastDeploy's table reserves k for n-gram decodes too,
-which is its reservation, not a write).
-"""
+"""What a step physically needs: the KV slots a scheduled request writes, the runner rows it occupies."""
 from __future__ import annotations
 
 from dataclasses import dataclass

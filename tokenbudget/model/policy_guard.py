@@ -1,26 +1,4 @@
-"""The guard around a user policy: any failure inside its methods becomes one PolicyError.
-
-``guard(policy)`` is applied once, when ``get_policy`` loads a ``pkg.module:Class``
-policy. Each method of the policy interface is replaced, on the instance, by a wrapper:
-an exception (ConfigError from ``validate`` aside: refusing a config is its job), an exit
-or a call past the time limit (``user_code``), or a return value of the wrong type (a bool
-where an int is due included) becomes a PolicyError whose one-line message names the
-method, the user's file:line and the problem. The wrapper hands the method read-only
-inputs (``frozen_inputs``): a write to one is such a failure, naming the attribute and the
-line of the write; the params and budgets it returns are kept read-only for the calls that
-get them back. Calls between the policy's own methods go
-through the wrappers too, so the innermost failing method is the one named. Every
-command turns a PolicyError into a clean verdict ``policy-error``; the prover, whose
-arguments are z3 terms, into bad input naming the IntLike helper to use instead.
-
-Before that, ``guard`` checks the flags of the policy's loop (``loop_flags``): each one a
-bool, and no combination the model cannot run (``INCONSISTENT_FLAGS``); and that a loop
-variant changes only hooks and flags its loop's step reads (``OnePassLoop.honours``; none
-for a loop that is no ``OnePassLoop``: ``one_pass_loop.ignored_overrides``). A
-loop that fails is refused at load with one ConfigError line naming the flags or the hook
-and the fix (exit 2), never left to surface as the model's internal AssertionError mid-run
-nor ignored.
-"""
+"""The guard around a user policy: any failure inside its methods becomes one PolicyError."""
 from __future__ import annotations
 
 import functools

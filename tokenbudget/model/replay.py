@@ -1,17 +1,4 @@
-"""Replay a trace on the reference model and judge the run: invariants, work gap, expectations.
-
-``replay_on_model`` applies the ops to the reference model through the shared
-op-application path (``spec.execution.Execution`` on a ``model.target.ModelTarget``), checks
-the RunRecord with ``spec.check_run`` (as ``spec.columnar_checks.check_run_columnar`` judges
-it: the same violations) and each expectation of the trace. A step in which the target
-raised ends the run there: the error is reported, later ops are not applied. On
-the model, a run that reaches a fixpoint with only steps left writes the rest as the
-fixpoint's record again instead of running them (the same run, a tenth of the cost). An
-exception inside the model outside a step (building the scheduler, adding or aborting a
-request) ends it too, as a ``model-error`` violation. Input that cannot be replayed as
-given raises BadInput (the CLI's exit status 2); what the run showed, good or bad, is
-the ReplayResult.
-"""
+"""Replay a trace on the reference model and judge the run: invariants, work gap, expectations."""
 from __future__ import annotations
 
 import json
@@ -20,10 +7,10 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from ..spec import interrupts
-from ..spec.collector import PacedCollector
 from ..spec.execution import Execution
 from .target import ModelTarget, TargetFactory
 from . import POLICY_ERROR, BudgetConfig, BudgetPolicy, ConfigError, PolicyError, get_policy
+from .config import PolicyNotRunnable
 from ..spec import RunRecord, StepLimits, StepRecord, Violation, work_gap
 from ..spec.columnar_checks import check_run_columnar
 from ..spec.invariants import ends_in_fixpoint, model_error
@@ -155,6 +142,8 @@ def replay_on_model(trace: Trace, policy: str | BudgetPolicy | None = None,
         return _refused(trace, name, str(e), "invalid config")
     try:
         target = target_factory(cfg, pol)
+    except PolicyNotRunnable as e:  # no config would do: the target, not the config, is the problem
+        raise BadInput(f"{trace.source}: {e}") from None
     except ConfigError as e:
         return _refused(trace, name, str(e), f"{name} refuses the config")
     except PolicyError as e:  # the user's policy failed while the target was built: the verdict, not a crash
@@ -164,14 +153,13 @@ def replay_on_model(trace: Trace, policy: str | BudgetPolicy | None = None,
     except Exception as e:  # the model raised while it was built: a model-error, not a crash
         return _judge(trace, name, None, None, crash=f"{describe(e)} while it was built")
     execution = Execution(target)
-    with PacedCollector() as collector:
-        crash = _run(trace, execution, collector, progress)
-        progress(f"judging {len(execution.run.steps)} steps")
-        version = _version_used(cfg, pol, target)
-        if crash is not None and POLICY_ERROR + ":" in crash:
-            return replace(_judge(trace, name, None, execution.run), errors=(crash,), engine_version=version)
-        return replace(_judge(trace, name, None, execution.run, crash, _with_target_judged(target, judge_more),
-                              frozenset(getattr(target, "explained_errors", ()))), engine_version=version)
+    crash = _run(trace, execution, progress)
+    progress(f"judging {len(execution.run.steps)} steps")
+    version = _version_used(cfg, pol, target)
+    if crash is not None and POLICY_ERROR + ":" in crash:
+        return replace(_judge(trace, name, None, execution.run), errors=(crash,), engine_version=version)
+    return replace(_judge(trace, name, None, execution.run, crash, _with_target_judged(target, judge_more),
+                          frozenset(getattr(target, "explained_errors", ()))), engine_version=version)
 
 
 def _with_target_judged(target: object, judge_more: Callable[[RunRecord], Sequence[Violation]] | None
@@ -214,7 +202,7 @@ def _resolve_policy(trace: Trace, policy: str | BudgetPolicy | None) -> tuple[st
         raise BadInput(f"{trace.source}: {e}") from None
 
 
-def _run(trace: Trace, execution: Execution, collector: PacedCollector, progress: Callable[[str], None]) -> str | None:
+def _run(trace: Trace, execution: Execution, progress: Callable[[str], None]) -> str | None:
     """Apply the trace's ops until the end, a step in which the target raised, or an add
     or abort that raised (then what it raised, ``ops[i]: ...``, is returned). On a target
     whose steps are pure (``repeats_fixpoints``), once only steps are left and the run
@@ -225,7 +213,6 @@ def _run(trace: Trace, execution: Execution, collector: PacedCollector, progress
         if execution.crashed is not None:
             break
         interrupts.check()
-        collector.tick()
         if index % PROGRESS_OPS == 0:
             progress(f"op {index} of {len(trace.ops)}, step {len(execution.run.steps)}")
         try:

@@ -1,25 +1,4 @@
-"""What user code may not do to the process that runs it: exit it, stop it, or hold it.
-
-``enter``/``leave`` (or ``running()``) bracket every call into a user policy (its module's import, its class's
-construction, each guarded method). While the outermost one lasts:
-
-- ``os._exit`` raises ``ExitCalled`` instead of ending the process, so a policy that calls
-  it fails as a ``policy-error`` instead of passing with the exit status it chose (it is
-  replaced once per process, when user code first runs; outside user code it exits);
-- a watchdog thread (one per process) sends the main thread ``SIGNAL`` when the same call
-  has run for ``limit()`` seconds, and its handler raises ``CallTimedOut`` inside the user's
-  code, wherever it loops or sleeps. It fires again each period the call goes on.
-
-``escaped(e)`` says which BaseExceptions out of user code are the code's own failure:
-SystemExit, GeneratorExit, ExitCalled, CallTimedOut, and a KeyboardInterrupt that is not
-the user's Ctrl-C (``spec.interrupts`` noted none while it watched, or SIGINT is ignored
-here, as in fuzz workers). Other BaseExceptions pass through untouched.
-
-The limit is ``TOKENBUDGET_POLICY_TIMEOUT`` seconds as the process starts, or what
-``set_limit`` sets (the commands' ``--policy-timeout``, for their worker processes too
-through the environment), ``DEFAULT_LIMIT_S`` without either. Off the main
-thread no signal can reach the code, so nothing is timed there.
-"""
+"""What user code may not do to the process that runs it: exit it, stop it, or hold it."""
 from __future__ import annotations
 
 import os

@@ -11,19 +11,7 @@ from .request import Request
 
 class WaitingSnapshot:
     """The waiting queue's ids (a ``QueueIds`` window of one growing log) and the sum of
-    ``decisions.waiting_demand`` over it, updated from the queue seen at the last step.
-
-    When the queue is that one less some requests at its head and plus some at its tail
-    (admissions and arrivals: nearly every step), only those requests are read; any other
-    change (a priority insert, an abort) reads the queue again and starts a new log, and a
-    head that was not queued (a preemption to the front) reads it again as arrivals. The
-    queue is compared pointer by pointer in C, so a queue of thousands costs microseconds a
-    step, and the records of a run share the log instead of each copying it.
-
-    A demand term read once stays true because no loop changes the tokens of a request
-    while it waits: they are set before it is queued and after it leaves
-    (``tests/unit/test_waiting_snapshot.py`` pins this at every step of every loop).
-    """
+    ``decisions.waiting_demand`` over it, updated from the queue seen at the last step."""
 
     def __init__(self) -> None:
         self.queue: list[Request] = []  # a copy of the queue seen last

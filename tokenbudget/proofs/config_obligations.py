@@ -1,31 +1,4 @@
-"""Config obligations over symbolic configs: does validation accept exactly what can be served?
-
-``config-sound``: every config the policy's ``requirements`` accept lets one request, of
-any prompt length, be scheduled by the first step of an empty system. The probe is
-one pass of the skeleton over a symbolic config (B up to 2^20, S up to 4096, k up to
-32, every method of the policy's table, both scheduling policies, T unset and set),
-so an UNSAT answer proves it for all of them. The probe fixes block_size 1, which
-an empty system's first step does not read (no prefix hit; BudgetConfig makes the pool
-hold a whole sequence). A counterexample is a one-request trace whose step 0 grants
-nothing: a ``progress`` violation on replay, whether the exit rule refused the pass
-or the pass found nothing to grant.
-
-``config-complete``: no config the policy refuses can be served safely. Candidates are
-the smallest refused configs whose first step grants a token (counterexample-guided),
-among those its ``scope`` requirements accept (a feature the engine lacks is refused
-by design, not over-rejected):
-each is judged with the policy's validation switched off, by every step obligation at
-that config (``obligations.decide_step``; for a loop induction does not follow, first
-one bounded pass that asks for all of them at once). A candidate with a refuted obligation is
-rightly refused and excluded; the first candidate on which every step obligation is
-proved (or proved up to N) is an over-rejection, and the verdict is REFUTED with its
-probe trace (expecting the refusal). A proof of completeness would need a witness for
-every refused config; the prover does not attempt one, so no over-rejection among
-``MAX_CANDIDATES`` candidates is UNKNOWN. Past the first ``MAX_CANDIDATES`` (each blocking
-its own config only, so that near-twins of an unsafe config come first), as many again are
-drawn each with B more than twice the last one's: a policy unsafe at its smallest refused
-configs is judged further out too before the verdict is UNKNOWN.
-"""
+"""Config obligations over symbolic configs: does validation accept exactly what can be served?"""
 from __future__ import annotations
 
 import time

@@ -1,32 +1,4 @@
-"""Efficiency obligations: budget left unused, and vllm-adaptive against vllm-static.
-
-``work-conserving``: no step that preempts nothing leaves a gap (``spec.work_gap``:
-tokens unused although a queued request wanted them and the runner, one more request's
-draft slots included, and the KV pool had room). The gap asked about is the policy's own:
-the configs searched leave the user's caps off (no ``max_num_scheduled_tokens``, no
-``long_prefill_token_threshold``, chunked prefill on), since a user who sets them asks
-for unused rows and the measure does not model them; and the KV pool holds every request
-at ``max_model_len``, since neither engine shrinks a chunk to fit the free blocks (a KV
-gap is not a budget gap). REFUTED comes with the smallest trace showing a gap (replayed:
-``spec.work_gap`` of its last step is that gap) and the gap in the detail; otherwise the
-bounded pass proves the gap 0 for every pass from a state of up to N requests
-(PROVED_UP_TO N), or, where some arbitrary state has a gap, the search has shown that no
-trace from an empty system of up to ``SMALL_SEARCH`` requests reaches one (PROVED_UP_TO
-that many). The traces searched have no other violation and grant something in every
-step, so the gap is the only thing they show.
-
-``no-fewer-tokens-than-static`` / ``no-fewer-requests-than-static`` (vllm-adaptive only):
-from the same state, does vllm-adaptive's pass grant at least as many tokens, and
-schedule at least as many requests, as vllm-static's? Both passes run on one symbolic
-config and one set of requests (the two families share their variables); a
-counterexample is a pair of traces with the same ops, one per policy, each replayed.
-The state compared is a first step from an empty system, the one state both policies
-reach with the same ops; without a counterexample up to N requests the verdict is
-PROVED_UP_TO N for that state. A refutation says whether the budget alone explains it:
-the search is repeated with a KV pool that holds every request (up to
-``AMPLE_KV_COMPARISON_REQUESTS``), since a smaller budget's smaller chunk can fit free
-KV blocks that a larger one does not.
-"""
+"""Efficiency obligations: budget left unused, and vllm-adaptive against vllm-static."""
 from __future__ import annotations
 
 import time

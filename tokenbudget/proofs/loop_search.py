@@ -1,20 +1,4 @@
-"""Obligations of a loop the pass skeleton does not model: a bounded trace search over the model.
-
-The pass skeleton (``pass_skeleton.py``) follows a one-pass loop (``model.one_pass_loop.OnePassLoop``:
-running requests, then waiting ones). A loop that is no ``OnePassLoop`` (SGLang's
-prefill-or-decode step, ``model.sglang.loop``), or one whose step has passes of its own
-(``skeleton_follows`` False: TensorRT-LLM's capacity pass, ``model.trtllm.loop``), is judged
-instead by running the model itself over a bounded family of traces, smallest first: 1 to N requests (N = ``--max-requests``,
-at most ``MAX_REQUESTS``) of one shape each, added together, then steps until they drain
-(at most the drain bound of ``progress``), every draft rejected or every one accepted; over a
-grid of configs the policy accepts (``TIERS``: k, max_model_len, page sizes from 1 to those of
-real deployments, 128, the pool from the least it accepts up), smaller pages first.
-The first trace that breaks an invariant is cut after its violating step and returned as
-REFUTED; an invariant no trace of the family breaks is PROVED_UP_TO N with method
-``MODEL_SEARCH``, labelled "searched up to N": a bounded search, not a proof for every state.
-The family's parts (a tier, a request count) can be searched in parallel processes, merged in
-the family's order, so the traces are those of one process.
-"""
+"""Obligations of a loop the pass skeleton does not model: a bounded trace search over the model."""
 from __future__ import annotations
 
 import itertools

@@ -1,24 +1,4 @@
-"""The obligations the prover decides for each policy, and the order of methods for each.
-
-A **step obligation** (the five ledger invariants, ``model-len``, ``spec-shape`` and
-``model-error``: the loop never reaches its assert) is decided by, in order:
-
-1. induction (``induction.py``): PROVED for any number of requests;
-2. a search for a small counterexample (``trace_search.py``, up to 3 requests; a
-   counterexample an earlier obligation found, or one handed to ``prove`` (``as_found``: a fuzz
-   run's, a replay's), that breaks this one too bounds it): REFUTED with a minimal trace that replays;
-3. the bounded pass from any state of up to N requests (``bounded_pass.py``): PROVED_UP_TO N;
-4. the search up to N requests: REFUTED;
-5. otherwise UNKNOWN, a failure, with why induction did not apply.
-
-A loop whose structure induction does not follow (``InductionResult.unfollowed``) leaves
-the pass from an arbitrary state too loose to bound and the deep search too slow to
-decide: after step 2 it gets the bounded trace search over the model instead
-(``loop_search.py``: REFUTED, or PROVED_UP_TO labelled as a search).
-
-The config, efficiency and comparison obligations live in ``config_obligations.py`` and
-``efficiency_obligations.py``; ``obligation_table.py`` lists every obligation.
-"""
+"""The obligations the prover decides for each policy, and the order of methods for each."""
 from __future__ import annotations
 
 import time

@@ -1,29 +1,4 @@
-"""One scheduling pass over N request slots, unrolled, on ints or z3 terms alike.
-
-This is the prover's loop skeleton: the only code here that is not the model's. It
-strings the slots together the way the policy's loop (``tokenbudget/model/vllm/loop.py``,
-``tokenbudget/model/fastdeploy/loop.py``, ``tokenbudget/model/trtllm/loop.py``: each a ``OnePassLoop``,
-``tokenbudget/model/one_pass_loop.py``) walks its queues, following the
-loop's stated control flow (``drafts_in_grant``, ``pads_short_admissions``,
-``decodes_bypass_budget``, ``applies_long_prefill_threshold``, ``running_checks_exit_rule``,
-``waiting_checks_exit_rule``, ``unschedules_refunded``), and for every decision calls the model itself: the policy's
-``initial_budgets``, ``may_schedule``, ``charge``, ``refund`` and ``spend`` (the runner rows of
-a grant are the engine's, ``PassConfig.need``, as ``input-rows-cap`` judges them), the loop's
-hooks (``running_grant``, ``admission``, ``victim``, ``cursor_after_preemption``), the
-``decisions`` of a pass and ``grant_rules.kv_slots_needed``.
-A cursor hook that moves the cursor forward past running requests skips them, as the loop
-does; one that moves it back (a revisit) is outside what the skeleton follows. Every Python
-``if`` of a loop that depends on a value becomes a condition here, so the loop
-structure itself (break versus continue, the FastDeploy stop flag and its paused decodes, the preemption loop
-and its victims, skipping the waiting loop after a preemption, the sequence cap) is
-part of what a proof covers.
-
-Queues are slot order: running requests in running order, waiting ones in waiting
-order, each slot in at most one. Where a slot's KV blocks come from is the KV model's
-business (``KVModel``): the prover's abstract one, or the exact one of the search for
-replayable counterexamples. ``tests/integration/test_proofs_pass.py`` runs concrete loop
-states through this skeleton and compares.
-"""
+"""One scheduling pass over N request slots, unrolled, on ints or z3 terms alike."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,23 +1,4 @@
-"""The search space of replayable counterexamples: short traces from an empty system.
-
-A ``Family`` is every trace of this shape: up to N requests, each added (in arrival
-order) before one of M steps, with symbolic prompt lengths, priorities, prefix-group
-membership and accepted drafts; the config symbolic too, with ``block_size`` 1. The
-state before each step is what the earlier steps left: the pass skeleton
-(``passmodel.run_pass``) and ``update`` below compute it exactly, with an exact model of
-the KV pool (``ExactKV``). So a model of a family query *is* a trace: its ops replay on
-the model step by step (``tests/integration/test_proofs_family.py`` checks that on random
-concrete instances, and every emitted counterexample is replayed).
-
-Exactness is bought with restrictions, all about the steps before the last one (the
-checked step may do anything): no request is preempted or finishes before it, so the
-queues stay in arrival order and no block is freed; under priority scheduling the
-waiting requests of every step are in (priority, arrival) order; at most one prefix
-group, whose members share one prefix_len P, have prompts longer than P and cover P
-with their first grant (so the cached prefix is all of P or nothing, and every member
-holds the same canonical copy of it). A family is only ever used to *find* violations;
-proofs use the abstract model (``abstract.py``), which has none of these restrictions.
-"""
+"""The search space of replayable counterexamples: short traces from an empty system."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,11 +1,8 @@
 """``check_step`` over numpy columns of a record: the same violations, at the cost of a few numpy calls.
 
 ``check_step_columnar(rec)`` gives what ``check_step(rec)`` gives, for every record
-(``tests/integration/test_columnar_step.py`` holds it to that on the records of many runs,
-clean and broken). The invariants that cost a walk of the step's grants or ledger are
-first screened over columns read from the record (its dicts' values, in C): a screen
-flags every record the invariant could find broken, and a flagged invariant is judged
-by its own predicate, so the messages are its own. The screens:
+(``tests/integration/test_columnar_step.py``). An invariant that walks the grants or the ledger is
+first screened over the record's columns; a flagged one is judged by its own predicate. The screens:
 
 - ``input-budget-nonnegative``: the least input budget after a ledger entry;
 - ``exact-refund``: no refund, and each entry's budgets before are the last one's after;
@@ -14,8 +11,7 @@ by its own predicate, so the messages are its own. The screens:
 - ``model-len``: computed + granted + sampled against max_model_len;
 - ``spec-shape``: drafts against k, the prefill chunks' and padded grants' drafts.
 
-The other invariants cost O(1) or a sum in C: they are judged as ``check_step`` judges them.
-``check_run_columnar`` is ``check_run`` with its steps judged so (what a replay judges a run by).
+The others are judged as ``check_step`` judges them; ``check_run_columnar`` is ``check_run`` so.
 """
 from __future__ import annotations
 

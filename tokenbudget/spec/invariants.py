@@ -10,9 +10,8 @@ turns those into Violations of its id. ``kind`` says what an invariant judges:
 - ``config``: a ConfigProbe;
 - ``efficiency``: a StepRecord, measured (a work gap), never judged.
 
-The ids are stable: output, docs, the verdict manifest and trace expectations use them.
-``INVARIANTS`` is the one table of them; the step and run checks, the prover's groups and
-the rules a user policy is judged by derive from it.
+The ids are stable (output, docs, the manifest and traces use them); ``INVARIANTS`` is their
+one table, from which the step and run checks, the prover's groups and a user policy's rules derive.
 """
 from __future__ import annotations
 

@@ -26,21 +26,17 @@ CONFORMANCE = "conformance"  # a real engine parted from the reference model run
 class Target(Protocol):
     """A scheduler that executes operations and reports what it did.
 
-    ``step`` never raises for a failure inside the scheduler: it returns a record whose
-    ``error`` names the exception (``"Type: message (file:line)"``). After such a step
-    the target is dead and receives no further calls. A target that cannot expose the
+    ``step`` never raises for a failure inside the scheduler: its record's ``error`` names
+    it (``"Type: message (file:line)"``), and the dead target receives no further calls. A target that cannot expose the
     ledger, ``progress_possible``, ``unserved_demand`` or its state's ``fingerprint`` leaves
     them None; the spec then does not judge what needs them. An abort the target itself
     decides in a step is in that step's outcome, status "aborted". Construction raises
     TargetUnavailable when the target cannot run here.
 
-    A real engine's target may run the reference model beside it on the same ops
-    (``tokenbudget/harness/vllm/differential.py``). It then also has ``cfg`` (the config as it runs it,
-    its engine's version named), ``reference_run`` (the model's RunRecord, for the findings'
-    matchers), ``explained_errors`` (the steps whose ``error``
-    a finding explains: that crash is the finding's violation, not a ``model-error``) and
-    ``judged`` (the violations only the comparison shows, in order: ``conformance`` where
-    the two part, a finding's invariant where the engine raised).
+    A real engine's target running the model beside it (``harness/differential.py``) also has
+    ``cfg`` (its engine's version named), ``reference_run`` (the model's RunRecord),
+    ``explained_errors`` (steps whose ``error`` a finding explains) and ``judged`` (the
+    violations only the comparison shows: ``conformance``, or a finding's invariant).
     """
 
     limits: StepLimits
@@ -53,6 +49,13 @@ class Target(Protocol):
 
     def abort(self, request_id: str) -> None:
         """Abort a request; a finished one is left alone."""
+
+
+def release(target: object) -> None:
+    """Free the target's objects now through its ``close``, where it has one; it takes no more calls."""
+    close = getattr(target, "close", None)
+    if close is not None:
+        close()
 
 
 def describe(exc: BaseException) -> str:

@@ -11,17 +11,25 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import MISSING, Field, dataclass, field, fields
 from importlib import resources
-from typing import Any, Literal, Mapping, NoReturn, Union
+from typing import Any, Literal, Mapping, NoReturn, Sequence, Union
 
-from .collector import PacedCollector
 from .invariants import INVARIANTS
-from .schema import KeyPath, Schema, SchemaViolation, format_path
+from .schema import Schema
 from .user_paths import PathRefused, readable_file
 
 SCHEMA = Schema(json.loads(resources.files(__package__).joinpath("trace.schema.json").read_text("utf-8")))
 FORMAT: str = SCHEMA.root["properties"]["format"]["const"]
+KeyPath = Sequence["str | int"]
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def format_path(path: KeyPath) -> str:
+    """``ops[3].prompt_len``; keys that are not identifiers are quoted: ``accepted["7"]``."""
+    return "".join(f"[{seg}]" if isinstance(seg, int) else f".{seg}" if _IDENTIFIER.match(seg)
+                   else f"[{json.dumps(seg)}]" for seg in path).lstrip(".")
 
 
 class TraceError(ValueError):
@@ -236,8 +244,7 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
     except UnicodeDecodeError as e:
         raise TraceError(source, [], f"not UTF-8 (byte {e.start})") from None
     try:
-        with PacedCollector():  # a decoded document holds no cycles
-            obj = json.loads(text, object_pairs_hook=_no_duplicates, parse_int=_int, parse_constant=_constant)
+        obj = json.loads(text, object_pairs_hook=_no_duplicates, parse_int=_int, parse_constant=_constant)
     except json.JSONDecodeError as e:
         raise TraceError(source, [], f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
     except _DuplicateKey as e:
@@ -252,10 +259,9 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
 def parse_trace(obj: Any, source: str = "<trace>") -> Trace:
     """A Trace from a decoded JSON value; TraceError names the first problem."""
     _check_values(obj, source)
-    try:
-        SCHEMA.validate(obj)
-    except SchemaViolation as e:
-        raise TraceError(source, e.path, e.problem) from None
+    problem = SCHEMA.problem(obj)
+    if problem is not None:
+        raise TraceError(source, *problem)
     return Trace(
         policy=obj["policy"],
         config=dict(obj["config"]),

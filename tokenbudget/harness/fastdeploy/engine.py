@@ -1,28 +1,4 @@
-"""Drive FastDeploy's ``ResourceManagerV1.schedule()`` on the CPU, one engine step at a time.
-
-Real (imported from the FastDeploy folder, ``runtime.load``): ``ResourceManagerV1``
-(fastdeploy/engine/sched/resource_manager_v1.py) with its ``PrefixCacheManager`` block pool,
-``Request`` (engine/request.py), and the config FastDeploy checks at startup: ``CacheConfig``,
-``SchedulerConfig``, ``ParallelConfig`` from an ``EngineArgs``, and ``FDConfig`` whose
-constructor runs ``postprocess()`` and ``check()``. ``model_config`` and
-``speculative_config`` are plain namespaces, as FastDeploy's own tests/v1/test_schedule_output.py
-builds them. ``EngineArgs`` turns the V1 scheduler off without CUDA (engine/args_utils.py:630 at
-2a606e361); it is set back on before the configs are read.
-
-Emulated (``model.fastdeploy.worker``, the rules the model shares): the worker, which runs
-every running decode that is not paused, ``1 + k`` rows, and pauses one whose next block is
-missing; the token processor, which appends the sampled tokens (``1 +`` the accepted drafts
-of a decode, one token after a prompt's last chunk) and finishes a request
-(``finish_requests``). ``add_request`` submits a request's preprocessing to a thread pool and
-the scheduler skips a request whose preprocessing is still running (``waiting_async_process``);
-the harness waits for it (a text request has no features to fetch), so that a step never
-depends on a thread's timing. A preempted request is handed back to the scheduler
-(``reschedule_preempt_task``, the answer to the preempt task) before the step runs, as the
-model puts it back at the head of the waiting queue in the pass.
-An abort ends the request at once, as the model drops it: a running one through
-``finish_requests``, a waiting one as ``recycle_abort_task`` clears it (its batch slot freed);
-FastDeploy itself aborts through an abort task the worker answers, which this skips.
-"""
+"""Drive FastDeploy's ``ResourceManagerV1.schedule()`` on the CPU, one engine step at a time."""
 from __future__ import annotations
 
 import concurrent.futures

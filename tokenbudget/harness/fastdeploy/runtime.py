@@ -1,24 +1,4 @@
-"""Import FastDeploy's scheduler (``fastdeploy.engine.sched.resource_manager_v1``) on the CPU.
-
-Where: ``--engine-path DIR``, else ``$TOKENBUDGET_FASTDEPLOY_PATH``: a folder holding FastDeploy's
-``fastdeploy/`` package (a checkout's root, or an archive of ``../shared/engines/`` unpacked).
-``load(path)`` puts the folder first on ``sys.path`` and imports the scheduler modules the
-harness drives, with Paddle's CPU wheel (``paddlepaddle==3.3.1``, the ``fastdeploy`` extra).
-It raises ``FastDeployUnavailable`` (one line naming the fix) without FastDeploy or Paddle.
-
-Set before the import (``ENVIRONMENT``): ``ENABLE_V1_KVCACHE_SCHEDULER=1``, the V1 scheduler
-that ``EngineArgs`` turns off on a platform without CUDA (engine/args_utils.py:630 at
-2a606e361) and FastDeploy's default otherwise (envs.py:110); the prefix cache's V1 manager off
-(``ENABLE_V1_KVCACHE_MANAGER=0``, its default); FastDeploy's logs into a temporary folder.
-
-The stubs. Three packages are imported on the scheduler's path and never used by it:
-``aistudio_sdk`` (model downloads, fastdeploy/utils.py:43), ``paddleformers`` (a
-``PretrainedConfig`` base and a logger) and ``huggingface_hub`` (downloads). A meta-path
-finder answers any module under them with a stub whose every attribute is a class that
-takes any arguments, so class bodies, decorators and logger calls run and do nothing. The
-stubs stay in the process: FastDeploy is loaded only in a process of its own (the command
-runs itself again in a child, ``CHILD_ENV``), never next to vLLM.
-"""
+"""Import FastDeploy's scheduler (``fastdeploy.engine.sched.resource_manager_v1``) on the CPU."""
 from __future__ import annotations
 
 import importlib.abc

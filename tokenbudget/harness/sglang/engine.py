@@ -1,59 +1,4 @@
-"""Drive SGLang 0.5.23's scheduler code on the CPU, one scheduler step at a time.
-
-Real (imported from the SGLang folder, ``runtime.load``): ``Req`` (schedule_batch.py:1033),
-``ReqToTokenPool`` (mem_cache/memory_pool.py:376) of ``max_running_requests`` rows, the
-token-to-KV allocator (``TokenToKVPoolAllocator``, page size 1, mem_cache/allocator/token.py:28),
-the tree cache (``UnifiedRadixCache`` with its FULL component, what the scheduler builds,
-mem_cache/registry.py:92-158: ``disable`` = ``disable_radix_cache`` = not enable_prefix_caching,
-``is_eagle`` under EAGLE, mem_cache/kv_cache_builder.py:389-401; its match in
-``init_next_round_input``, its inserts ``checkpoint_kv_cache`` and ``release_kv_cache(checkpoint=True)``,
-its locks and ``evict_from_tree_cache``), ``SchedulePolicy.calc_priority`` (FCFS, scheduler.py:1438;
-the waiting-prefix refresh), ``PrefillAdder`` (schedule_policy.py:607: its
-budgets, ``add_chunked_req``, ``add_one_req``, ``budget_state``), ``ScheduleBatch``'s
-``check_decode_mem`` and ``retract_decode`` (schedule_batch.py:3432, :3451, with the real
-``release_req`` / ``release_kv_cache``), ``NewTokenRatioTracker`` and the decode allocation
-sizing (``get_alloc_reserve_per_decode``, ``page_aligned_decode_alloc_lens``,
-mem_cache/allocation_sizing.py:64-100). SGLang's config bags come from a ``ServerArgs`` with
-speculative_algorithm EAGLE, topk 1, ``speculative_num_steps = k`` and
-``speculative_num_draft_tokens = k + 1`` (spec v1, the model's ``sglang-0.5.23``), and
-``chunked_prefill_size`` = B, or -1 with chunked prefill off (the scheduler's None,
-scheduler.py:1352-1373, passed to ``PrefillAdder`` as ``rem_chunk_tokens``).
-
-Re-implemented glue (scheduler.py at v0.5.23), kept to what one step does:
-
-* ``get_next_batch_to_run`` (scheduler.py:3894): a prefill batch if one forms, else decode;
-* the admission walk of ``_get_new_batch_prefill_raw`` (scheduler.py:4079-4310): the
-  ``batch_is_full`` latch (:4093-4104), the seat limit ``get_num_allocatable_reqs`` (:4027,
-  pp budget = max_running_requests), the chunked request first (:4185-4193), the stop on
-  ``budget_state() == OTHER`` (:4212) and on a non-CONTINUE result (:4279-4300);
-* after a prefill, the prefill batch less its chunked and finished requests merges into the
-  running batch, and ``batch_is_full`` is cleared when that dropped any (scheduler.py:3934-3958);
-* the prefill's KV allocation (``alloc_for_extend``, allocation.py:374-488): the tree evicts
-  for the batch first (``evict_from_tree_cache``, :175-201), rows from the req-to-token pool
-  starting with the matched prefix (``_prefix_kv_indices``, :363-371), slots from the allocator
-  up to ``extend_end``, written into the request's row; a chunk is checkpointed into the tree at
-  the next step's start (``stash_chunked_request``, scheduler.py:3911-3919), a completed prompt
-  that runs on right after the prefill (``checkpoint_kv_cache``, batch_result_processor.py:393-394),
-  a finished request on release (``release_kv_cache(checkpoint=True)``, :387-391, :1466);
-* ``update_running_batch`` (scheduler.py:4459-4550): check, ``retract_decode``, retracted
-  requests to the back of the waiting queue (``_add_request_to_queue``), the ratio set or
-  decayed, ``batch_is_full`` cleared when the batch shrank;
-* the decode's KV reservation (``eagle_prepare_for_decode``): the tree evicts for the growth
-  first (``alloc_for_spec_decode``, allocation.py:780-848), then every request grows to
-  ``page_aligned_decode_alloc_lens(reserve = 2A)``; an allocation that fails is the step's error.
-
-Aborts: as the model, an aborted request leaves at once, its KV released without an insert
-(``release_kv_cache(checkpoint=False)``); SGLang sets ``to_finish`` on a running one (``abort_request``,
-scheduler.py:5797-5812) and drops it from the batch after one more decode, which clears
-``batch_is_full`` (scheduler.py:3964-3968): the driver clears the latch after the next decode
-(``abort_pending``), or when the running batch is empty.
-
-Faked: the model runner. A prefill that completes a prompt samples one token; a decode
-verifies ``num_draft_tokens = 1 + k`` rows and commits 1 + the workload's accepted drafts
-(clipped to max_new), as the model does. Sampling params: ``max_new_tokens`` clipped to
-max_model_len - prompt (the tokenizer's context-length rule), ``ignore_eos`` off, so the
-admission estimate uses ``new_token_ratio`` (schedule_policy.py:785-795).
-"""
+"""Drive SGLang 0.5.23's scheduler code on the CPU, one scheduler step at a time."""
 from __future__ import annotations
 
 import hashlib
@@ -143,6 +88,11 @@ class SglangEngine:
         self.abort_pending = False  # an aborted running request SGLang decodes once more
         self.aborted: set[str] = set()
         self.dead: Optional[str] = None
+
+    def close(self) -> None:
+        """Free SGLang's pools, tree and requests now; the engine takes no more calls."""
+        vars(self.tree_cache).clear()  # the tree is in cycles (its components, its session) and holds the pools
+        vars(self).clear()
 
     # -- requests ---------------------------------------------------------------------
     def add(self, rid: str, prompt_len: int, max_tokens: int, prefix_group: Optional[str] = None,

@@ -1,26 +1,4 @@
-"""Import SGLang 0.5.23 on the CPU, from a ``pip install --no-deps --target`` folder.
-
-Where: ``--engine-path DIR``, else ``$TOKENBUDGET_SGLANG_PATH``, else ``.engines/sglang-0.5.23``
-in the repository root. ``load(path)`` puts the folder first on ``sys.path``, imports the
-scheduler modules the harness drives and publishes a ``ServerArgs`` (SGLang's config bags,
-``runtime_context.set_server_args``), so ``get_exec()``/``get_schedule()``/``get_spec()`` answer.
-It raises ``SglangUnavailable`` (one line naming the install command) when SGLang is not there.
-
-The torchvision stub. ``sglang.srt.managers.schedule_policy`` imports
-``sglang.srt.configs`` whose multimodal configs (``configs/nano_nemotron_vl.py`` ->
-``multimodal/internvl_utils.py:5``, ``configs/deepseek_ocr.py:7``) import
-``torchvision.transforms`` at module level; nothing the scheduler runs calls them. A real
-torchvision must not be installed next to vLLM (its ``torchvision::nms`` operator breaks
-vLLM's torch). So, only when ``import torchvision`` fails, ``load`` first imports
-``transformers`` (whose ``is_torchvision_available()`` is decided then, and stays False) and
-then puts empty modules ``torchvision``, ``torchvision.io``, ``torchvision.transforms``,
-``torchvision.transforms.functional``, ``torchvision.transforms.v2`` and
-``torchvision.transforms.v2.functional`` on ``sys.modules``; any attribute of them is another
-empty module (``InterpolationMode``, ``functional``). The stub stays in the process, so
-SGLang is loaded only in a process of its own: ``tokenbudget conform --engine sglang`` runs
-itself again in a child process (``CHILD_ENV`` names the folder there), and the tests do the
-same; a process that drives vLLM never loads SGLang.
-"""
+"""Import SGLang 0.5.23 on the CPU, from a ``pip install --no-deps --target`` folder."""
 from __future__ import annotations
 
 import importlib

@@ -1,25 +1,4 @@
-"""Seeded conformance workloads for SGLang: configs valid for ``sglang-0.5.23`` and op lists.
-
-``workload(seed, index, radix=...)`` is a pure function of its arguments. A config: EAGLE-like or
-n-gram drafting with k = 1..4 (topk 1), page size 1 (one draw in two), 2 or 4, the radix
-cache on or off (``enable_prefix_caching``: SGLang's ``disable_radix_cache`` is its negation;
-the stream is the same either way but for that switch), FCFS, max_running_requests 1..6, a
-pass budget B (max_prefill_tokens = chunked_prefill_size) from S * (1 + k) up, chunked prefill
-mostly on, and a KV pool from the least the policy accepts (one request of max_model_len and
-its 2A reservation) up, so admission stops on the KV budget. Ops: ``conform_workloads.draw_ops`` (adds, steps with
-the leading accepted drafts, arrivals and aborts between steps), or, one workload in four
-(``RETRACT_SHARE``), as many short-prompt long-output requests as seats, arriving a step
-or two apart, on a pool that the admission estimate (0.7 of what a running request may
-still write) lets them all into but their whole lengths outgrow: ``retract_decode`` runs.
-Prompts share prefixes (``draw_ops``' prefix groups); and one other workload in three
-(``SHARE_SHARE``) is a stream of requests on one to three long shared prefixes (a system prompt
-of a quarter to a half of max_model_len and a short suffix of their own, or none), short
-outputs, arriving a few steps apart: with the radix cache on, admissions hit cached pages,
-splits happen where suffixes part, finished requests leave their pages evictable and a tight
-pool evicts them; a retracted request matches what it left cached.
-Requests run up to max_model_len: a verify near it runs its 1 + k rows in the rows'
-headroom past the context, in SGLang as in the model (``sglang_loop.context_headroom``).
-"""
+"""Seeded conformance workloads for SGLang: configs valid for ``sglang-0.5.23`` and op lists."""
 from __future__ import annotations
 
 import random

@@ -1,60 +1,5 @@
 """Drive the real vLLM scheduler (0.32 or 0.33, whichever is importable) on the CPU, one
-engine step at a time.
-
-Importing this module does not import vLLM; the first ``build_vllm_scheduler``,
-``VllmEngine`` or ``installed_release`` call does, and raises ``EngineUnavailable`` (one
-line) when it cannot. A vLLM whose internals the harness reads are gone raises
-``EngineUnavailable`` too, naming the missing attribute (``EngineIncompatible``).
-
-Versions: the harness reads ``vllm.__version__`` and the modelled version nearest to it
-(``model.vllm.versions``). Where 0.33 differs from 0.32 in what the harness touches, it
-asks the engine instead of assuming: the block hasher gets
-``VllmConfig.num_hash_lookahead_tokens`` where it exists (0.33:
-vllm/v1/engine/core.py:226-230); the parallel-only methods come from the version's
-method table.
-
-What is real and what is faked
-------------------------------
-Real: ``vllm.v1.core.sched.scheduler.Scheduler`` with its ``KVCacheManager`` and block
-pool, built from a real ``VllmConfig`` (so vLLM's own validation and derivations run:
-``max_num_scheduled_tokens``, draft slots, lookahead, prefix-cache hashing).
-
-Faked, with nothing downloaded:
-
-* the target model: a temp dir holding a tiny HF ``config.json`` (an OPT architecture
-  with ``max_position_embeddings = max_model_len``); the tokenizer is never loaded;
-* the KV cache: one full-attention group of ``num_kv_blocks + 1`` blocks (vLLM takes one
-  block of the pool as its null block, so ``num_kv_blocks`` stay usable);
-* the model runner: ``VllmEngine.step`` builds the ``ModelRunnerOutput`` itself and feeds
-  fresh drafts through ``Scheduler.update_draft_token_ids``, in the order of
-  ``EngineCore.step`` + ``post_step`` (vllm/v1/engine/core.py:657-696).
-
-Observed, not changed: the engine records the order of preemptions (``PreemptionRecorder``:
-``SchedulerOutput.preempted_req_ids`` is a set); everything else it reads of the scheduler
-(limits, queues, block tables and hashes, request states, ``progress_possible``) goes
-through ``observe``, the runtime monitor's way in too, at the cost of what a pass changed
-(``PassMemo``, ``VllmEngine.fingerprint``).
-
-Speculative methods. No draft model is ever loaded. The ``SpeculativeConfig`` is built
-as vLLM's own tests build it, with ``method="ngram"`` (which needs no draft model and
-makes ``draft_model_config`` the target's config), ``num_speculative_tokens = k`` and
-``parallel_drafting``; the ``VllmConfig`` is validated with it. Then, before the
-``Scheduler`` is built, ``method`` is set to the requested one (and ``parallel_drafting``
-to True for the methods the method table marks parallel-only, as
-``SpeculativeConfig.__post_init__`` does) and ``VllmConfig._set_max_num_scheduled_tokens``
-is run again so its ``max_num_batched_tokens > draft slots`` check sees the real method. The
-scheduler reads only properties derived from those fields:
-``max_num_new_slots_for_drafting`` (d), ``VllmConfig.num_lookahead_tokens`` (L),
-``num_prefill_lookahead_tokens``, ``use_eagle()``/``use_eagle_block_drop()``. All six
-methods (eagle3, mtp, dflash, dspark, ngram, draft_model) work this way, serial or
-parallel. What this does not reproduce: multi-module MTP (its prefill lookahead of k; we
-model single-module MTP, lookahead 1) and DSpark fill-in drafting (``sample_from_anchor
-= False``, L = k + 1; we model anchor sampling, L = k). vLLM would refuse dspark with
-its V1 model runner; the scheduler does not care which runner is configured.
-
-Environment: ``VLLM_USE_V2_MODEL_RUNNER=0`` is set (as vLLM's scheduler tests do) and
-``VLLM_LOGGING_LEVEL`` defaults to ERROR. Async scheduling is off.
-"""
+engine step at a time."""
 from __future__ import annotations
 
 import functools
@@ -115,9 +60,23 @@ def _import_vllm() -> None:
         raise not_importable(exc) from None
     logging.getLogger("vllm").setLevel(logging.ERROR)
     wanted = os.environ.get(ENGINE_PATH_ENV)
-    if wanted and not Path(vllm.__file__).resolve().is_relative_to(Path(wanted).resolve()):
-        raise EngineUnavailable(f"vllm was imported from {Path(vllm.__file__).parent}, not from --engine-path "
-                                f"{wanted}; check that {wanted}/vllm is a vLLM package")
+    if wanted:
+        check_imported_from(Path(vllm.__file__).parent, Path(wanted))
+
+
+def check_imported_from(imported: Path, wanted: Path) -> None:
+    """Raise EngineUnavailable unless the vllm package ``imported`` lies in ``wanted``, as
+    written or with symbolic links resolved; the message names the resolved paths too."""
+    if imported.absolute().is_relative_to(wanted.absolute()) or imported.resolve().is_relative_to(wanted.resolve()):
+        return
+    raise EngineUnavailable(f"vllm was imported from {_shown(imported)}, not from --engine-path {_shown(wanted)}; "
+                            f"check that {wanted}/vllm is a vLLM package")
+
+
+def _shown(path: Path) -> str:
+    """The path, and where its symbolic links lead when that differs."""
+    real = path.resolve()
+    return str(path) if real == path.absolute() else f"{path} (links to {real})"
 
 
 def installed_release() -> str:

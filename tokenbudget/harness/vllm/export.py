@@ -1,26 +1,4 @@
-"""A counterexample as a vLLM unit test: one self-contained pytest file.
-
-``export_vllm_test(trace)`` writes the text of a test in the style of vLLM's own
-``tests/v1/core/test_scheduler.py``: it builds a ``Scheduler`` through ``vllm.config``
-(as ``tokenbudget/harness/vllm/engine.py`` does: a fake OPT config in pytest's ``tmp_path``, nothing
-downloaded), adds the trace's requests, and runs ``schedule()`` / ``update_from_output()``
-/ ``update_draft_token_ids()`` for each step with a fake model runner. The file imports
-vLLM, torch and the standard library only (pytest runs it), so an engine developer can
-drop it into vLLM's test suite.
-
-What it asserts, as plain asserts on the ``SchedulerOutput``:
-
-* every step: total scheduled tokens <= the scheduler's token budget (``token-cap``), at
-  most ``max_num_seqs`` requests (``seq-cap``), and every request with drafts gets at most
-  k of them and exactly 1 + its drafts tokens (``spec-shape``);
-* ``progress``: at the first step where the model reports that a request could take a
-  token and none was granted, that the step scheduled a token; and when the model reports
-  a drain past the progress bound, that every request finished by the end.
-
-A vLLM that raises inside ``schedule()`` fails the test with its own exception. A vLLM
-that refuses the deployment (``ValueError`` while the config is built) passes it: the bug
-cannot happen there. The text depends only on the trace's value and its file name.
-"""
+"""A counterexample as a vLLM unit test: one self-contained pytest file."""
 from __future__ import annotations
 
 import json
@@ -28,7 +6,8 @@ import re
 import textwrap
 from pathlib import Path
 
-from ...model import BudgetConfig
+from ...model import BudgetConfig, ConfigError, get_policy
+from ...model.base_gap import base_policy
 from ...model.findings import explaining_finding
 from ...model.methods import VLLM_0_32
 from ...model.replay import BadInput, replay_on_model
@@ -42,6 +21,8 @@ VLLM_TESTS_DIR = CORPUS_DIR / "vllm_tests"  # the exported test of each vLLM fin
 EXPORTED_STEP_INVARIANTS = ("token-cap", "seq-cap", "spec-shape")  # asserted on every step's output
 EXPORTED_INVARIANTS = (*EXPORTED_STEP_INVARIANTS, "progress")
 WIDTH = 92
+# Judged on vLLM by the pytest plugin's monitor, not by an assert of the test: exported with that note.
+PLUGIN_JUDGED = frozenset({"input-rows-cap", "input-budget-nonnegative"})
 
 
 def exported_test_name(trace_file: str | Path) -> str:
@@ -50,22 +31,24 @@ def exported_test_name(trace_file: str | Path) -> str:
 
 
 def export_vllm_test(trace: Trace) -> str:
-    """The pytest file for ``trace``. Raises BadInput (one line naming the trace) for a
-    policy other than vllm-adaptive, a config refused on the model, a run that violates
-    nothing, or a violation this exporter has no assert for."""
-    if trace.policy != VLLM_POLICY:
-        raise BadInput(f"{trace.source}: export --vllm-test needs a {VLLM_POLICY} trace (vLLM's own accounting), "
-                       f"not {trace.policy}")
+    """The pytest file for ``trace``, of vllm-adaptive or of a user policy derived from it
+    (a change to vLLM's accounting: the test fails on a vLLM that makes it). Raises BadInput
+    (one line naming the trace) for another policy, a config refused on the model, a run
+    that violates nothing, or a violation this exporter has no assert for."""
+    if trace.policy != VLLM_POLICY and _base_of(trace) != VLLM_POLICY:
+        raise BadInput(f"{trace.source}: export --vllm-test needs a {VLLM_POLICY} trace (vLLM's own accounting) or "
+                       f"one of a policy derived from it, not {trace.policy}")
     result = replay_on_model(trace)
     if result.run is None:
         raise BadInput(f"{trace.source}: the model refuses the config, so there is no step to export")
     if not result.violations:
         raise BadInput(f"{trace.source}: the trace violates no invariant on the model; export writes tests "
                        "for counterexamples")
-    other = sorted({v.invariant for v in result.violations} - set(EXPORTED_INVARIANTS))
+    other = sorted({v.invariant for v in result.violations} - set(EXPORTED_INVARIANTS) - PLUGIN_JUDGED)
     if other:
         raise BadInput(f"{trace.source}: export has no vLLM assert for {', '.join(other)}; it writes "
-                       f"{', '.join(EXPORTED_INVARIANTS)}")
+                       f"{', '.join(EXPORTED_INVARIANTS)} (and {', '.join(sorted(PLUGIN_JUDGED))} under "
+                       "pytest --tokenbudget=strict)")
     cfg = BudgetConfig.from_dict(trace.config)
     finding = explaining_finding(trace, result.violations[0].invariant)
     name = Path(trace.source).name
@@ -81,6 +64,14 @@ def export_vllm_test(trace: Trace) -> str:
         _test_body(trace, name, stalls[0] if stalls else None, drains),
     ]
     return "\n\n\n".join(parts)
+
+
+def _base_of(trace: Trace) -> str | None:
+    """The built-in policy the trace's policy derives from; None for an unknown policy."""
+    try:
+        return base_policy(get_policy(trace.policy))
+    except ConfigError:
+        return None
 
 
 def _literal(value: object) -> str:
@@ -113,6 +104,10 @@ def _header(trace: Trace, name: str, finding: str | None, violations: tuple[Viol
     if trace.description:
         lines += [*_wrap(trace.description), ""]
     lines += _wrap(f"The reference model reports {first}.")
+    if first.invariant in PLUGIN_JUDGED:
+        lines += ["", *_wrap(f"{first.invariant} has no assert here: run this test under pytest "
+                             "--tokenbudget=strict (tokenbudget's pytest plugin), whose monitor judges it on "
+                             "every step vLLM schedules.")]
     lines += ["", *_wrap("Exported by tokenbudget (export --vllm-test): self-contained, it needs only vLLM and "
                          "pytest. It fails where vLLM has the bug, and passes where vLLM schedules the same "
                          "requests without breaking the asserts or refuses the deployment."), '"""']

@@ -1,24 +1,7 @@
 """A runtime monitor for vLLM's scheduler: attach it to a live ``Scheduler`` (or watch every
 one built inside a ``with`` block) and each ``schedule()`` is judged by the spec's
 invariants as it happens, whoever drives the scheduler (vLLM's own tests, an engine, a
-script).
-
-The monitor wraps a few of the scheduler instance's methods and reads it through
-``observe`` only: ``schedule`` (one StepRecord, judged at once), ``update_from_output``
-(the outcome of the step whose output it applies, however late: ``AsyncScheduler`` schedules
-step N + 1 before step N's output comes back), ``add_request``, ``finish_requests`` and
-``_preempt_request`` (a preemption inside a pass is the step's; one outside a pass, as
-``reset_prefix_cache(reset_running_requests=True)`` does, lets the request's computed
-tokens go back). It changes nothing the scheduler computes, and re-raises whatever vLLM
-raises.
-
-What is judged per scheduler: every step invariant its ``observe.scope`` leaves in, and
-``no-request-lost`` from the events in the order they happened (``RequestAccounting``).
-Not judged by the monitor: the run half of ``progress`` (a repeated state or a long
-drain), since a test drives the scheduler by hand (it may call ``schedule()`` on a
-scheduler it never feeds an output); the scope lists it. The physical d and L come from our
-method table where it has the method (``physical_limits``), else from vLLM's own config.
-"""
+script)."""
 from __future__ import annotations
 
 import contextlib

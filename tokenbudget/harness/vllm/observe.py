@@ -1,35 +1,5 @@
 """The one way into a live vLLM scheduler: pure functions from a ``Scheduler`` (0.32 or 0.33)
-and what its calls returned to the spec's records.
-
-Conformance (``VllmEngine``, ``VllmTarget``), fuzzing and the runtime monitor all read vLLM
-through these functions and nothing else. None of them changes the scheduler or imports
-vLLM; they read the public attributes vLLM's own scheduler tests read:
-
-* ``limits(sched)``: the deployment's StepLimits, after vLLM's config validation;
-* ``scope(sched)``: which invariants a scheduler's records can be judged on, and why not
-  the others (``Scope``): printed, never silent;
-* ``step_record(...)``: one ``schedule()`` call, read right after it returned (vLLM's
-  ``_update_after_schedule`` has advanced each scheduled request's ``num_computed_tokens``
-  by its grant: vllm/v1/core/sched/scheduler.py:1616-1634 in 0.32.0);
-* ``error_record(...)``: a ``schedule()`` that raised; ``engine_error(exc)``;
-* ``scheduled_requests`` then ``outcome(...)``: the state of every request a step scheduled
-  or preempted, once ``update_from_output`` applied the runner's output.
-
-Which KV group is read. vLLM keeps one block table per KV cache group
-(``KVCacheConfig.kv_cache_groups``). A sliding-window or chunked-local group swaps the
-blocks that left its window for the null block (``BlockPool.null_block``, block 0), so its
-table repeats block 0 and holds less than the request's context; a Mamba group holds a
-state, not slots. The slots a request writes are those of a full-attention group: the
-record's block tables are the first full-attention group's, with its block size. A
-scheduler with none has ``kv-capacity``'s per-request half out of scope.
-
-Diffusion (``model_config.is_diffusion``) schedules a canvas of placeholder tokens in
-``scheduled_spec_decode_tokens`` (vllm/v1/core/sched/diffusion_scheduler.py, 0.32.0):
-the canvas is the request's own tokens, not drafts, so the record carries no drafts and
-``spec-shape`` is out of scope. Pooling and diffusion sample no token after a step
-(``Scheduler.num_sampled_tokens_per_step``, scheduler.py:150-158 in 0.32.0):
-``StepLimits.sampled_tokens`` says so and ``model-len`` counts it.
-"""
+and what its calls returned to the spec's records."""
 from __future__ import annotations
 
 import functools

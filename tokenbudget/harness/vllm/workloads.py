@@ -1,26 +1,4 @@
-"""vLLM's seeded conformance workloads: random configs and op lists, as traces under ``vllm-adaptive``.
-
-``workload(seed, index, version)`` is a pure function of its arguments: the same triple
-always gives the same Trace, whatever else ran. Every config it draws names the vLLM
-version and is valid for ``vllm-adaptive`` at that version and for that vLLM's own config
-checks (B >= S, B >= max_model_len without chunked prefill, B > d in 0.32 and B > L in
-0.33, threshold <= max_model_len), and every request fits ``max_model_len``.
-
-What the draws cover, so that each vLLM scheduler feature is exercised often:
-
-* chunked prefill on or off, with ``max_num_scheduled_tokens`` sometimes below B;
-* prefix caching with prefix groups (requests sharing their first tokens);
-* padding of 1-token admissions: 1-token prompts, full-prefix hits, resumed requests;
-* ``long_prefill_token_threshold``, including values <= k (vLLM's finding F1);
-* FCFS and PRIORITY scheduling; KV pools from one ``max_model_len`` up, so preemption
-  happens; one workload in five is shaped for a same-step refund (PRIORITY, a pool of
-  about one ``max_model_len``, long decodes, the least urgent request admitted first, so
-  that a more urgent one behind it in the running queue preempts it after its grant);
-* requests that run into ``max_model_len``;
-* every method of the vLLM method table, serial and parallel, k from 1 to 5, and no
-  speculation at all;
-* aborts and arrivals between steps.
-"""
+"""vLLM's seeded conformance workloads: random configs and op lists, as traces under ``vllm-adaptive``."""
 from __future__ import annotations
 
 import random

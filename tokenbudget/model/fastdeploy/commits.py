@@ -1,35 +1,4 @@
-"""The FastDeploy commit table: what the scheduler's block rules are at each modelled commit.
-
-A FastDeploy policy follows a commit when the config names it (``engine_version``); the
-FastDeploy loop then runs ``ResourceManagerV1.schedule``'s block rules of that commit
-(``fastdeploy_loop``) instead of the paged pool of SPEC.md §5 (what a config without a
-commit, the prover and the fuzzer's proofs run). Rows (fastdeploy/engine/sched/
-resource_manager_v1.py and fastdeploy/config.py of each commit):
-
-- the decode preallocation: a visited decode with at most ``prealloc_dec_block_slot_num_threshold``
-  free slots past its tokens gets ``FD_ENC_DEC_BLOCK_NUM`` = 2 blocks (resource_manager_v1.py:827-858
-  at 2a606e361; the threshold 12, config.py:1598). At 564c78d78, #7471 raises it to
-  ``min(12 * (k + 1), 2 * block_size - 1)`` with a speculative method (config.py:2209-2222);
-- a prefill chunk takes ``cdiv(computed + n, block) - held`` blocks, one more with a
-  speculative method, at most ``max_model_len // block_size`` (``get_new_block_nums``, :253-263);
-- admission asks the free blocks for the chunk's blocks, plus ``len(running)`` times the
-  output reserve unless relaxed, one more with a method, at most ``max_model_len // block_size``
-  (``_get_can_schedule_prefill_threshold_block``, :445-456); the reserve starts at 16 and
-  relaxed, every pass with a task takes 0.025 off it and relaxes it at 0 (:1131-1139), a
-  preemption sets it back to 16, not relaxed (``_trigger_preempt``, :437-441);
-- the seat check counts running requests and preempted ones waiting (:966-973).
-
-At 564c78d78 (its scheduler files equal to c1b7c083d, #7498), ``FD_USE_NEW_TOKEN_RATIO_RESERVE``
-(default 1, envs.py:232) replaces the output reserve: admission asks for the chunk's blocks
-plus, per running request, ``cdiv(int(min(max_tokens - outputs, 4096) * ratio), block)``,
-one more with a method (resource_manager_v1.py:505-537); the ratio starts at 0.7, every pass
-with a task takes 0.001 off it down to 0.1 (:1209-1215), and each preemption sets it to
-``(outputs + 16 * block * decodes) / (max_tokens + 1)`` of the running requests, at most 0.7
-(``_reset_reserve_on_preemption``, :471-498). A preemption takes the last running request
-that has decoded (``RUNNING_DECODE``, ``_select_preempt_candidate`` :386-403), none: the
-allocation fails; a running prefill chunk that does not fit the admission threshold is not
-given blocks by preemption but ends the running loop and skips the waiting one (:1018-1027).
-"""
+"""The FastDeploy commit table: what the scheduler's block rules are at each modelled commit."""
 from __future__ import annotations
 
 from dataclasses import dataclass

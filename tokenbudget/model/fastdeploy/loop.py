@@ -1,30 +1,5 @@
 """FastDeployLoop: FastDeploy's scheduling pass, ``ResourceManagerV1.schedule``
-(fastdeploy/engine/sched/resource_manager_v1.py, cited at #7623's merge, 2a606e361).
-
-One ``token_budget``; running requests first, then waiting ones (skipped after a
-preemption, :962), both loops only while ``token_budget > 0`` (:809, :964). A decode's
-grant is its one new token: the drafts ride outside it, and its KV covers them too. Only
-a decode the loop visits gets new KV blocks (:831-858). The worker runs the others on
-the blocks they already hold and pauses a decode whose next step would cross into a
-block it lacks (``speculate_schedule_cache.cu``:50-69 sets ``is_block_step``); a later
-visit that gives it blocks resumes it (``recover_decode_task``, gpu_model_runner.py:1249).
-A paused decode runs 0 rows: it is listed in the StepRecord's ``paused``, never granted.
-
-Preemption (``_trigger_preempt``, :387-443) pops the tail of the running list (the shared
-``victim`` under FCFS, the only order FastDeploy schedules in) and never refunds. The waiting pass is the shared one
-(``OnePassLoop._schedule_waiting``), unpadded; ``long_prefill_token_threshold`` is not
-read by the V1 scheduler. Without a commit the KV pool and its admission gate are the
-model's vLLM-like ones (SPEC.md §5).
-
-With a commit (``engine_version``, a row of ``fastdeploy_commits``) the pass runs that
-commit's block rules instead (``_schedule_running_blocks``, ``_schedule_waiting_blocks``):
-a visited decode gets 2 blocks when few slots are left, a prefill chunk its blocks and one
-more, admission asks for the output reserve, and the worker's pause is kept from step to
-step (``fastdeploy_worker.decode_pauses``, checked after each output): a paused decode runs
-again only once a visit gives it blocks. The policy's budget, grant and charge are read there as
-everywhere; the loop hooks (``running_grant``, ``admission``, ``victim``) are not: a loop variant
-is judged without a commit.
-"""
+(fastdeploy/engine/sched/resource_manager_v1.py, cited at #7623's merge, 2a606e361)."""
 from __future__ import annotations
 
 from typing import Optional

@@ -1,20 +1,4 @@
-"""FastDeploy's budget policies, from before PR #7438 to PR #7623, as merged.
-
-All run FastDeploy's pass (``fastdeploy_loop.FastDeployLoop``: ``ResourceManagerV1.schedule``,
-fastdeploy/engine/sched/resource_manager_v1.py) with one ``token_budget`` starting near
-``max_num_batched_tokens`` (B). A decoding request is granted 1 token and runs ``1 + k``
-rows (``decode_rows`` of the method table). Preemption never refunds the budget.
-
-``tokens_per_seq`` (t) is read from the speculative config object, which FastDeploy always
-builds (engine/args_utils.py:1431 ``create_speculative_config``; config.py:761,763: method
-None, num_speculative_tokens 1 by default, at 2a606e361). So "``speculative_config is not
-None``" (#7438, #7499) always holds and t = k + 1 = 2 without speculation; #7623
-(2a606e361, resource_manager_v1.py:794-798) adds ``and method is not None``.
-
-Shared simplifications (SPEC.md §5): the vLLM-style paged KV pool and prefix cache replace
-FastDeploy's block reservation heuristics; NGRAM decodes run their worst case, ``1 + k``
-rows; FCFS only.
-"""
+"""FastDeploy's budget policies, from before PR #7438 to PR #7623, as merged."""
 from __future__ import annotations
 
 from dataclasses import replace

@@ -1,22 +1,7 @@
 """What FastDeploy's worker and token processor decide that its scheduler does not: which
 decodes run, and what a step's output leaves behind. One rule set, shared by the model's
 FastDeploy loop (``fastdeploy_loop``) and the harness that drives FastDeploy's real
-``ResourceManagerV1`` (``tokenbudget/harness/fastdeploy/engine.py``).
-
-* ``schedule()`` never lists the decodes that run: the worker runs every running request
-  past its prompt on the blocks it holds, ``1 + k`` rows each (one token and k drafts).
-* The pause, ``speculate_schedule_cache.cu`` (custom_ops/gpu_ops/speculate_decoding/, the
-  kernel ``speculate_schedula_cache``, at 2a606e361): after each step, a decode whose
-  furthest possible next write, block ``(seq_lens_decoder + 2k + 2) // block_size``
-  (``max_next_step_tokens = 2 * max_draft_tokens + 2``), lies inside its block table
-  (``< block_num_per_seq``, which is ``max_model_len // block_size``, config.py:2117) but is
-  not allocated is paused (``is_block_step``): it runs 0 rows until the scheduler sends it a
-  decode task with new blocks (``recover_decode_task``, gpu_model_runner.py).
-  ``seq_lens_decoder`` is the KV written: prompt and output tokens less the last sampled one.
-* The token processor appends the sampled token of a prompt's last chunk and ``1 + a`` tokens
-  of a decode (``a`` drafts accepted), and finishes a request at ``max_tokens`` output tokens
-  or ``max_model_len`` tokens, freeing its blocks (``finish_requests``).
-"""
+``ResourceManagerV1`` (``tokenbudget/harness/fastdeploy/engine.py``)."""
 from __future__ import annotations
 
 

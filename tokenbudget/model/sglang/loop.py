@@ -1,43 +1,5 @@
 """SglangLoop: SGLang's scheduling step with speculative decoding, a prefill batch OR a decode
-batch (python/sglang/srt/managers/scheduler.py at v0.5.23; SPEC.md §10).
-
-``get_next_batch_to_run`` (scheduler.py:3894) first asks for a prefill batch
-(``_get_new_batch_prefill_raw``, :4079); only when none forms does the running batch decode
-(``update_running_batch``, :4459). Mixed chunking is off under speculation.
-
-Prefill (``PrefillAdder``, schedule_policy.py:607): one pass budget, ``rem_input_tokens`` =
-max_prefill_tokens (= ``rem_chunk_tokens`` = chunked_prefill_size here: both are
-``max_num_batched_tokens``), charged the page-ceiled extend (:895-938); the KV budget
-``rem_total_tokens`` = free KV minus each running request's reserved future
-``min(max_new - out, 4096) * new_token_ratio`` (:785-795) and minus what each admission
-reserves (``PrefillBudget``: its page-ceiled extend, a page and its whole clipped max_new,
-prefill_budget.py:156-169); a request is admitted while ``extend + max_new + page <
-rem_total_tokens`` (``add_one_req``, :1404-1414); a seat limit (max_running_requests, the
-request-slot pool: ``get_num_allocatable_reqs``, scheduler.py:4027) sets the ``batch_is_full``
-latch, which keeps prefill shut until a request leaves the batch (:4226-4234, :4281). An
-extend longer than the chunk budget is cut to it, floored to a page, and continues first in
-the next prefill, cut there to its budgets without the floor (``add_chunked_req``,
-schedule_policy.py:1140-1219); with chunked prefill off a prompt is admitted whole, and after
-the first only while its page-ceiled extend is below the budget left (:1626-1632). An
-aborted decode clears the latch one decode later (``abort_request``).
-
-Decode (``update_running_batch``): ``check_decode_mem`` (schedule_batch.py:3432) asks the
-policy's KV need of the batch; when short, ``retract_decode`` (:3451) retracts requests, the
-policy's order, popped from the end, releasing their KV, back of the waiting queue, until
-the rest pass the policy's retraction check or one is left (then the policy aborts it or
-lets the allocation fail); the batch left keeps the retraction order (``filter_batch``, :3532),
-which breaks the next retraction's ties. ``new_token_ratio`` decays each decode step without a retraction
-and is re-estimated after one (new_token_ratio_tracker.py:34-49). Each decode then runs
-``num_draft_tokens = 1 + k`` verify rows (topk 1): its grant counts its drafts, and its KV is
-reserved up to the policy's target; a reservation the pool cannot give is taken as far as it
-goes, so ``kv-capacity`` sees the request hold less than its verify writes.
-
-The radix cache (``sglang_radix.RadixCache``, with ``enable_prefix_caching``): an admission
-matches its cached prefix and extends only past it; the KV budgets count the evictable cache
-as free; completed prompts, chunks (at the next step's start) and finished requests are
-inserted; the tree evicts for each prefill batch, each decode's reservation and after each
-retraction (SPEC.md §10 cites each rule).
-"""
+batch (python/sglang/srt/managers/scheduler.py at v0.5.23; SPEC.md §10)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -494,13 +456,7 @@ class SglangLoop(SchedulerLoop):
         """The admission latch, a pending abort, the chunked request and ``new_token_ratio`` (which decays
         at every decode step, so a decoding SGLang step is never a fixpoint until it bottoms out); with
         the radix cache, the changes to its recency order (``RadixCache.recency``), its evictable pages
-        and the stashed chunk.
-
-        Not the tree's clock, which every match ticks, nor the refreshes asked: a stall that judges
-        the same waiting request each step is a fixpoint. Both reach a later pass only through
-        the recency order, which decides only what is evicted; a pass whose fingerprint repeats
-        granted nothing, so it allocated and evicted nothing, and admission reads no times. Such a
-        stall repeats for ever, though one more waiting-prefix refresh may still reorder the tree."""
+        and the stashed chunk."""
         own = (self.batch_is_full, self.abort_pending, None if self.chunked is None else self.chunked.request_id,
                self.new_token_ratio)
         if self.tree is None:

@@ -1,21 +1,5 @@
 """SGLang's budget policies: the decode KV check and retraction of v0.5.23, and of the
-spec-v1 code before and after PR #14939 (SPEC.md §10).
-
-All run SGLang's step (``sglang_loop.SglangLoop``) with one pass budget, max_prefill_tokens
-(``max_num_batched_tokens``, B), charged each admitted extend ceiled to a page
-(schedule_policy.py:895-938 at v0.5.23) and each decode's ``1 + k`` verify rows. A policy
-supplies the decode half: what ``check_decode_mem`` asks of the pool, before and during
-retraction; which request ``retract_decode`` pops first; how far a decode's KV reservation
-reaches; whether the verify frees the rejected drafts' KV; and whether the last request
-that does not fit is aborted.
-
-Shared scope (SGLang features the model leaves out; SPEC.md §10): FCFS, the radix cache
-with ``enable_prefix_caching`` (``sglang_radix``; ``loop.available()`` counts its evictable KV
-as ``check_decode_mem`` evicts it first), no parallel drafting, topk 1 (so ``num_draft_tokens = 1 + k`` and
-A = 1 + k), one pass budget (max_num_scheduled_tokens unset), and B >= S * (1 + k): every
-decode batch's verify rows fit the runner (SGLang captures CUDA graphs for batch sizes up
-to max_running_requests, each with ``num_draft_tokens`` rows a request).
-"""
+spec-v1 code before and after PR #14939 (SPEC.md §10)."""
 from __future__ import annotations
 
 from ...spec.intlike import IntLike, cdiv, ite, not_, or_
@@ -112,15 +96,7 @@ class _SglangPolicy(BudgetPolicy):
 
 
 class Sglang(_SglangPolicy):
-    """SGLang 0.5.23: the check is the reservation itself.
-
-    ``new_tokens_required_next_decode`` (schedule_batch.py:3403-3430) sums, per request,
-    the pages its KV grows by to reach ``committed + 2A`` (``get_alloc_reserve_per_decode``,
-    mem_cache/allocation_sizing.py:64-70: a double buffer), the same sizing the decode
-    allocates by (``page_aligned_decode_alloc_lens``, :73); ``retract_decode`` (:3451) loops
-    on that same check, sorted by (output length, -prompt length) (:3542-3580), and aborts
-    the last request that still does not fit (:3510-3530).
-    """
+    """SGLang 0.5.23: the check is the reservation itself."""
 
     name = "sglang-0.5.23"
     description = "v0.5.23: decode check = per-request reservation to committed + 2A; retraction loops on it"
@@ -131,17 +107,7 @@ class Sglang(_SglangPolicy):
 
 
 class SglangV1Retract(_SglangPolicy):
-    """Spec v1 before PR #14939 (schedule_batch.py / scheduler.py at 01e3b3f3a3^).
-
-    ``update_running_batch`` checks ``check_decode_mem(decode_mem_cache_buf_multiplier)``,
-    M = num_draft_tokens + topk * steps tokens a request (scheduler.py:821-832, :1963 there),
-    but ``retract_decode`` loops on ``check_decode_mem(selected_indices=...)`` with the
-    default multiplier 1 (schedule_batch.py:1631-1635 there): it stops retracting once the
-    pool has one token a request. The verify then allocates A = 1 + k a request, which the
-    pool may not have. Spec retraction pops the tail of the batch, unsorted (:1614-1627), and
-    the last request is kept (an assert that one token is free). The verify frees the
-    rejected drafts' KV, so every decode allocates A anew.
-    """
+    """Spec v1 before PR #14939 (schedule_batch.py / scheduler.py at 01e3b3f3a3^)."""
 
     name = "sglang-v1-retract"
     description = "before #14939: the retraction loop checks 1 token a request, the verify allocates 1 + k"

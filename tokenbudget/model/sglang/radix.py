@@ -1,37 +1,6 @@
 """RadixCache: SGLang's radix tree of cached KV pages (``UnifiedRadixCache`` with its FULL
 component only, mem_cache/unified_radix_cache.py and mem_cache/unified_cache/unified_tree_core.py
-at v0.5.23), over the model's ``KVBlockPool``.
-
-A node holds a run of whole pages: their content keys (``Request.block_key``, one a page) and
-their blocks; its children are keyed by their first page's key. Keys are page-aligned
-(``RadixKey.page_aligned``, radix_cache.py:147-151); with EAGLE a key is the bigram view of the
-tokens (radix_cache.py:60, :153-164), so a page is keyed by its tokens and the one after it
-(``lookahead`` 1) and n tokens key ``(n - 1) // page`` pages.
-
-* ``match`` (``_match_prefix_helper``, unified_tree_core.py:905-984): walk down while the next
-  page's key is a child, splitting a node matched part-way (``_split_node``, :1467-1530); the
-  node reached and its ancestors get the time ``t, t - 1e-5, ...`` (``_match_post_processor``,
-  :1030-1034). An empty key touches nothing (:889-893).
-* ``insert`` (``begin_insert`` and its walk, :1129-1465): every node walked is touched, a node
-  matched part-way is split, the request's own pages past ``prev_pages`` that the tree already
-  holds are freed as duplicates (:1351-1365) and its row points at the tree's pages
-  (``checkpoint_into_tree``, unified_radix_cache.py:1286-1298); what is left becomes a new leaf.
-* times: each node is created with the next tick (``UnifiedTreeNode.__init__`` takes two,
-  unified_tree_core.py:126-127), a touch takes one (``_touch_node``, :1096-1097), a split gives the
-  deeper half a fresh one (:1524); ``get_and_increase_time_counter`` (components/base.py:161-165).
-* locks (``acquire_component_lock`` / ``release_component_lock``, components/full.py:282-376):
-  a lock counts on the node and every ancestor; a node with a lock is protected, one without is
-  evictable (``evictable_size``).
-* ``evict`` (``_evict_components``, unified_radix_cache.py:952-1058, with ``evict_for_alloc``'s
-  target, :697-743): while the free pool is below the target, the unlocked childless node of the
-  least time (``LRUStrategy``, evict_policy.py:16-18; the heap of ``full.py:209-244``) leaves the
-  tree and its pages are freed (``_delete_unbacked_device_leaf``, unified_tree_core.py:1903-1929);
-  its parent, childless and unlocked now, joins the candidates.
-
-The tree holds one reference on each of its blocks and a request one on each block of its row,
-so a block returns to the pool when neither holds it. Not modelled: hierarchical caching, the
-session cache, eviction policies but LRU, node priorities (only PriorityStrategy reads them).
-"""
+at v0.5.23), over the model's ``KVBlockPool``."""
 from __future__ import annotations
 
 import heapq

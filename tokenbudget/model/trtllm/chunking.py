@@ -1,17 +1,5 @@
 """TensorRT-LLM's context chunking: how the capacity left after the generation requests is
-split among the context requests, and how many drafts a last chunk keeps.
-
-The rules of ``PyMicroBatchScheduler._set_ctx_requests_chunk_size`` and its helpers
-(tensorrt_llm/_torch/pyexecutor/scheduler/scheduler.py at 002f3cc3d: ``_chunk_equal_progress``,
-``_chunk_fcfs``, ``_chunk_forced``, ``_fit_draft_tokens``, ``_reuse_adjusted_compute``),
-on ints. ``TrtllmLoop`` grants context chunks FCFS with a unit of 1; these functions are
-the engine's other policies, judged by ``tests/unit/test_trtllm_chunking.py`` against the
-capacity they are given (SPEC.md §9).
-
-A context is ``Context(remaining, reusable, drafts)``: prompt tokens left, tokens a
-first chunk may take from the prefix cache (0 past the first chunk), and drafts attached
-to its last chunk. Capacity and sizes are counted in compute tokens.
-"""
+split among the context requests, and how many drafts a last chunk keeps."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -124,13 +112,7 @@ def kept_drafts(contexts: Sequence[Context], sizes: Sequence[int], capacity: Opt
                 max_context_length: Optional[int], clamped: bool = True) -> list[int]:
     """The drafts that run with each context's chunk (``_fit_draft_tokens``): none with a
     chunk short of the end; a last chunk keeps what fits the slack of its last unit, of
-    max_context_length and of the capacity left.
-
-    ``clamped=False`` is the code before PR #13578: the capacity left was not clamped at
-    0 and was charged whole instead of the drafts kept. When the chunks already overshoot
-    the capacity the slack is negative; the returned count is then ``num_draft_tokens -
-    draft_discard``, negative: the discard asked for exceeds the drafts the request holds.
-    """
+    max_context_length and of the capacity left."""
     spent = sum(_compute(ctx, size) for ctx, size in zip(contexts, sizes))
     out = []
     for ctx, size in zip(contexts, sizes):

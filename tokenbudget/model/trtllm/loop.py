@@ -1,29 +1,6 @@
 """TrtllmLoop: TensorRT-LLM's scheduling step on the PyTorch backend, capacity scheduler
 then micro-batch scheduler (tensorrt_llm/_torch/pyexecutor/scheduler/scheduler.py,
-NVIDIA/TensorRT-LLM at 002f3cc3d, cited by function: SPEC.md §9 says why not by line).
-
-``PyMicroBatchScheduler.schedule`` walks the requests the capacity scheduler let through,
-in their order. A generation request costs ``beam_width + num_draft_tokens`` of
-``max_num_tokens`` and the walk breaks at the first that does not fit; context requests
-are set aside and, once every generation request is charged, sized over the capacity
-left (``_set_ctx_requests_chunk_size``: EQUAL_PROGRESS, FIRST_COME_FIRST_SERVED or
-FORCE_CHUNK, then ``_fit_draft_tokens``; ``trtllm_chunking``). So generation requests
-are served first whatever their place in the queue: the loop keeps its RUNNING queue
-with decodes ahead of context chunks, and the shared pass then grants them first. The
-context chunks get the rest in queue order, each ``min(left, remaining)``, a chunk cut
-short aligned down to the block size (FCFS with the unit PyExecutor passes,
-``tokens_per_block``: scheduler.py:1205-1259; SPEC.md §9 says what the other policies change).
-
-``prepare_resources`` (kv_cache_manager.py) gives a generation request KV for its ``1 + D``
-tokens: the drafts ride outside the grant of 1; the method table's lookahead adds what a
-model drafter writes past them. The capacity scheduler's MAX_UTILIZATION pauses the last
-started request when one does not fit (``MaxUtilizationPolicy.schedule``): the model's
-victim is the running request that arrived last, its grant given back (the micro-batch never
-charged it). GUARANTEED_NO_EVICT reserves
-each admitted request's blocks to completion and never pauses; the model admits by the
-shared whole-sequence gate instead (SPEC.md §9). TensorRT-LLM schedules FCFS only and
-does not read ``long_prefill_token_threshold``.
-"""
+NVIDIA/TensorRT-LLM at 002f3cc3d, cited by function: SPEC.md §9 says why not by line)."""
 from __future__ import annotations
 
 import bisect

@@ -1,31 +1,5 @@
 """TensorRT-LLM's budget policies: the micro-batch scheduler's ``max_num_tokens`` as the
-code stands after PR #16101, and as it stood before it for one-model speculation.
-
-Both run TensorRT-LLM's step (``trtllm_loop.TrtllmLoop``) with one budget,
-``max_num_tokens`` (B). A generation request costs ``beam_width + num_draft_tokens``
-(``PyMicroBatchScheduler.schedule``, tensorrt_llm/_torch/pyexecutor/scheduler/scheduler.py
-at 002f3cc3d, "C. Generation Request Handling"; beam width 1 here) and runs ``1 + k`` rows
-in the forward (``decode_rows``: ``model_engine.py`` ``_prepare_tp_inputs`` builds
-``1 + runtime_draft_len`` positions per generation request and asserts
-``total_num_tokens <= max_num_tokens``). A context chunk costs its size.
-
-The model charges a generation request ``1 + D`` when the pass grants it its one token, as
-TensorRT-LLM does at the visit; every generation request fits one step, which the model asks
-of a config (``B >= S * (1 + k)``, a scope requirement: TensorRT-LLM serves the rest by
-breaking its walk; SPEC.md §9).
-
-What D is depends on who attaches the drafts before the scheduler runs. Two-model
-speculation (``draft_model``, ``ngram``) sets ``request.draft_tokens = [0] * max_draft``
-for every generation request (py_executor.py ``_prepare_and_schedule_batch``, the
-``if self.drafter is not None`` block), so D = k. One-model speculation (``mtp``,
-``eagle3``: ``get_spec_drafter`` returns None) skipped that block until PR #16101 (with
-its follow-up #17836), so D was 0 while the forward still ran ``1 + k`` rows.
-
-Shared simplifications (SPEC.md §9): the model's paged KV pool and admission gate; FCFS
-chunking with a unit of 1; beam width 1; no encoder, LoRA, disaggregated or multimodal
-requests; the chunking policies and draft fitting of context chunks are in
-``trtllm_chunking``, outside the pass (the model's context chunks carry no drafts).
-"""
+code stands after PR #16101, and as it stood before it for one-model speculation."""
 from __future__ import annotations
 
 from typing import Any

@@ -1,28 +1,4 @@
-"""The columnar step of vLLM's loop: a large running pass resolved over numpy columns.
-
-``VllmLoop`` hands a step here when its running queue holds at least ``MIN_RUNNING``
-requests and ``applies`` says the loop is the built-in one under a policy of ``RULES``
-(``vllm-adaptive``, ``vllm-static``) with the shared decision functions in place. It
-gives the very record and outcome the scalar step gives (``tests/integration/
-test_columnar_step.py`` compares every one), at a cost of a few numpy calls plus one
-Python visit of each granted request:
-
-- the running pass: every request's wanted grant (its demand, capped by the long-prefill
-  threshold and by max_model_len) is summed into the budgets left before it (cumulative
-  sums); the first request the exit rule stops, or whose grant the budgets cut, ends the
-  resolved prefix; a cut request takes what is left and the rest is resolved again from
-  there (in practice the exit rule then stops the pass);
-- a pass whose new KV blocks exceed the free ones would preempt: the step runs scalar,
-  nothing having changed; otherwise the pool allocates and caches, in queue order, for
-  the requests that cross a block boundary only;
-- the ledger is the columns of budgets before and after each grant; the waiting pass
-  (admissions: few per step) runs scalar on the same ``StepPass``;
-- the output: accepted drafts, kept tokens, stops and rollbacks over the columns of the
-  granted requests; the pool frees and caches for those that finish or complete a block.
-
-The requests and the KV pool stay the state (the columns are read from them each step),
-so a step can go either way, and the scalar path is the reference.
-"""
+"""The columnar step of vLLM's loop: a large running pass resolved over numpy columns."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,24 +1,4 @@
-"""VllmLoop: vLLM 0.32's scheduling pass, ``Scheduler.schedule`` (vllm/v1/core/sched/scheduler.py, 0.32.0).
-
-The running pass visits the RUNNING queue in order while the policy's exit rule lets it
-and breaks at the first request it cannot visit. A decode's demand includes its drafts,
-so its grant counts them. When KV blocks run out, vLLM preempts a victim (refunding its
-grant if the pass already scheduled it) until the allocation fits; a request that
-preempts itself ends the running pass ("No more request to preempt"), and a pass that
-preempted skips the waiting pass. The victim is ``max(running, key=(priority,
-arrival))`` under priority scheduling and the tail under FCFS (lines 796-802: the shared
-``victim``); removing a victim that stood before the request being scheduled moves the
-cursor back one (808-812: the shared ``cursor_after_preemption``). The waiting pass
-(``OnePassLoop._schedule_waiting``) pads a 1-token admission to 1 + k (lines 1131-1153), then applies the long-prefill
-threshold (1155-1156), and admits only what the whole-sequence gate lets through.
-
-Versions differ in data (``vllm_versions.VLLM_VERSIONS``), read through ``rules``: in vLLM
-0.33.0 a priority self-preemption goes on with the next running request
-(vllm/v1/core/sched/scheduler.py:983-992 (vLLM 0.33.0)), and DFlash and DSpark admit at
-most B // L running requests (scheduler.py:1073 (vLLM 0.33.0); vllm/config/vllm.py:2380-2397), and
-a stop that cuts output tokens takes them off the computed count before the output's blocks
-are cached (scheduler.py:2758-2763 (vLLM 0.33.0)).
-"""
+"""VllmLoop: vLLM 0.32's scheduling pass, ``Scheduler.schedule`` (vllm/v1/core/sched/scheduler.py, 0.32.0)."""
 from __future__ import annotations
 
 from functools import cached_property

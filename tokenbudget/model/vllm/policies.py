@@ -46,22 +46,7 @@ class _VllmPolicy(BudgetPolicy):
 
 
 class VllmAdaptive(_VllmPolicy):
-    """vLLM >= 0.28 (0.32.0 as reference): draft slots charged per scheduled request.
-
-    ``Scheduler.schedule`` (vllm/v1/core/sched/scheduler.py) keeps two counters: the
-    token budget T (``max_num_scheduled_tokens``, by default B) and the input budget B
-    (``max_num_batched_tokens``). Each scheduled request is granted
-    ``min(demand, token_budget, input_budget - d)`` and charges ``grant`` and
-    ``grant + d``; both loops stop when ``input_budget <= d``; a same-step preemption
-    (priority policy) refunds ``grant`` and ``grant + d``. ``VllmConfig`` only asks for
-    ``B > d`` (``_set_max_num_scheduled_tokens`` in vllm/config/vllm.py); 0.33.0 asks for
-    ``B > L`` instead (vllm/config/vllm.py:2371 (vLLM 0.33.0)), L being at least d for every
-    method but parallel n-gram.
-
-    Leaves out: encoder budgets, LoRA slots, KV connectors and async loads, pipeline
-    parallel and async-scheduling placeholders, Mamba alignment, prefill lookahead of
-    multi-module MTP, DP prefill throttling, ``long_prefill_token_threshold_adaptive``.
-    """
+    """vLLM >= 0.28 (0.32.0 as reference): draft slots charged per scheduled request."""
 
     name = "vllm-adaptive"
     description = "T = B; each scheduled request charges grant + d to the input budget; refund grant + d"
@@ -121,15 +106,7 @@ class VllmAdaptive(_VllmPolicy):
 
 
 class VllmStatic(_VllmPolicy):
-    """vLLM <= 0.27: draft slots reserved for every possible sequence up front.
-
-    ``VllmConfig._set_max_num_scheduled_tokens`` set ``T = B - d * S`` and refused the
-    config when ``T <= 0``; the scheduler then spent only the token budget. Safe, but a
-    single request gets T, not B (8192 -> 2048 at S=1024, d=6).
-
-    Leaves out: the same engine features as ``vllm-adaptive``; the method table and
-    scheduling loop are vLLM 0.32's, with only the budget accounting of 0.27.
-    """
+    """vLLM <= 0.27: draft slots reserved for every possible sequence up front."""
 
     name = "vllm-static"
     description = "T = B - d*S reserved up front; only the token budget is charged"

@@ -1,37 +1,4 @@
-"""The vLLM version table: what differs between the modelled vLLM versions' budget paths.
-
-One row per modelled version; the vLLM policies, ``VllmLoop`` and the harness read it, so a
-policy is one policy across versions. A row holds only what changed; the rest is common.
-
-vLLM 0.33.0 against 0.32.0 (vllm/v1/core/sched/scheduler.py and vllm/config/ of each):
-
-- method table ``vllm-0.33``: DFlash and DSpark add no draft slots, no method drops the last
-  prefix-cache hit block, EAGLE3 and MTP keys cover the next token (``tokenbudget/model/methods.py``);
-- validation asks ``B > L`` (``num_lookahead_tokens``), no longer ``B > d``
-  (``VllmConfig._set_max_num_scheduled_tokens``, vllm/config/vllm.py:2371 (vLLM 0.33.0));
-- DFlash and DSpark cap the sequences admitted into RUNNING to ``B // L``
-  (``max_num_active_seqs``, vllm/config/vllm.py:2380-2397 (vLLM 0.33.0); read at
-  vllm/v1/core/sched/scheduler.py:1073 (vLLM 0.33.0));
-- under priority scheduling a request that preempts itself no longer ends the running pass:
-  the pass goes on with the next request (vllm/v1/core/sched/scheduler.py:983-992 (vLLM 0.33.0));
-- with speculative decoding, a decode's output publishes the prefix-cache blocks its new
-  tokens complete, so they are cached even if the request is preempted or finishes before
-  the next pass visits it (vllm/v1/core/sched/scheduler.py:2407-2415 (vLLM 0.33.0));
-- a request that stops on an output it cannot keep whole (``max_tokens`` or ``max_model_len``
-  reached before its last accepted draft) drops the cut tokens from its computed count too,
-  so the blocks cached at that output end one token before its last token
-  (``_update_request_with_output``, vllm/v1/core/sched/scheduler.py:2758-2763 (vLLM 0.33.0);
-  0.32 cut only the tokens, vllm/v1/core/sched/scheduler.py:2506-2509 (vLLM 0.32.0)).
-
-Not modelled because no modelled config reaches it: a waiting request left 0 tokens by
-the multi-module MTP prefill lookahead is requeued instead of ending the waiting pass
-(vllm/v1/core/sched/scheduler.py:1394-1398 (vLLM 0.33.0)); the local prefill interval
-(``prefill_schedule_interval``, default 1: off; vllm/v1/core/sched/scheduler.py:771-792
-(vLLM 0.33.0)); ``drafts_needed`` / ``skip_drafts`` (only with the V2 model runner; it
-changes no grant; vllm/v1/core/sched/scheduler.py:732-734 (vLLM 0.33.0)).
-The prover's pass skeleton follows 0.32's loop: a policy modelling 0.32 is proved at 0.32
-(``proofs.symbolic.PROVED_VLLM_VERSION``).
-"""
+"""The vLLM version table: what differs between the modelled vLLM versions' budget paths."""
 from __future__ import annotations
 
 from dataclasses import dataclass
