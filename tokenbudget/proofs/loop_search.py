@@ -25,8 +25,8 @@ SEARCHED = tuple(inv.id for inv in INVARIANTS.values() if inv.kind in JUDGED_KIN
 
 
 def skeleton_models(policy: BudgetPolicy) -> bool:
-    """Whether the pass skeleton models the policy's loop: a one-pass loop."""
-    return issubclass(policy.loop, OnePassLoop)
+    """Whether the pass skeleton models the policy's loop: a one-pass loop whose step it follows."""
+    return issubclass(policy.loop, OnePassLoop) and policy.loop.skeleton_follows
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,8 @@ class VllmDescriptor(EngineDescriptor):
         from .target import VllmTarget
         return VllmTarget
 
-    def conform_engine(self, path: Optional[Path], prefix_cache: bool = True) -> ConformEngine:
+    def conform_engine(self, path: Optional[Path], prefix_cache: bool = True,
+                       capacity_policy: Optional[str] = None) -> ConformEngine:
         from .conform import vllm_engine
         return vllm_engine()
 

@@ -1,0 +1,35 @@
+"""``conform --engine trtllm``: the model's ``trtllm`` against TensorRT-LLM's scheduler.py under each
+capacity policy; every divergence a finding of known.py (SPEC.md §9), none unexplained."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tokenbudget.harness.conform import run_conformance
+from tokenbudget.harness.trtllm.conform import trtllm_engine
+from tokenbudget.harness.trtllm.engine import CAPACITY_POLICIES
+from tokenbudget.model.trtllm.deployments import MAX_REQUESTS
+
+pytestmark = pytest.mark.trtllm
+WORKLOADS = 40
+
+
+@pytest.mark.parametrize("capacity", CAPACITY_POLICIES)
+def test_every_divergence_is_a_finding(trtllm_folder: Path, tmp_path: Path, capacity: str) -> None:
+    report = run_conformance(0, WORKLOADS, tmp_path, engine=trtllm_engine(trtllm_folder, capacity))
+    assert report.ok, [d.to_json() for d in report.unexplained]
+    assert report.agreeing >= WORKLOADS * 3 // 4, report.to_json()
+    assert all(d.trace.is_file() and d.explanation is not None for d in report.divergences)
+    if capacity == MAX_REQUESTS:  # no KV gate in the scheduler, a pool that holds every request
+        assert report.agreeing == WORKLOADS
+
+
+def test_the_workloads_run_each_capacity_policy_on_both_sides(trtllm_folder: Path) -> None:
+    seen = {}
+    for capacity in CAPACITY_POLICIES:
+        engine = trtllm_engine(trtllm_folder, capacity)
+        trace = engine.workload(0, 0)
+        seen[capacity] = trace.config["engine_version"]
+        assert engine.lockstep(trace).config.engine_version == trace.config["engine_version"]
+    assert len(set(seen.values())) == len(CAPACITY_POLICIES)
