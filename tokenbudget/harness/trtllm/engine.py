@@ -1,33 +1,7 @@
 """Drive TensorRT-LLM's ``SimpleUnifiedScheduler`` (scheduler.py at 002f3cc3, real) one executor
-iteration at a time, as PyExecutor does with ``use_python_scheduler=True``.
-
-Real (``runtime.load``): ``SimpleUnifiedScheduler`` (scheduler.py:2172-2262), which runs
-``PyCapacityScheduler`` (1872-2170: MAX_REQUESTS without a KV manager 1931-1932, MAX_UTILIZATION
-1564-1745, GUARANTEED_NO_EVICT 1382-1561) and then ``PyMicroBatchScheduler.schedule`` (884-1086,
-chunking 1116-1328) on the requests that fit. The requests are ``standins.llm_request.LlmRequest``
-(the C++ request's rules) and the KV manager is ``kv_manager.KvCacheManager`` (the C++ rules).
-
-Emulated, one iteration (py_executor.py ``_prepare_and_schedule_batch``, ``_schedule``,
-``resource_manager.prepare_resources``, ``_update_requests``, ``update_resources``):
-
-* the draft-token stamp: every generation request gets ``draft_tokens = [0] * k`` before
-  ``schedule_request`` when a drafter object exists (two-model) or, since PR #16101, for one-model
-  MTP/Eagle3 too (``stamps_one_model``); without it a one-model request carries none and is charged
-  ``1`` (scheduler.py:1009) while the forward still runs ``1 + k`` rows;
-* paused requests (MAX_UTILIZATION, scheduler.py:1658-1670): ``LlmRequest.pause`` and their KV freed
-  (``_pause_requests`` -> ``_terminate_request``); they stay in the active list, as context requests;
-* ``prepare_resources``: a first context chunk adds its sequence, the whole prompt at once, plus
-  the ``lookahead`` tokens the drafter writes (``num_extra_kv_tokens``; the method table's L, the
-  rule the model shares) and its drafts; a generation request adds ``1 + drafts`` tokens (one-model:
-  the k its last forward proposed, ``get_draft_token_length``, whether the scheduler saw them). A block
-  that is not there raises (the C++ check), the step's error;
-* the forward: a context chunk advances the cursor (``move_to_next_context_chunk``) and the last
-  one samples a token; a generation request commits ``1 +`` the workload's accepted drafts (clipped
-  to the drafts it ran and to max_new_tokens), and its KV is rewound to the tokens kept
-  (``rewind_kv_cache``); a request that reaches max_new_tokens finishes and frees its KV.
-
-``max_new_tokens`` is clipped to ``max_model_len - prompt`` (llm.py ``_check_arguments``); the
-chunk unit is the block size (``_util.py`` builds ``ctx_chunk_config`` with ``tokens_per_block``).
+iteration at a time, as PyExecutor does with ``use_python_scheduler=True``: the draft-token stamp,
+``schedule_request``, pauses, ``prepare_resources``, the forward and ``update_resources`` emulated
+over ``standins.llm_request.LlmRequest`` and ``kv_manager.KvCacheManager`` (SPEC.md §9, the real target).
 """
 from __future__ import annotations
 
