@@ -37,8 +37,8 @@ class TrtllmDescriptor(EngineDescriptor):
         return None
 
     def modelled(self, path: Optional[Path]) -> Modelled:
-        engine = self.conform_engine(path)
-        return Modelled(engine.release, engine.policy, engine.model_version, engine.warning)
+        from .conform import modelled
+        return modelled(self.check_folder(path))
 
     def check_policy(self, policy: BudgetPolicy) -> None:
         from ...model import BudgetConfig

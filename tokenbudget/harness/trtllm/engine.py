@@ -144,8 +144,9 @@ class TrtllmEngine:
     def _run_context(self, out: TrtllmStep, req: Any) -> None:
         rid = req.py_request_id
         chunk = req.context_chunk_size
-        out.num_scheduled_tokens[rid], out.scheduled_draft_tokens[rid] = chunk, req.num_draft_tokens
-        out.runner_rows[rid] = chunk + req.num_draft_tokens
+        drafts = req.num_draft_tokens if req.is_last_context_chunk else 0  # drafts ride on the last chunk only
+        out.num_scheduled_tokens[rid], out.scheduled_draft_tokens[rid] = chunk, drafts
+        out.runner_rows[rid] = chunk + drafts
         out.computed_before[rid], out.num_tokens[rid] = req.context_current_position, req.num_tokens
         out.prefill.add(rid)
         req.move_to_next_context_chunk()

@@ -7,7 +7,7 @@ from typing import Any
 from ..config import Requirement
 from ...spec.intlike import BoolLike, IntLike, ite, not_, or_
 from ..policy import BudgetParams, BudgetPolicy, Budgets, plain  # noqa: F401 (plain: the PEP 316 contracts)
-from .deployments import COMMIT, DEPLOYMENTS
+from .deployments import COMMIT, DEPLOYMENTS, MAX_REQUESTS, capacity_of
 from .loop import TrtllmLoop
 
 
@@ -22,14 +22,17 @@ class _TrtllmPolicy(BudgetPolicy):
     stamps_one_model = True  # PyExecutor attaches k placeholder drafts to one-model generation requests too
 
     def shared_requirements(self, c: Any) -> list[Requirement]:
-        """Every engine's, and (scope) a pool that holds one sequence at the KV manager's max_seq_len."""
+        """Every engine's, and (scope) a pool that holds one sequence at the KV manager's max_seq_len, every
+        seat's under MAX_REQUESTS, which schedules without asking the KV manager."""
         k = c.num_speculative_tokens
         seq = c.max_model_len + k + (self.lookahead(c) if c.method is not None else 0)
+        seats = c.max_num_seqs if capacity_of(getattr(c, "engine_version", None)) == MAX_REQUESTS else 1
         return super().shared_requirements(c) + [Requirement(
-            c.num_kv_blocks * c.block_size >= seq,
-            lambda: f"{self.name} models pools that hold one sequence at the KV manager's max_seq_len, max_model_len "
-            f"+ k + L ({seq}; py_executor_creator.py adds the drafts and num_extra_kv_tokens): with less a lone "
-            f"request's drafts run the pool out; raise num_kv_blocks (now {c.num_kv_blocks} x {c.block_size}) or "
+            c.num_kv_blocks * c.block_size >= seats * seq,
+            lambda: f"{self.name} models pools that hold {'every seat' if seats > 1 else 'one sequence'} at the KV "
+            f"manager's max_seq_len, max_model_len + k + L ({seq}; py_executor_creator.py adds the drafts and "
+            f"num_extra_kv_tokens){' under MAX_REQUESTS, which schedules without the KV manager' if seats > 1 else ''}"
+            f": with less the KV manager runs out; raise num_kv_blocks (now {c.num_kv_blocks} x {c.block_size}) or "
             "lower max_model_len",
             scope=True,
         )]
