@@ -55,20 +55,23 @@ class TrtllmLoop(OnePassLoop):
             scheduled, paused = self._max_utilization_walk()
             for victim in paused:
                 self._pause(step, victim)
+        contexts = [r for r in sorted(self.running + self.waiting, key=lambda r: r.arrival)
+                    if not r.is_decoding and (scheduled is None or r.request_id in scheduled)]
         self._schedule_running(step, 0, scheduled)
         self._schedule_waiting(step, 0, scheduled)
         if self.stale_drafts:
-            self._run_stale_drafts(step)
+            self._run_stale_drafts(step, contexts)
         self.ran_as_generation = {rid for rid, decode in step.charged_as_decode.items() if decode}
 
-    def _run_stale_drafts(self, step: StepPass) -> None:
-        """The drafts a context still carries run with its last chunk: all when every context's whole
-        remainder and drafts fit what the generation requests left (scheduler.py:978-990, 1029-1032),
-        else what ``_fit_draft_tokens`` keeps (1289-1328), the rest discarded for good; a first chunk's
-        KV takes the drafts it carries then (``prepare_resources``). Charged as a context's compute only."""
+    def _run_stale_drafts(self, step: StepPass, collected: list[Request]) -> None:
+        """The drafts a context still carries run with its last chunk: all when every context the micro-batch
+        collected (``collected``, granted or not) fits with its whole remainder and drafts in what the
+        generation requests left (scheduler.py:978-990, 1029-1032), else what ``_fit_draft_tokens`` keeps
+        (1289-1328), the rest discarded for good; a first chunk's KV takes the drafts it carries then
+        (``prepare_resources``). Charged as a context's compute only."""
         cfg = self.cfg
-        contexts = [rid for rid in step.grants if not step.charged_as_decode[rid]]
-        remaining = {rid: step.num_tokens[rid] - step.computed_before[rid] for rid in contexts}
+        contexts = [r.request_id for r in collected]
+        remaining = {r.request_id: r.num_tokens - r.num_computed_tokens for r in collected}
         carried = {rid: self.stale_drafts.get(rid, 0) for rid in contexts}
         capacity = cfg.max_num_batched_tokens - sum(
             int(self.policy.charge(self.params, grant, True).token)
@@ -76,10 +79,10 @@ class TrtllmLoop(OnePassLoop):
         kept = dict(carried)
         if cfg.enable_chunked_prefill and sum(remaining[r] + carried[r] for r in contexts) > capacity:
             ctxs = [Context(remaining[r], 0, carried[r]) for r in contexts]
-            kept = dict(zip(contexts, kept_drafts(ctxs, [step.grants[r] for r in contexts], capacity,
+            kept = dict(zip(contexts, kept_drafts(ctxs, [step.grants.get(r, 0) for r in contexts], capacity,
                                                   cfg.block_size, None)))
         for rid in contexts:
-            if not carried[rid]:
+            if not carried[rid] or rid not in step.grants:
                 continue
             last = step.grants[rid] >= remaining[rid]
             if step.computed_before[rid] == 0:
@@ -93,6 +96,8 @@ class TrtllmLoop(OnePassLoop):
                 del self.stale_drafts[rid]
                 step.drafts[rid] = kept[rid]
                 step.rows[rid] += kept[rid]
+                if kept[rid]:
+                    step.prefill.add(rid)  # a context chunk, though it may be one token long
 
     def _max_utilization_walk(self) -> tuple[set[str], list[Request]]:
         """MaxUtilizationPolicy.schedule (scheduler.py:1580-1677): in the active list's order, a request
