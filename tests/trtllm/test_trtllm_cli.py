@@ -22,12 +22,12 @@ def test_conform_under_max_requests_agrees(trtllm_folder: Path, capsys: pytest.C
 
 def test_every_trtllm_corpus_trace_replays_on_the_real_scheduler(trtllm_folder: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    traces = sorted(str(p) for p in CORPUS.glob("trtllm-*.json"))
-    assert len(traces) == 5
+    traces = sorted(str(p) for p in [*CORPUS.glob("trtllm-*.json"), *CORPUS.glob("findings/t[123]-trtllm-*.json")])
+    assert len(traces) == 8  # the findings T1-T3 expect what they break, on scheduler.py as on the model
     code = main(["replay", "--target", "trtllm", "--engine-path", str(trtllm_folder), *traces, "--json"])
     report = json.loads(capsys.readouterr().out)
     assert [t["ok"] for t in report["traces"]] == [True] * len(traces), report
-    assert code == 1  # the three traces of the code before #16101 violate input-rows-cap, as they expect
+    assert code == 1  # the traces of the code before #16101 and of T1-T3 violate, as they expect
 
 
 @pytest.mark.parametrize("argv, says", [

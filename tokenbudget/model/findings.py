@@ -287,18 +287,22 @@ FINDINGS: dict[str, Finding] = {f.id: f for f in (
             "holds max_model_len + 4 + (1 + k); at the last decode of a request (KV at max_model_len - 4) the "
             "reservation passes the row",
             True, _decode_reserves_past_the_row, _page_one_long_drafts),
-    Finding("T1", "tensorrt-llm", ("PR #16101", "before PR #16101", "002f3cc3/guaranteed-no-evict"), "model-error", "tokenbudget/spec/SPEC.md §9 T1",
+    Finding("T1", "tensorrt-llm", ("PR #16101", "before PR #16101", "002f3cc3/guaranteed-no-evict"), "model-error",
+            "tokenbudget/spec/SPEC.md §9 T1",
             "t1-trtllm-guaranteed-no-evict-drafts-past-reservation.json",
-            "GUARANTEED_NO_EVICT reserves prompt + max_new_tokens blocks to completion (getRemainingBlocksToCompletion), "
-            "not the num_extra_kv_tokens and drafts past them that prepare_resources adds: the KV manager runs out",
+            "GUARANTEED_NO_EVICT reserves prompt + max_new_tokens blocks to completion "
+            "(getRemainingBlocksToCompletion), not the num_extra_kv_tokens and drafts past them that "
+            "prepare_resources adds: the KV manager runs out",
             True, _kv_manager_threw_under(GUARANTEED_NO_EVICT), _speculating_under(GUARANTEED_NO_EVICT)),
-    Finding("T2", "tensorrt-llm", ("PR #16101", "before PR #16101", "002f3cc3/max-utilization"), "model-error", "tokenbudget/spec/SPEC.md §9 T2",
+    Finding("T2", "tensorrt-llm", ("PR #16101", "before PR #16101", "002f3cc3/max-utilization"), "model-error",
+            "tokenbudget/spec/SPEC.md §9 T2",
             "t2-trtllm-max-utilization-one-step-undercount.json",
             "MAX_UTILIZATION's one-step need (getNeededBlocksOneStep) counts a first chunk's prompt without "
-            "num_extra_kv_tokens and caps a generation request's 1 + drafts at max_new_tokens, while prepare_resources "
-            "adds them: the KV manager runs out",
+            "num_extra_kv_tokens and caps a generation request's 1 + drafts at max_new_tokens, while "
+            "prepare_resources adds them: the KV manager runs out",
             True, _kv_manager_threw_under(MAX_UTILIZATION), _speculating_under(MAX_UTILIZATION)),
-    Finding("T3", "tensorrt-llm", ("PR #16101", "before PR #16101", "002f3cc3/max-utilization"), "spec-shape", "tokenbudget/spec/SPEC.md §9 T3",
+    Finding("T3", "tensorrt-llm", ("PR #16101", "before PR #16101", "002f3cc3/max-utilization"), "spec-shape",
+            "tokenbudget/spec/SPEC.md §9 T3",
             "t3-trtllm-max-utilization-paused-placeholder-drafts.json",
             "a paused request keeps the placeholder drafts stamped on it (LlmRequest::pause leaves mDraftTokens): its "
             "recomputed context takes their KV at the first chunk and runs them, placeholders, with its last chunk",

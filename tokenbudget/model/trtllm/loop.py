@@ -126,9 +126,10 @@ class TrtllmLoop(OnePassLoop):
 
     def _needed_one_step(self, req: Request) -> int:
         """getNeededBlocksOneStep (kvCacheManager.cpp), no lookahead of two steps: a first context chunk
-        its prompt's blocks and the drafts it carries (up to max_new_tokens); a generation request the blocks its next 1 + D tokens add to the KV it
-        holds (computed + L, and drafts a context carried), those capped at what max_new_tokens leaves, none past the window
-        max_model_len + L; a later context chunk none. Negative when the cap falls a block short."""
+        its prompt's blocks and the drafts it carries (up to max_new_tokens); a generation request the
+        blocks its next 1 + D tokens add to the KV it holds (computed + L, and drafts a context carried),
+        those capped at what max_new_tokens leaves, none past the window max_model_len + L; a later
+        context chunk none. Negative when the cap falls a block short."""
         cfg, block = self.cfg, self.cfg.block_size
         window = cfg.max_model_len + self.lookahead
         end = min(req.num_prompt_tokens + req.max_tokens, cfg.max_model_len)  # prompt_len + max_new_tokens
