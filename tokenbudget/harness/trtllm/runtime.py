@@ -14,13 +14,13 @@ slip beside the real one) live side by side, each its own module object.
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 import sys
 import types
 from pathlib import Path
 from typing import Any
 
+from ..engine_folder import chosen_folder
 from ..unavailable import EngineUnavailable
 from .location import COMMIT, DEFAULT_PATH, PATH_ENV
 from .standins import bindings, llm_args, llm_request, logger, strenum
@@ -49,10 +49,7 @@ class TrtllmUnavailable(EngineUnavailable):
 
 def engine_folder(path: Path | None = None) -> Path:
     """The folder scheduler.py is loaded from: ``path``, the env var, or the default."""
-    if path is not None:
-        return path.expanduser().resolve()
-    env = os.environ.get(PATH_ENV)
-    return Path(env).expanduser().resolve() if env else DEFAULT_PATH
+    return chosen_folder(path, PATH_ENV, DEFAULT_PATH)
 
 
 def check_folder(path: Path | None = None) -> Path:

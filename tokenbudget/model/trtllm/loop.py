@@ -301,16 +301,13 @@ class TrtllmLoop(OnePassLoop):
         self.waiting.insert(bisect.bisect(self.waiting, req.arrival, key=lambda r: r.arrival), req)
 
     def _pause(self, step: StepPass, victim: Request) -> None:
-        """Pause ``victim`` (MAX_UTILIZATION): out of the running queue, its grant of this pass given back;
-        a generation request keeps the drafts stamped on it."""
+        """Pause ``victim`` (MAX_UTILIZATION): out of the running queue, its KV freed; a generation request
+        keeps the drafts stamped on it."""
+        assert victim.request_id not in step.grants, "the capacity pass pauses before any grant"
         if victim.is_decoding and self._stamped_drafts:
             self.stale_drafts[victim.request_id] = self._stamped_drafts
         self.stale_kv.pop(victim.request_id, None)
         self.running.remove(victim)
-        if victim.request_id in step.grants:
-            step.record_refund(victim, unschedule=self.unschedules_refunded)
-            if self.unschedules_refunded:
-                step.scheduled_running.remove(victim)
         self._preempt(victim)
         step.preempted.append(victim.request_id)
 
