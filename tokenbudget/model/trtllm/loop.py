@@ -57,21 +57,23 @@ class TrtllmLoop(OnePassLoop):
                 self._pause(step, victim)
         contexts = [r for r in sorted(self.running + self.waiting, key=lambda r: r.arrival)
                     if not r.is_decoding and (scheduled is None or r.request_id in scheduled)]
+        first_chunks = {r.request_id for r in contexts if r.status is not Status.RUNNING}
         self._schedule_running(step, 0, scheduled)
         self._schedule_waiting(step, 0, scheduled)
         if self.stale_drafts:
-            self._run_stale_drafts(step, contexts)
+            self._run_stale_drafts(step, contexts, first_chunks)
         self.ran_as_generation = {rid for rid, decode in step.charged_as_decode.items() if decode}
 
-    def _run_stale_drafts(self, step: StepPass, collected: list[Request]) -> None:
+    def _run_stale_drafts(self, step: StepPass, collected: list[Request], first_chunks: set[str]) -> None:
         """The drafts a context still carries run with its last chunk: all when every context the micro-batch
-        collected (``collected``, granted or not) fits with its whole remainder and drafts in what the
+        collected (``collected``, granted or not; ``first_chunks`` were waiting) fits with its whole remainder and drafts in what the
         generation requests left (scheduler.py:978-990, 1029-1032), else what ``_fit_draft_tokens`` keeps
         (1289-1328), the rest discarded for good; a first chunk's KV takes the drafts it carries then
         (``prepare_resources``). Charged as a context's compute only."""
         cfg = self.cfg
         contexts = [r.request_id for r in collected]
-        remaining = {r.request_id: r.num_tokens - r.num_computed_tokens for r in collected}
+        remaining = {r.request_id: step.num_tokens[r.request_id] - step.computed_before[r.request_id]
+                     if r.request_id in step.grants else r.num_tokens - r.num_computed_tokens for r in collected}
         carried = {rid: self.stale_drafts.get(rid, 0) for rid in contexts}
         capacity = cfg.max_num_batched_tokens - sum(
             int(self.policy.charge(self.params, grant, True).token)
@@ -85,7 +87,7 @@ class TrtllmLoop(OnePassLoop):
             if not carried[rid] or rid not in step.grants:
                 continue
             last = step.grants[rid] >= remaining[rid]
-            if step.computed_before[rid] == 0:
+            if rid in first_chunks:  # its prefix hits, if any, are computed already
                 req = self.requests[rid]
                 drafts = kept[rid] if last else carried[rid]
                 slots = min(req.num_tokens + self.lookahead + drafts, self._kv_len_cap)
