@@ -17,7 +17,7 @@ from tokenbudget.spec.invariants import INVARIANTS
 
 # its one known violation, a row overflow (input-rows-cap, refuted in the manifest), is found and shrunk in
 # seconds from seed 0; it has no stuck drain (FastDeploy's F5), whose thousands of steps would fill the examples
-FAST_TO_SHRINK = "trtllm-one-model-unreserved"
+FAST_TO_SHRINK = "fastdeploy-v0"
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -29,7 +29,7 @@ class TrtllmLoop(OnePassLoop):
     # The micro-batch walk grants through ``decisions.running_grant`` and checks the exit rule
     # itself; pauses happen in the capacity pass, before any grant: so no victim was granted in
     # the pass, and unschedules_refunded is never read either.
-    honours = frozenset({"admission", "cursor_after_preemption", "waiting_checks_exit_rule"})
+    honours = frozenset({"admission", "waiting_checks_exit_rule"})
     decodes_run_decode_rows = True  # the forward runs 1 + k rows of a generation request, whatever was charged
     skeleton_follows = False  # the capacity pass before the chunks (``_schedule_waiting``) is its own
 
