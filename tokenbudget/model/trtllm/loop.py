@@ -134,7 +134,7 @@ class TrtllmLoop(OnePassLoop):
         context chunk none. Negative when the cap falls a block short."""
         cfg, block = self.cfg, self.cfg.block_size
         window = cfg.max_model_len + self.lookahead
-        end = min(req.num_prompt_tokens + req.max_tokens, cfg.max_model_len)  # prompt_len + max_new_tokens
+        end = self._sequence_end(req)
         if req.status is not Status.RUNNING:
             drafts = min(self.stale_drafts.get(req.request_id, 0), end - req.num_tokens)
             return cdiv(min(req.num_tokens + drafts, window), block)
@@ -211,8 +211,12 @@ class TrtllmLoop(OnePassLoop):
         """getRemainingBlocksToCompletion at beam width 1 (kvCacheManager.cpp): the blocks of
         prompt + max_new_tokens (clipped to max_model_len) less those held; negative when the
         request holds more (its drafts' and the drafter's slots past the end)."""
-        end = min(req.num_prompt_tokens + req.max_tokens, self.cfg.max_model_len)
-        return cdiv(end, self.cfg.block_size) - len(req.block_ids)
+        return cdiv(self._sequence_end(req), self.cfg.block_size) - len(req.block_ids)
+
+    def _sequence_end(self, req: Request) -> int:
+        """The request's prompt_len + max_new_tokens, as the engine sees it: max_tokens clipped to
+        max_model_len (llm.py ``_check_arguments``); a pause moves tokens between the two, not the sum."""
+        return min(req.num_prompt_tokens + req.max_tokens, self.cfg.max_model_len)
 
     def _whole_sequence_fits(self, req: Request, hits: list[int], reserved: int = 0) -> bool:
         """The capacity policy's gate for a context: GUARANTEED_NO_EVICT's blocks to completion
