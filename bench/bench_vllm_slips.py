@@ -10,8 +10,8 @@ engine and then each slip of tests/vllm/vllm_slips.py it copies the engine to a 
 plants the slip, runs ``tokenbudget fuzz --target vllm --engine-path DIR --seconds S --seed N
 --database none --json`` in a process of its own (no example database: what an earlier run
 of the same slip saved would be replayed first, and the seed would no longer decide the run) and prints, per engine: caught or missed (caught: some counterexample's verdict is not known), the seconds to the first one that is
-not known (seconds since the command started, before shrinking), the start-up within them
-(vLLM imported, the first scheduler built), the command's wall time, the
+not known (seconds since the command started, before shrinking), the start-up (the command's
+checks and its slowest worker's: vLLM imported, the first scheduler built), the command's wall time, the
 examples run and how many took a same-step refund and an input-budget stop, and every
 counterexample's identity with its verdict (one line per engine as it ends; on stderr
 under --json, which prints the rows at the end). The unpatched engine must show known ones only.
@@ -70,7 +70,7 @@ def verdict(result: dict, unpatched: bool) -> str:
 
 
 def startup(result: dict) -> str:
-    """The command's start-up (vLLM imported, the first scheduler built): part of every first-seen time."""
+    """The command's start-up, to its slowest worker's first example: most of a first-seen time."""
     return f"start-up {result['startup']:4.1f} s" if "startup" in result else "start-up   -  "
 
 
