@@ -504,6 +504,10 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
     # the rare paths of the findings, shaped through the policy's loop: a user policy's too
     rare_paths = list(rare_path_configs(policy, space).values()) if space and not real_engine \
         and shapes != SCALES else []
+    # a user policy is new code on its loop: it draws the shapes a real engine's run gets too
+    aimed = real_engine or bool(rare_paths and policy_spec not in builtin_policies())
+    if rare_paths and aimed:
+        rare_paths += [s for s in (same_step_refund_configs(policy, space),) if not s.is_empty]
     if config_strategy is None and real_engine:
         shaped = same_step_refund_configs(policy)
         strategy = st.one_of(strategy, shaped, shaped, shaped)
@@ -531,7 +535,7 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
     # takes back a grant of the same pass, or the least urgent, first in line, preempts itself.
     if real_engine or (rare_paths and space is not None and "priority" in space.scheduling_policies):
         plans = st.tuples(strategy, first, staggered_arrivals()).map(lambda p: (*p, 0))
-        wave_configs = priority_wave_configs(policy) if real_engine and config_strategy is None else st.nothing()
+        wave_configs = priority_wave_configs(policy, space) if aimed and config_strategy is None else st.nothing()
         if not wave_configs.is_empty:  # one draw in three: a wave of short prompts behind a least-urgent request
             waves = st.tuples(wave_configs, priority_waves()).map(lambda p: (p[0], *p[1], WAVE_PASSES))
             plans = st.one_of(plans, plans, waves)
