@@ -32,6 +32,7 @@ from ..spec.execution import Execution
 from .failures import MODEL_ERROR, FuzzFailure, error_kind, failure, identity, is_known, kind_of
 from ..model.target import ModelTarget, TargetFactory
 from .page_burst_plans import page_burst_plans
+from .past_edge_configs import past_edge_configs
 from .request_shapes import (PATTERNS, RequestShape, accepted_drafts, bursts, page_bursts, priority_waves,
                              request_shapes, resolve, staggered_arrivals)
 
@@ -505,11 +506,12 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
     # the rare paths of the findings, shaped through the policy's loop: a user policy's too
     rare = rare_path_configs(policy, space) if space and not real_engine and shapes != SCALES else {}
     rare_paths = list(rare.values())
-    # a user policy is new code on its loop: it draws the shapes a real engine's run gets too, and full batches on
-    # page edges
+    # a user policy is new code on its loop: it draws the shapes a real engine's run gets too, configs past the
+    # shared requirements it drops, and full batches on page edges
     aimed = real_engine or bool(rare_paths and policy_spec not in builtin_policies())
     if rare_paths and aimed:
-        rare_paths += [s for s in (same_step_refund_configs(policy, space),) if not s.is_empty]
+        rare_paths += [s for s in (same_step_refund_configs(policy, space), past_edge_configs(policy, space))
+                       if not s.is_empty]
     full_batches = page_burst_plans(policy, rare["page-edge"]) if aimed and "page-edge" in rare else st.nothing()
     if config_strategy is None and real_engine:
         shaped = same_step_refund_configs(policy)
