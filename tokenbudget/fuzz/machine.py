@@ -543,11 +543,11 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
         plans = st.tuples(strategy, first, staggered_arrivals() if priority else st.just((0, []))).map(
             lambda p: (*p, 0))
         wave_configs = priority_wave_configs(policy, space) if aimed and config_strategy is None else st.nothing()
-        waves = [] if wave_configs.is_empty else [  # a wave of short prompts behind a least-urgent request
-            st.tuples(wave_configs, priority_waves()).map(lambda p: (p[0], *p[1], WAVE_PASSES))]
-        shaped = waves + ([] if full_batches.is_empty else [full_batches])
-        if shaped:  # one draw in three: a wave or a full batch on page edges
-            plans = st.one_of(*[plans] * (2 * len(shaped)), *shaped)
+        if not wave_configs.is_empty:  # one draw in three: a wave of short prompts behind a least-urgent request
+            waves = st.tuples(wave_configs, priority_waves()).map(lambda p: (p[0], *p[1], WAVE_PASSES))
+            plans = st.one_of(plans, plans, waves)
+        if not full_batches.is_empty:  # one draw in five: a full batch on page edges
+            plans = st.one_of(plans, plans, plans, plans, full_batches)
 
         class Machine(FuzzMachine):  # type: ignore[no-redef]
             @initialize(plan=plans)
