@@ -101,15 +101,16 @@ def _priority(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
 # -- F4 -----------------------------------------------------------------------------------
 def _padding_over_room(cfg: BudgetConfig, run: RunRecord) -> bool:
     """An empty batch grants nothing although a waiting request could take a token, and a
-    padded admission (1 + k rows) is more than a waiting request may take, min(T, B - d)."""
+    padded admission (1 + k rows) is more than a waiting request may take, min(T, B - d),
+    which an unpadded one would fit (at least 1: vLLM asks T >= 1 and B > d)."""
     return any(_idle(rec) and not rec.running and rec.progress_possible
-               and 1 + rec.limits.num_speculative_tokens > _admission_room(rec) for rec in run.steps)
+               and 1 <= _admission_room(rec) < 1 + rec.limits.num_speculative_tokens for rec in run.steps)
 
 
 def _room_below_padding(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
     p = policy.params(cfg)
     room = min(int(policy.token_cap(p)), cfg.max_num_batched_tokens - int(p.draft_slots))
-    return room < 1 + cfg.num_speculative_tokens
+    return 1 <= room < 1 + cfg.num_speculative_tokens
 
 
 # -- F5 -----------------------------------------------------------------------------------
