@@ -271,6 +271,12 @@ def judge(outcomes: Sequence["Outcome"], max_work_gap: int = 0, strict: bool = F
     recorded = manifest.load()
     out = Judgement(list(outcomes))
     judges: dict[str, Judge] = {}
+
+    def judge_of(policy: str) -> Judge:
+        if policy not in judges:
+            judges[policy] = Judge(policy, max_work_gap)
+        return judges[policy]
+
     for o in outcomes:
         key = (o.policy, o.obligation)
         complaint = None
@@ -278,16 +284,13 @@ def judge(outcomes: Sequence["Outcome"], max_work_gap: int = 0, strict: bool = F
             out.expected[key] = manifest.expected_of(recorded, o)
             complaint = manifest.problem(o, out.expected[key])
             if complaint is None and o.verdict == REFUTED and o.obligation in INVARIANTS:
-                judge_of = judges.setdefault(o.policy, Judge(o.policy, max_work_gap))
-                why = judge_of.known_why(o.obligation, o.traces[0]) if o.traces else None
+                why = judge_of(o.policy).known_why(o.obligation, o.traces[0]) if o.traces else None
                 out.verdicts[key] = Verdict(o.obligation, f"prove: {o.obligation} refuted",
                                             known=why or f"{o.policy}'s own record")
         elif o.verdict == UNKNOWN:
             complaint = f"{o.policy} / {o.obligation}: unknown ({o.detail})"
         elif o.verdict == REFUTED:
-            if o.policy not in judges:
-                judges[o.policy] = Judge(o.policy, max_work_gap)
-            verdict = judges[o.policy].of_refutation(o.obligation, o.traces, f"prove: {o.obligation} refuted")
+            verdict = judge_of(o.policy).of_refutation(o.obligation, o.traces, f"prove: {o.obligation} refuted")
             if verdict is not None:
                 out.verdicts[key] = verdict
                 if verdict.fails(strict):

@@ -14,14 +14,13 @@ import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
 
 from tokenbudget.harness.vllm.folder import child_env
 from tokenbudget.harness.vllm.own_tests import TRITON_FOLDER, hub_cache, needs_triton, offline_env, platform_env, \
-    scheduler_test_files
+    scheduler_test_files, triton_at_hand
 
 pytestmark = pytest.mark.vllm
 OWN_TESTS_ENV = "TOKENBUDGET_VLLM_OWN_TESTS"
@@ -87,7 +86,7 @@ def test_vllm_0_33_own_scheduler_tests_keep_their_outcomes_under_strict(vllm033_
 
 def test_vllm_0_34_own_scheduler_tests_keep_their_outcomes_under_strict(vllm034_path: Path, tmp_path: Path) -> None:
     folder = own_tests("0.34.0")
-    if needs_triton("0.34.0") and not (folder / TRITON_FOLDER / "triton").is_dir() and find_spec("triton") is None:
+    if needs_triton("0.34.0") and not triton_at_hand(folder):
         pytest.skip(f"vLLM 0.34.0's CPU platform needs Triton here, not in {folder / TRITON_FOLDER} "
                     "(tokenbudget engine-tests vllm 0.34.0 DIR installs it)")
     env = child_env(vllm034_path)

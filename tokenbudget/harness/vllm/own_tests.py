@@ -102,11 +102,16 @@ def triton_importable() -> bool:
     return find_spec("triton") is not None
 
 
+def triton_at_hand(dest: Path) -> bool:
+    """Whether the tests in ``dest`` find Triton: importable here, or in ``dest/triton``."""
+    return triton_importable() or (dest / TRITON_FOLDER / "triton").is_dir()
+
+
 def fetch_triton(version: str, dest: Path) -> str | None:
     """Install Triton (no dependencies) into ``dest/triton`` when vLLM ``version``'s tests
     need it here and it is neither there nor importable; what was done, or None."""
     folder = dest / TRITON_FOLDER
-    if not needs_triton(version) or triton_importable() or (folder / "triton").is_dir():
+    if not needs_triton(version) or triton_at_hand(dest):
         return None
     done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(folder),
                            TRITON], capture_output=True, text=True)
