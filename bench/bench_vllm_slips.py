@@ -1,4 +1,4 @@
-"""Benchmark: does ``fuzz --target vllm --engine-path`` catch one-line slips in vLLM 0.33.0's scheduler?
+"""Benchmark: does ``fuzz --target vllm --engine-path`` catch one-line slips in vLLM 0.33.0's (or 0.34.0's) scheduler?
 
 Run after ``pip install -e .`` from the repository root::
 
@@ -10,7 +10,8 @@ engine and then each slip of tests/vllm/vllm_slips.py it copies the engine to a 
 plants the slip, runs ``tokenbudget fuzz --target vllm --engine-path DIR --seconds S --seed N
 --database none --json`` in a process of its own (no example database: what an earlier run
 of the same slip saved would be replayed first, and the seed would no longer decide the run) and prints, per engine: caught or missed (caught: some counterexample's verdict is not known), the seconds to the first one that is
-not known (seconds into the session, before shrinking), the command's wall time, the
+not known (seconds since the command started, before shrinking), the start-up (the command's
+checks and its slowest worker's: vLLM imported, the first scheduler built), the command's wall time, the
 examples run and how many took a same-step refund and an input-budget stop, and every
 counterexample's identity with its verdict (one line per engine as it ends; on stderr
 under --json, which prints the rows at the end). The unpatched engine must show known ones only.
@@ -50,7 +51,8 @@ def fuzz_once(engine: Path, seconds: float, seed: int, workers: int | None,
     found = [{"identity": key, "verdict": policy["judged"][key], "first_seen": v["first_seen_seconds"],
               "message": v["message"]} for key, v in policy["violations"].items()]
     own = [f["first_seen"] for f in found if f["verdict"] != "known"]
-    return {"wall": round(wall, 1), "examples": policy["examples"], "steps": policy["steps"],
+    return {"wall": round(wall, 1), "startup": policy["startup_seconds"], "examples": policy["examples"],
+            "steps": policy["steps"],
             "coverage": policy["coverage"], "coverage_examples": policy.get("coverage_examples", {}), "found": found, "caught": bool(own),
             "seconds_to_catch": min(own) if own else None}
 
@@ -67,12 +69,18 @@ def verdict(result: dict, unpatched: bool) -> str:
     return f"caught in {result['seconds_to_catch']:.1f} s" if caught else "missed"
 
 
+def startup(result: dict) -> str:
+    """The command's start-up, to its slowest worker's first example: most of a first-seen time."""
+    return f"start-up {result['startup']:4.1f} s" if "startup" in result else "start-up   -  "
+
+
 def line(result: dict, unpatched: bool) -> str:
     """One engine's row: its verdict, the wall time, examples and what was found."""
     found = ", ".join(f"{f['identity']} ({f['verdict']}, {f['first_seen']:.1f} s)"
                       for f in result.get("found", ())) or result.get("error") or "-"
     cover = result.get("coverage_examples", {})
-    return (f"{result['slip']:34} {verdict(result, unpatched):29} wall {result['wall']:5.1f} s  {result.get('examples', 0)} examples "
+    return (f"{result['slip']:34} {verdict(result, unpatched):29} {startup(result)}  wall {result['wall']:5.1f} s  "
+            f"{result.get('examples', 0)} examples "
             f"(refund in {cover.get('same-step-refund', 0)}, input stop in {cover.get('input-budget-stop', 0)})  "
             f"{found}")
 
@@ -92,7 +100,7 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.engine is None or not (args.engine / "vllm" / "__init__.py").is_file():
-        parser.error("give --engine DIR (a vLLM 0.33.0 folder) or set TOKENBUDGET_VLLM033_PATH")
+        parser.error("give --engine DIR (a vLLM 0.33.0 or 0.34.0 folder) or set TOKENBUDGET_VLLM033_PATH")
     wanted = [None, *SLIPS]
     if args.only is not None:
         wanted = [s for s in wanted if (s.name if s else "none") in args.only]

@@ -132,15 +132,20 @@ def max_work_gap(text: str) -> int:
 
 
 def add_sync(parser: argparse.ArgumentParser) -> None:
-    """``--sync``: the vLLM target runs vLLM's synchronous ``Scheduler``, not its default
-    ``AsyncScheduler``; read by the vLLM harness in this process and its children."""
-    parser.add_argument("--sync", action="store_true",
-                        help="vLLM only: run its synchronous Scheduler (default: AsyncScheduler, as vLLM serves)")
+    """``--async`` / ``--sync``: which of vLLM's schedulers the vLLM target runs; read by the
+    vLLM harness in this process and its children."""
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--async", dest="run_async", action="store_true",
+                      help="vLLM only: run its AsyncScheduler, as vLLM serves by default (outputs one step late)")
+    mode.add_argument("--sync", action="store_true",
+                      help="vLLM only: run its synchronous Scheduler (the default)")
 
 
 def apply_sync(args: argparse.Namespace) -> None:
-    """Carry ``--sync`` to the vLLM harness (``harness.vllm.async_runner.SYNC_ENV``)."""
+    """Carry ``--async`` or ``--sync`` to the vLLM harness (``harness.vllm.async_runner.SYNC_ENV``)."""
     from .harness.vllm.async_runner import SYNC_ENV
 
-    if getattr(args, "sync", False):
+    if getattr(args, "run_async", False):
+        os.environ[SYNC_ENV] = "0"
+    elif getattr(args, "sync", False):
         os.environ[SYNC_ENV] = "1"

@@ -41,7 +41,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--radix-cache", choices=("on", "off"), default=None,
                         help=f"--engine {' or '.join(_prefix_cache_engines())} only: run the workloads with the "
                              "engine's prefix (radix) cache on (default, as it serves) or off")
+    capacity = sorted({p for n in registry.names(CONFORM) for p in registry.engine(n).capacity_policies})
+    parser.add_argument("--capacity-policy", choices=capacity, default=None,
+                        help=f"--engine {' or '.join(_capacity_engines())} only: the engine's capacity scheduler "
+                             "(default: the engine's own default)")
     add_json(parser)
+
+
+def _capacity_engines() -> tuple[str, ...]:
+    return tuple(n for n in registry.names(CONFORM) if registry.engine(n).capacity_policies)
 
 
 def _prefix_cache_engines() -> tuple[str, ...]:
@@ -56,9 +64,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.radix_cache is not None and not engine.prefix_cache_switch:
         raise UsageError(f"--radix-cache switches the prefix cache of {' or '.join(_prefix_cache_engines())}: use it "
                          f"with --engine {' or '.join(_prefix_cache_engines())}, not {args.engine}")
+    if args.capacity_policy is not None and args.capacity_policy not in engine.capacity_policies:
+        raise UsageError(f"--capacity-policy {args.capacity_policy} is not a capacity scheduler of {args.engine}: use it "
+                         f"with --engine {' or '.join(_capacity_engines())}")
     announce(console, args.engine, args.engine_path)
     report = run_conformance(args.seed, args.workloads, args.corpus, console.progress,
-                             engine=engine.conform_engine(args.engine_path, prefix_cache=args.radix_cache != "off"))
+                             engine=engine.conform_engine(args.engine_path, prefix_cache=args.radix_cache != "off",
+                                                          capacity_policy=args.capacity_policy))
     if args.json:
         console.json(report.to_json())
     else:

@@ -94,8 +94,6 @@ def run(args: argparse.Namespace, console: Console) -> int:
     apply_sync(args)
     started = command_started()
     engine = registry.find(args.target)
-    if engine is not None:
-        announce(console, args.target, args.engine_path)
     policies: Sequence[str] = list(dict.fromkeys(args.policies))
     if not policies:  # on an engine its release's policy (the engine missing: bad input, now)
         policies = list(builtin_policies()) if engine is None else [engine.modelled(args.engine_path).policy]
@@ -114,7 +112,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
         try:
             with startup_alarm(started + args.startup_seconds - time.time(), lambda: bool(began)):
-                _check_policies(policies, engine, factory)
+                _check_policies(policies, engine, factory, args, console)
                 database, corpus = open_database(args.database), _corpus(args)
                 for index, policy in enumerate(policies):
                     reports.append(fuzz(policy, target_factory=factory, target_name=args.target,
@@ -130,7 +128,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             reports = [FuzzReport(p, args.target, args.seed, startup_seconds=time.time() - started,
                                   startup_exceeded=True) for p in policies]
     else:
-        _check_policies(policies, engine, factory)
+        _check_policies(policies, engine, factory, args, console)
         corpus = _corpus(args)
         job = Job(tuple(policies), factory, args.target, args.examples, seconds, args.seed, args.database, started,
                   args.max_work_gap, args.startup_seconds, identity)
@@ -166,9 +164,10 @@ def _corpus(args: argparse.Namespace) -> Path:
     return args.corpus or Path(tempfile.mkdtemp(prefix="tokenbudget-fuzz-"))
 
 
-def _check_policies(policies: Sequence[str], engine: Any, factory: TargetFactory) -> None:
+def _check_policies(policies: Sequence[str], engine: Any, factory: TargetFactory, args: argparse.Namespace,
+                    console: Console) -> None:
     """Refuse now (bad input) an unknown policy, a missing engine, a policy the target cannot
-    run; a policy that fails itself is left to the session, which reports it."""
+    run, then name the engine driven; a policy that fails itself is left to the session."""
     for policy in policies:
         try:
             if engine is None:
@@ -177,6 +176,8 @@ def _check_policies(policies: Sequence[str], engine: Any, factory: TargetFactory
                 engine.check_policy(get_policy(policy))
         except PolicyError:
             pass
+    if engine is not None:
+        announce(console, args.target, args.engine_path)
 
 
 def _no_evidence(args: argparse.Namespace, report: FuzzReport) -> str | None:

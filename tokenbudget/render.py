@@ -341,18 +341,22 @@ def conform(report: ConformReport) -> str:
     lines = [
         f"conform  model ({report.policy}, {report.label} {report.model_version}) vs {report.engine} {report.release}, "
         f"seed {report.seed}, {report.workloads} workloads in {report.seconds:.1f} s",
-        f"agreement: {report.agreeing}/{report.workloads} workloads ({100 * report.agreement:.1f}%), "
-        f"{report.steps_agreeing} steps agreeing",
+        f"agreement: {report.agreeing + report.predicted_crashes}/{report.workloads} workloads "
+        f"({100 * report.agreement:.1f}%): {report.agreeing} step for step, {report.predicted_crashes} up to a crash "
+        f"the model foretold; {report.steps_agreeing} steps agreeing",
     ]
     features = [f for f in FEATURES if f in report.coverage]
     methods = sorted(f for f in report.coverage if f.startswith("method:"))
     lines.append("coverage (workloads exercising each path):")
     lines += ["  " + line for line in table(["feature", "workloads"],
                                             [[f, str(report.coverage[f])] for f in features + methods], right=(1,))]
-    if report.divergences:
-        lines.append(f"divergences: {len(report.divergences)} ({len(report.unexplained)} unexplained), "
-                     f"traces in {report.corpus}")
-    for d in report.divergences:
+    if report.predicted_crashes:
+        foretold = Counter(d.explanation.id for d in report.divergences if d.predicted and d.explanation)
+        lines.append(f"crashes the model foretold: {counts(dict(sorted(foretold.items())))}, traces in {report.corpus}")
+    others = [d for d in report.divergences if not d.predicted]
+    if others:
+        lines.append(f"divergences: {len(others)} ({len(report.unexplained)} unexplained), traces in {report.corpus}")
+    for d in others:
         r = d.result
         assert r.model is not None and r.engine is not None
         if r.engine.error is not None:

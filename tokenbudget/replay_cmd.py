@@ -27,7 +27,7 @@ from .harness import registry
 from .harness.engine_descriptor import REPLAY
 from .kernels.arrivals import MAX_STEPS
 from .model import builtin_policies
-from .model.replay import BadInput, ReplayResult, replay_on_model
+from .model.replay import BadInput, ReplayResult, preflight, replay_on_model
 from .model.base_gap import replay_judged
 from .spec.trace import Trace, load_trace
 from .targets import MODEL, RUNNER
@@ -90,6 +90,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.target == RUNNER:
         return _replay_on_runner(args, traces, console)
     if registry.find(args.target) is not None:
+        for trace in traces:  # the user's input is judged before the engine's banner
+            preflight(trace, args.policy)
         announce(console, args.target, args.engine_path)
     results: list[ReplayResult] = []
     for n, trace in enumerate(traces, 1):

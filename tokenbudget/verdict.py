@@ -107,12 +107,13 @@ class Judge:
         return self.of_violation(obligation, traces[0], where)
 
     def known_why(self, invariant: str, trace: Trace, run: Optional[RunRecord] = None) -> Optional[str]:
-        """Why the violation is not the policy's own, one phrase, or None."""
-        if self.builtin and invariant in recorded_violations(self.policy):
-            return f"{self.policy}'s own record"
+        """Why the violation is not the policy's own, one phrase, or None: a finding whose matcher
+        recognises it before a built-in's record, which says less."""
         finding = self._finding(invariant, trace, run)
         if finding is not None:
             return finding
+        if self.builtin and invariant in recorded_violations(self.policy):
+            return f"{self.policy}'s own record"
         if self.base is not None and _kind(invariant) == CONFIG and base_shows(trace, invariant, self.base):
             return f"its base {self.base} shows it on the same trace"
         return None
@@ -270,6 +271,12 @@ def judge(outcomes: Sequence["Outcome"], max_work_gap: int = 0, strict: bool = F
     recorded = manifest.load()
     out = Judgement(list(outcomes))
     judges: dict[str, Judge] = {}
+
+    def judge_of(policy: str) -> Judge:
+        if policy not in judges:
+            judges[policy] = Judge(policy, max_work_gap)
+        return judges[policy]
+
     for o in outcomes:
         key = (o.policy, o.obligation)
         complaint = None
@@ -277,14 +284,13 @@ def judge(outcomes: Sequence["Outcome"], max_work_gap: int = 0, strict: bool = F
             out.expected[key] = manifest.expected_of(recorded, o)
             complaint = manifest.problem(o, out.expected[key])
             if complaint is None and o.verdict == REFUTED and o.obligation in INVARIANTS:
+                why = judge_of(o.policy).known_why(o.obligation, o.traces[0]) if o.traces else None
                 out.verdicts[key] = Verdict(o.obligation, f"prove: {o.obligation} refuted",
-                                            known=f"{o.policy}'s own record")
+                                            known=why or f"{o.policy}'s own record")
         elif o.verdict == UNKNOWN:
             complaint = f"{o.policy} / {o.obligation}: unknown ({o.detail})"
         elif o.verdict == REFUTED:
-            if o.policy not in judges:
-                judges[o.policy] = Judge(o.policy, max_work_gap)
-            verdict = judges[o.policy].of_refutation(o.obligation, o.traces, f"prove: {o.obligation} refuted")
+            verdict = judge_of(o.policy).of_refutation(o.obligation, o.traces, f"prove: {o.obligation} refuted")
             if verdict is not None:
                 out.verdicts[key] = verdict
                 if verdict.fails(strict):

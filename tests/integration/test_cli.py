@@ -70,7 +70,7 @@ def test_policies_json(capsys: pytest.CaptureFixture[str]) -> None:
     rows = json.loads(out)["policies"]
     assert code == 0 and [r["name"] for r in rows] == list(builtin_policies())
     assert set(rows[0]) == {"name", "engine", "version", "models", "description"}
-    assert rows[0]["models"] == "0.32, 0.33" and rows[-1]["models"] == "-"  # vllm-adaptive; a FastDeploy policy
+    assert rows[0]["models"] == "0.32, 0.33, 0.34" and rows[-1]["models"] == "-"  # vllm-adaptive; a FastDeploy policy
 
 
 # -- replay -----------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from tokenbudget.cli import main
 from tokenbudget.model import BudgetConfig, ConfigError, builtin_policies, get_policy, scheduler_for
 from tokenbudget.model.config_edges import least_pool, validates
 from tokenbudget.model.one_pass_loop import ENGINE_FLAGS, HOOKS, VARIANT_FLAGS, OnePassLoop
+from tokenbudget.model.trtllm.loop import TrtllmLoop
 from tokenbudget.model.replay import replay_on_model
 from tokenbudget.spec.corpus import load_corpus
 
@@ -54,14 +55,16 @@ def _on(policy_name: str, loop: type[OnePassLoop]):  # type: ignore[no-untyped-d
 
 
 def _fill_the_pool(policy_name: str, loop: type[OnePassLoop], cfg: BudgetConfig) -> None:
-    """Eight requests on the least pool the policy accepts, every draft accepted, until they drain:
-    admissions, decodes and preemptions."""
+    """Eight requests on the least pool the policy accepts (TensorRT-LLM's: eight of it, prompts up to the
+    budget), every draft accepted, until they drain: admissions, decodes, preemptions or exhausted budgets."""
     policy = _on(policy_name, loop)
     if not validates(policy, cfg):  # a corpus trace of a refused config
         return
-    cfg = cfg.replace(num_kv_blocks=least_pool(policy, cfg))
+    pool, prompt = least_pool(policy, cfg), max(1, min(8, cfg.max_model_len // 4))
+    if issubclass(loop, TrtllmLoop):  # its KV manager throws where another engine preempts (T1, T2): room for
+        pool, prompt = 8 * pool, max(1, min(cfg.max_num_batched_tokens, cfg.max_model_len // 2))  # all, long prompts
+    cfg = cfg.replace(num_kv_blocks=pool)
     sched = scheduler_for(cfg, policy)
-    prompt = max(1, min(8, cfg.max_model_len // 4))
     for i in range(8):
         sched.add_request(f"r{i}", prompt, max(1, cfg.max_model_len - prompt - 1))
     for _ in range(2000):

@@ -63,3 +63,17 @@ def test_a_violation_is_known_only_where_a_findings_mechanism_shows(monkeypatch:
     stalled = load_trace(CLEAN[0])  # nothing is ever admitted: a progress violation no finding explains
     assert "progress" in {v.invariant for v in replay_on_model(stalled).violations}
     assert Judge("vllm-adaptive").known_why("progress", stalled) is None
+
+
+def test_f4_needs_room_for_an_unpadded_admission() -> None:
+    """F4 is the padding's gap: a config whose room min(T, B - d) is 0 (T = 0, which vLLM
+    refuses) stalls every admission, padded or not, and is not F4's."""
+    f4 = FINDINGS["F4"]
+    cfg = BudgetConfig.from_dict(load_trace(f4.trace_path).config)
+    policy = get_policy(load_trace(f4.trace_path).policy)
+
+    class NoTokens(type(policy)):  # type: ignore[misc]
+        def token_cap(self, p):  # type: ignore[no-untyped-def]
+            return 0
+
+    assert f4.opens(policy, cfg) and not f4.opens(NoTokens(), cfg)

@@ -100,14 +100,25 @@ def test_fastdeploy_decode_count_startup_check():
 
 
 def test_fastdeploy_startup_checks_as_merged():
-    assert not accepts("fastdeploy-v0", **{**FD, "max_model_len": 15})
-    assert not accepts("fastdeploy-v0", **{**FD, "max_model_len": 16})  # max_model_len % 64 (append_attn_backend.py:80)
-    assert accepts("fastdeploy-v0", **{**FD, "max_model_len": 64})
-    assert not accepts("fastdeploy-v0", **{**FD, "max_model_len": 64, "block_size": 16, "num_kv_blocks": 5})
-    assert accepts("fastdeploy-v0", **{**FD, "max_model_len": 64, "block_size": 16, "num_kv_blocks": 6})  # 64 // 16 + 2
-    small = {**FD, "max_num_seqs": 2, "max_num_batched_tokens": 10, "block_size": 16}
-    assert not accepts("fastdeploy-v0", **small)  # B >= block_size with chunked prefill
-    assert accepts("fastdeploy-v0", **{**small, "enable_chunked_prefill": False})
+    at = {**FD, "engine_version": "564c78d78"}  # the real engine's startup asserts: a config of a commit
+    assert not accepts("fastdeploy-spec-method", **{**at, "max_model_len": 15})
+    assert not accepts("fastdeploy-spec-method", **{**at, "max_model_len": 16})  # max_model_len % 64 (append_attn_backend.py:80)
+    assert accepts("fastdeploy-spec-method", **{**at, "max_model_len": 64})
+    assert not accepts("fastdeploy-spec-method", **{**at, "max_model_len": 64, "block_size": 16, "num_kv_blocks": 5})
+    assert accepts("fastdeploy-spec-method", **{**at, "max_model_len": 64, "block_size": 16, "num_kv_blocks": 6})  # 64 // 16 + 2
+    small = {**at, "max_num_seqs": 2, "max_num_batched_tokens": 10, "block_size": 16, "num_speculative_tokens": 4}
+    assert not accepts("fastdeploy-spec-method", **small)  # B >= block_size with chunked prefill
+    assert accepts("fastdeploy-spec-method", **{**small, "enable_chunked_prefill": False})
+
+
+def test_fastdeploy_without_a_commit_is_the_paged_pool_model():
+    """No tile or pool assert, and prompts up to max_model_len - 1 (SPEC.md §11)."""
+    assert not accepts("fastdeploy-v0", **{**FD, "max_model_len": 15})  # FDConfig.check's own minimum
+    assert accepts("fastdeploy-v0", **{**FD, "max_model_len": 16})
+    assert accepts("fastdeploy-v0", **{**FD, "max_model_len": 64, "block_size": 16, "num_kv_blocks": 5})
+    loop = get_policy("fastdeploy-v0").loop
+    assert loop.longest_prompt(BudgetConfig(**{**FD, "max_model_len": 64})) == 63
+    assert loop.longest_prompt(BudgetConfig(**{**FD, "max_model_len": 64, "engine_version": "564c78d78"})) == 62
 
 
 def budgets(name, num_decoding=0, **knobs):

@@ -35,7 +35,13 @@ def test_each_shape_applies_only_where_its_path_exists() -> None:
         "full-batch", "admission-over-room", "priority-preemption", "older-version"}
     assert set(rare_path_configs(get_policy("fastdeploy-spec-method"))) == {"full-batch"}  # F5: both commits
     assert set(rare_path_configs(get_policy("sglang-v1-retract-fixed"))) == {"page-edge"}
-    assert not rare_path_configs(get_policy("trtllm"))
+    # its pool holds max_model_len + k + L; T1 affects GUARANTEED_NO_EVICT alone, not the default deployment
+    assert set(rare_path_configs(get_policy("trtllm"))) == {"page-edge", "older-version"}
+
+
+def test_trtllm_page_edge_draws_are_accepted() -> None:
+    pol = get_policy("trtllm")
+    assert all(validates(pol, cfg) for cfg in sample(rare_path_configs(pol)["page-edge"]))
 
 
 def opening(policy: str, shape: str, finding: str) -> float:

@@ -24,6 +24,23 @@ def test_other_base_exceptions_pass_through() -> None:
 
 
 def test_a_keyboard_interrupt_is_the_users_ctrl_c_only_when_one_came() -> None:
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as from a shell, not a background job
+    try:
+        watched_or_not()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_a_keyboard_interrupt_is_the_codes_own_where_sigint_is_ignored() -> None:
+    """As in fuzz workers: no Ctrl-C can reach the process, so a KeyboardInterrupt is the code's."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        assert user_code.escaped(KeyboardInterrupt())
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def watched_or_not() -> None:
     assert not user_code.escaped(KeyboardInterrupt()), "no watch: a library caller's Ctrl-C is never taken"
     with interrupts.handled():
         assert user_code.escaped(KeyboardInterrupt()), "watched, and no Ctrl-C came: the code raised it"

@@ -1,6 +1,6 @@
 """``fuzz --target vllm --engine-path`` judges vLLM in lockstep with the model: a one-line slip
-planted in vLLM 0.33.0's scheduler (tests/vllm/vllm_slips.py) is caught, and named by the rule
-where vLLM parts from the model. bench/bench_vllm_slips.py measures every slip, timed."""
+planted in vLLM 0.33.0's or 0.34.0's scheduler (tests/vllm/vllm_slips.py) is caught, and named by
+the rule where vLLM parts from the model. bench/bench_vllm_slips.py measures every slip, timed."""
 from __future__ import annotations
 
 import json
@@ -16,6 +16,7 @@ pytestmark = pytest.mark.vllm
 SLIP = "running-grant-ignores-draft-slots"
 EXAMPLES = 60
 REFUND_EXAMPLES = 100  # seed 0 meets the refund given back twice in a priority wave well within these
+RELEASES = pytest.mark.parametrize("folder", ["vllm033_path", "vllm034_path"])  # conftest's fixture of each
 
 
 def fuzz_json(engine: Path, corpus: Path, examples: int = EXAMPLES) -> tuple[int, dict]:
@@ -27,8 +28,10 @@ def fuzz_json(engine: Path, corpus: Path, examples: int = EXAMPLES) -> tuple[int
     return done.returncode, json.loads(done.stdout)["policies"][0]
 
 
-def test_fuzz_catches_a_slip_planted_in_vllms_scheduler(vllm033_path: Path, tmp_path: Path) -> None:
-    engine = plant(vllm033_path, BY_NAME[SLIP], tmp_path / "engine")
+@RELEASES
+def test_fuzz_catches_a_slip_planted_in_vllms_scheduler(folder: str, request: pytest.FixtureRequest,
+                                                         tmp_path: Path) -> None:
+    engine = plant(request.getfixturevalue(folder), BY_NAME[SLIP], tmp_path / "engine")
     code, report = fuzz_json(engine, tmp_path / "corpus")
     own = {key: report["violations"][key] for key, verdict in report["judged"].items() if verdict != "known"}
     assert code == 1 and own, report["judged"]
@@ -38,11 +41,13 @@ def test_fuzz_catches_a_slip_planted_in_vllms_scheduler(vllm033_path: Path, tmp_
     assert all(Path(v["trace"]).is_file() for v in own.values())
 
 
-def test_fuzz_catches_a_same_step_refund_given_back_twice(vllm033_path: Path, tmp_path: Path) -> None:
+@RELEASES
+def test_fuzz_catches_a_same_step_refund_given_back_twice(folder: str, request: pytest.FixtureRequest,
+                                                          tmp_path: Path) -> None:
     """The refund of a preempted request's grant, applied twice, shows only where requests behind
     the preempting one then ask for more than the single refund left: the priority wave's pass
     (``fuzz.request_shapes.priority_waves``). The fuzz names the parting after that refund."""
-    engine = plant(vllm033_path, BY_NAME["refund-twice"], tmp_path / "engine")
+    engine = plant(request.getfixturevalue(folder), BY_NAME["refund-twice"], tmp_path / "engine")
     code, report = fuzz_json(engine, tmp_path / "corpus", REFUND_EXAMPLES)
     own = {key: report["violations"][key] for key, verdict in report["judged"].items() if verdict != "known"}
     assert code == 1 and own, report["judged"]

@@ -25,7 +25,9 @@ def _starved_tail() -> Trace:
     return Trace(config=CFG.to_dict(), policy="vllm-adaptive", ops=[*adds, *steps])
 
 
-def test_the_vllm_target_runs_async_by_default_and_sync_on_request(monkeypatch) -> None:
+def test_the_vllm_target_runs_async_on_request_and_sync_by_default(monkeypatch) -> None:
+    assert type(VllmTarget(CFG, ADAPTIVE).engine.scheduler).__name__ == "Scheduler"
+    monkeypatch.setenv(SYNC_ENV, "0")  # what --async sets
     target = VllmTarget(CFG, ADAPTIVE)
     assert target.cfg.async_scheduling and type(target.engine.scheduler).__name__ == "AsyncScheduler"
     ngram = VllmTarget(CFG.replace(method="ngram"), ADAPTIVE)  # vLLM serves the CPU n-gram drafter sync
@@ -34,7 +36,8 @@ def test_the_vllm_target_runs_async_by_default_and_sync_on_request(monkeypatch) 
     assert type(VllmTarget(CFG, ADAPTIVE).engine.scheduler).__name__ == "Scheduler"
 
 
-def test_real_vllm_schedules_placeholders_left_from_an_earlier_step_and_the_model_agrees() -> None:
+def test_real_vllm_schedules_placeholders_left_from_an_earlier_step_and_the_model_agrees(monkeypatch) -> None:
+    monkeypatch.setenv(SYNC_ENV, "0")  # what --async sets
     cfg = CFG.replace(parallel_drafting=True)  # parallel EAGLE runs on the V1 model runner (F9)
     target = VllmTarget(cfg, ADAPTIVE)
     for op in _starved_tail().ops:
@@ -48,7 +51,8 @@ def test_real_vllm_schedules_placeholders_left_from_an_earlier_step_and_the_mode
     assert result.agrees and result.steps_agreeing == 6
 
 
-def test_model_runner_v2_keeps_drafts_so_real_vllm_flags_none() -> None:
+def test_model_runner_v2_keeps_drafts_so_real_vllm_flags_none(monkeypatch) -> None:
+    monkeypatch.setenv(SYNC_ENV, "0")
     target = VllmTarget(CFG, ADAPTIVE)
     for op in _starved_tail().ops:
         if isinstance(op, AddOp):
@@ -56,6 +60,7 @@ def test_model_runner_v2_keeps_drafts_so_real_vllm_flags_none() -> None:
     assert all(not target.step(dict(op.accepted))[0].stale_drafts for op in _starved_tail().ops if isinstance(op, StepOp))
 
 
-def test_conform_sync_and_async_both_run(capsys) -> None:
-    assert main(["conform", "--engine", "vllm", "--workloads", "5", "--seed", "3"]) == 0
+def test_conform_sync_and_async_both_run(capsys, monkeypatch) -> None:
+    monkeypatch.setenv(SYNC_ENV, "1")  # restored after the test, whatever --async sets
+    assert main(["conform", "--engine", "vllm", "--workloads", "5", "--seed", "3", "--async"]) == 0
     assert main(["conform", "--engine", "vllm", "--workloads", "5", "--seed", "3", "--sync"]) == 0

@@ -3,8 +3,8 @@ strict mode against the matching vLLM: every test keeps the outcome it has witho
 plugin, no violation is reported, and steps are judged.
 
 The sdists' tests are fetched by ``.ci/vllm_own_tests.py`` into the folder named by
-``TOKENBUDGET_VLLM_OWN_TESTS`` (``vllm-0.32.0/tests``, ``vllm-0.33.0/tests``; .ci/run does
-it). They name Hugging Face models: nothing is downloaded, the ``config.json`` files they
+``TOKENBUDGET_VLLM_OWN_TESTS`` (``vllm-0.32.0/tests``, ``vllm-0.33.0/tests``, ``vllm-0.34.0/tests``
+with Triton in ``vllm-0.34.0/triton``; .ci/run does it). They name Hugging Face models: nothing is downloaded, the ``config.json`` files they
 need are ours (``tokenbudget/harness/vllm/hf_configs/``), served from a local hub cache with ``HF_HUB_OFFLINE=1``.
 """
 from __future__ import annotations
@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from tokenbudget.harness.vllm.folder import child_env
-from tokenbudget.harness.vllm.own_tests import hub_cache, offline_env, scheduler_test_files
+from tokenbudget.harness.vllm.own_tests import TRITON_FOLDER, hub_cache, needs_triton, offline_env, platform_env, \
+    scheduler_test_files, triton_at_hand
 
 pytestmark = pytest.mark.vllm
 OWN_TESTS_ENV = "TOKENBUDGET_VLLM_OWN_TESTS"
@@ -81,3 +82,12 @@ def test_vllm_0_32_own_scheduler_tests_keep_their_outcomes_under_strict(vllm_imp
 
 def test_vllm_0_33_own_scheduler_tests_keep_their_outcomes_under_strict(vllm033_path: Path, tmp_path: Path) -> None:
     judged(own_tests("0.33.0"), child_env(vllm033_path), tmp_path)
+
+
+def test_vllm_0_34_own_scheduler_tests_keep_their_outcomes_under_strict(vllm034_path: Path, tmp_path: Path) -> None:
+    folder = own_tests("0.34.0")
+    if needs_triton("0.34.0") and not triton_at_hand(folder):
+        pytest.skip(f"vLLM 0.34.0's CPU platform needs Triton here, not in {folder / TRITON_FOLDER} "
+                    "(tokenbudget engine-tests vllm 0.34.0 DIR installs it)")
+    env = child_env(vllm034_path)
+    judged(folder, {**env, **platform_env("0.34.0", folder, env.get("PYTHONPATH", ""))}, tmp_path)

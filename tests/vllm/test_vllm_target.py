@@ -13,6 +13,7 @@ from tokenbudget.spec.corpus import corpus_paths
 from tokenbudget.spec.execution import Execution
 from tokenbudget.model.target import ModelTarget
 from tokenbudget.harness.vllm.async_runner import SYNC_ENV
+from tokenbudget.harness.vllm.speculative import TranslationRefused
 from tokenbudget.harness.vllm.engine import engine_version
 from tokenbudget.harness.vllm.target import VllmTarget
 from tokenbudget.model import BudgetConfig, ConfigError, get_policy
@@ -92,8 +93,8 @@ def test_the_vllm_target_refuses_other_policies_and_configs_vllm_refuses() -> No
     cfg = BudgetConfig(max_num_batched_tokens=8, max_num_seqs=16, max_model_len=64, num_kv_blocks=8)
     with pytest.raises(ConfigError, match="whose accounting is vllm-adaptive or vllm-static's"):
         VllmTarget(cfg, get_policy("fastdeploy-v0"))
-    with pytest.raises(ConfigError, match="vLLM refuses the config"):
-        VllmTarget(cfg, ADAPTIVE, validate=False)  # B < S
+    with pytest.raises(TranslationRefused, match="refuses tokenbudget's translation of this config"):
+        VllmTarget(cfg, ADAPTIVE, validate=False)  # B < S: the model's validation skipped, vLLM's refuses
 
 
 def test_cli_replays_on_vllm(capsys: pytest.CaptureFixture[str]) -> None:

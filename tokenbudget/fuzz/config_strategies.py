@@ -52,6 +52,7 @@ def config_space(policy: BudgetPolicy) -> ConfigSpace:
     probe = base.replace(num_speculative_tokens=1, method=spec_ok[0]) if spec_ok else base
     max_k = max((k for k in range(1, MAX_K + 1) if spec_ok and validates(policy, probe.replace(num_speculative_tokens=k))),
                 default=0)
+    real = probe.replace(engine_version=policy.versions[-1]) if policy.versions else probe  # the engine's startup checks
     max_seqs = max(s for s in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, MAX_SEQS)
                    if s == 1 or validates(policy, probe.replace(max_num_seqs=s)))
     return ConfigSpace(
@@ -65,13 +66,13 @@ def config_space(policy: BudgetPolicy) -> ConfigSpace:
         max_num_scheduled_tokens=validates(policy, probe.replace(max_num_scheduled_tokens=4096)),
         chunked_prefill_off=validates(policy, probe.replace(enable_chunked_prefill=False)),
         min_model_len=min((m for m in (2, 4, 8, 16, 32, 64) if validates(
-            policy, probe.replace(max_model_len=m, max_num_seqs=64, max_num_batched_tokens=64 * m))), default=2),
+            policy, real.replace(max_model_len=m, max_num_seqs=64, max_num_batched_tokens=64 * m))), default=2),
         long_prefill_threshold=issubclass(policy.loop, OnePassLoop) and policy.loop.applies_long_prefill_threshold,
         model_len_on_block_grid=not validates(policy, probe.replace(max_model_len=base.max_model_len - 1)),
         model_len_multiple=next((m for m in (1, 2, 4, 8, 16, 32, 64, 128) if validates(
-            policy, probe.replace(max_model_len=base.max_model_len + m))), 1),
+            policy, real.replace(max_model_len=base.max_model_len + m))), 1),
         pool_spare_blocks=next((n for n in range(3) if validates(
-            policy, probe.replace(num_kv_blocks=cdiv(base.max_model_len, base.block_size) + n))), 0),
+            policy, real.replace(num_kv_blocks=cdiv(base.max_model_len, base.block_size) + n))), 0),
     )
 
 

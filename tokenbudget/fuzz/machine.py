@@ -31,6 +31,8 @@ from .coverage import example_key, paths_taken
 from ..spec.execution import Execution
 from .failures import MODEL_ERROR, FuzzFailure, error_kind, failure, identity, is_known, kind_of
 from ..model.target import ModelTarget, TargetFactory
+from .page_burst_plans import page_burst_plans
+from .past_edge_configs import past_edge_configs
 from .request_shapes import (PATTERNS, RequestShape, accepted_drafts, bursts, page_bursts, priority_waves,
                              request_shapes, resolve, staggered_arrivals)
 
@@ -502,8 +504,15 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
     # a real engine shows no ledger: the same-step refund and the input-budget stop are drawn on purpose
     real_engine = target_name != "model"
     # the rare paths of the findings, shaped through the policy's loop: a user policy's too
-    rare_paths = list(rare_path_configs(policy, space).values()) if space and not real_engine \
-        and shapes != SCALES else []
+    rare = rare_path_configs(policy, space) if space and not real_engine and shapes != SCALES else {}
+    rare_paths = list(rare.values())
+    # a user policy is new code on its loop: it draws the shapes a real engine's run gets too, configs past the
+    # shared requirements it drops, and full batches on page edges
+    aimed = real_engine or bool(rare_paths and policy_spec not in builtin_policies())
+    if rare_paths and aimed:
+        rare_paths += [s for s in (same_step_refund_configs(policy, space), past_edge_configs(policy, space))
+                       if not s.is_empty]
+    full_batches = page_burst_plans(policy, rare["page-edge"]) if aimed and "page-edge" in rare else st.nothing()
     if config_strategy is None and real_engine:
         shaped = same_step_refund_configs(policy)
         strategy = st.one_of(strategy, shaped, shaped, shaped)
@@ -529,19 +538,24 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
 
     # Under priority, later arrivals run behind less urgent requests: a preemption for them
     # takes back a grant of the same pass, or the least urgent, first in line, preempts itself.
-    if real_engine or (rare_paths and space is not None and "priority" in space.scheduling_policies):
-        plans = st.tuples(strategy, first, staggered_arrivals()).map(lambda p: (*p, 0))
-        wave_configs = priority_wave_configs(policy) if real_engine and config_strategy is None else st.nothing()
+    priority = real_engine or bool(rare_paths and space is not None and "priority" in space.scheduling_policies)
+    if priority or not full_batches.is_empty:
+        plans = st.tuples(strategy, first, staggered_arrivals() if priority else st.just((0, []))).map(
+            lambda p: (*p, 0))
+        wave_configs = priority_wave_configs(policy, space) if aimed and config_strategy is None else st.nothing()
         if not wave_configs.is_empty:  # one draw in three: a wave of short prompts behind a least-urgent request
             waves = st.tuples(wave_configs, priority_waves()).map(lambda p: (p[0], *p[1], WAVE_PASSES))
             plans = st.one_of(plans, plans, waves)
+        if not full_batches.is_empty:  # one draw in five: a full batch on page edges
+            plans = st.one_of(plans, plans, plans, plans, full_batches)
 
         class Machine(FuzzMachine):  # type: ignore[no-redef]
             @initialize(plan=plans)
             def start(self, plan: tuple[BudgetConfig, list[RequestShape], tuple[int, list[RequestShape]], int]) -> None:
                 """As above, then (some runs) a few steps and more requests: later arrivals, more
                 urgent under PRIORITY, run behind less urgent ones (a same-step refund's order);
-                after a priority wave, the passes that admit it and refund, before any other rule."""
+                after a priority wave, the passes that admit it and refund, after a full batch on page
+                edges its prefill and first decodes, before any other rule."""
                 cfg, requests, later, passes = plan
                 self.deploy(cfg)
                 self.add(requests)

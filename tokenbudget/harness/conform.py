@@ -44,12 +44,18 @@ class Divergence:
     result: Lockstep
     explanation: KnownDivergence | None
 
+    @property
+    def predicted(self) -> bool:
+        """The engine raised where the model reports a finding's invariant, every step before agreeing:
+        the model foretold the crash."""
+        return self.explanation is not None and self.explanation.kind == "finding" and self.result.predicted_failure
+
     def to_json(self) -> dict[str, Any]:
         r = self.result
         assert r.model is not None and r.engine is not None
         return {
             "workload": self.workload, "trace": str(self.trace), "step": r.step, "fields": list(r.fields),
-            "model": r.model.to_json(), "engine": r.engine.to_json(),
+            "model": r.model.to_json(), "engine": r.engine.to_json(), "predicted": self.predicted,
             "explanation": self.explanation.to_json() if self.explanation else None,
         }
 
@@ -74,8 +80,13 @@ class ConformReport:
     coverage: Counter[str] = field(default_factory=Counter)
 
     @property
+    def predicted_crashes(self) -> int:
+        return sum(d.predicted for d in self.divergences)
+
+    @property
     def agreement(self) -> float:
-        return self.agreeing / self.workloads if self.workloads else 1.0
+        """Workloads that agree step for step or up to a crash the model foretold, of all run."""
+        return (self.agreeing + self.predicted_crashes) / self.workloads if self.workloads else 1.0
 
     @property
     def unexplained(self) -> list[Divergence]:
@@ -90,7 +101,8 @@ class ConformReport:
             "ok": self.ok, "engine": self.engine, "policy": self.policy, "release": self.release,
             "model_version": self.model_version,
             "warning": self.warning, "seed": self.seed, "workloads": self.workloads,
-            "agreeing": self.agreeing, "agreement": round(self.agreement, 6), "steps_agreeing": self.steps_agreeing,
+            "agreeing": self.agreeing, "predicted_crashes": self.predicted_crashes,
+            "agreement": round(self.agreement, 6), "steps_agreeing": self.steps_agreeing,
             "seconds": round(self.seconds, 2), "corpus": str(self.corpus) if self.corpus else None,
             "divergences": [d.to_json() for d in self.divergences],
             "unexplained": len(self.unexplained), "coverage": dict(sorted(self.coverage.items())),

@@ -60,6 +60,7 @@ class EngineDescriptor(ABC):
     target_help: ClassVar[str]  # what runs for ``--target NAME``, a phrase for --help
     findings_name_mechanism: ClassVar[bool] = False  # a fuzz failure is known only where its identity names a finding
     prefix_cache_switch: ClassVar[bool] = False  # its conformance workloads run with the prefix cache on or off
+    capacity_policies: ClassVar[tuple[str, ...]] = ()  # the capacity schedulers its conformance can run, default first
 
     @abstractmethod
     def check_folder(self, path: Optional[Path]) -> Optional[Path]:
@@ -85,8 +86,10 @@ class EngineDescriptor(ABC):
         """The target ``replay --target NAME`` runs a trace on."""
 
     @abstractmethod
-    def conform_engine(self, path: Optional[Path], prefix_cache: bool = True) -> ConformEngine:
-        """The engine in ``path`` as ``conform`` drives it against the model."""
+    def conform_engine(self, path: Optional[Path], prefix_cache: bool = True,
+                       capacity_policy: Optional[str] = None) -> ConformEngine:
+        """The engine in ``path`` as ``conform`` drives it against the model (under
+        ``capacity_policy``, one of ``capacity_policies``, where it has several)."""
 
     def identity(self, path: Optional[Path]) -> str:
         """The engine in ``path`` as one line: its name, release and resolved folder (``installed``

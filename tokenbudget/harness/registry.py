@@ -12,6 +12,7 @@ ENGINES = {  # name -> the package under tokenbudget.harness
     "vllm": "vllm",
     "sglang": "sglang",
     "fastdeploy": "fastdeploy",
+    "trtllm": "trtllm",
 }
 
 

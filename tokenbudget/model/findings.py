@@ -11,6 +11,7 @@ from ..spec.records import RequestState, RunRecord, StepRecord
 from ..spec.trace import Trace
 from .config import BudgetConfig, ConfigError
 from .fastdeploy.commits import commit_row
+from .trtllm.deployments import DEPLOYMENTS, GUARANTEED_NO_EVICT, MAX_UTILIZATION, capacity_of
 from .policy import BudgetPolicy
 from .registry import get_policy
 from .replay import replay_on_model
@@ -101,15 +102,16 @@ def _priority(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
 # -- F4 -----------------------------------------------------------------------------------
 def _padding_over_room(cfg: BudgetConfig, run: RunRecord) -> bool:
     """An empty batch grants nothing although a waiting request could take a token, and a
-    padded admission (1 + k rows) is more than a waiting request may take, min(T, B - d)."""
+    padded admission (1 + k rows) is more than a waiting request may take, min(T, B - d),
+    which an unpadded one would fit (at least 1: vLLM asks T >= 1 and B > d)."""
     return any(_idle(rec) and not rec.running and rec.progress_possible
-               and 1 + rec.limits.num_speculative_tokens > _admission_room(rec) for rec in run.steps)
+               and 1 <= _admission_room(rec) < 1 + rec.limits.num_speculative_tokens for rec in run.steps)
 
 
 def _room_below_padding(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
     p = policy.params(cfg)
     room = min(int(policy.token_cap(p)), cfg.max_num_batched_tokens - int(p.draft_slots))
-    return room < 1 + cfg.num_speculative_tokens
+    return 1 <= room < 1 + cfg.num_speculative_tokens
 
 
 # -- F5 -----------------------------------------------------------------------------------
@@ -217,6 +219,45 @@ def _token_ratio_reserve(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
     return row is not None and row.token_ratio_reserve
 
 
+# -- T1, T2, T3 (TensorRT-LLM) ------------------------------------------------------------
+def _capacity(cfg: BudgetConfig) -> str | None:
+    """The TensorRT-LLM capacity policy cfg's deployment names (the default's without one), or None."""
+    version = getattr(cfg, "engine_version", None)
+    return capacity_of(version) if version is None or version in DEPLOYMENTS else None
+
+
+def _kv_manager_threw_under(capacity: str) -> Callable[[BudgetConfig, RunRecord], bool]:
+    """A step under ``capacity`` where the KV manager had no block for the tokens the executor adds
+    (the loop's OutOfBlocks)."""
+    def shows(cfg: BudgetConfig, run: RunRecord) -> bool:
+        return _capacity(cfg) == capacity and any((rec.error or "").startswith("OutOfBlocks") for rec in run.steps)
+    return shows
+
+
+def _speculating_under(capacity: str) -> Callable[[BudgetPolicy, BudgetConfig], bool]:
+    """TensorRT-LLM's loop under ``capacity`` with drafts: tokens past what the capacity policy counts."""
+    def opens(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
+        return (getattr(policy, "engine", None) == "tensorrt-llm" and cfg.num_speculative_tokens > 0
+                and _capacity(cfg) == capacity)
+    return opens
+
+
+def _paused_request_runs_placeholders(cfg: BudgetConfig, run: RunRecord) -> bool:
+    """A prefill chunk that runs drafts, of a request paused before it."""
+    paused: set[str] = set()
+    for rec in run.steps:
+        if any(drafts and rid in rec.prefill and rid in paused for rid, drafts in rec.scheduled_draft_tokens.items()):
+            return True
+        paused.update(rec.preempted)
+    return False
+
+
+def _pauses_stamped_requests(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
+    """MAX_UTILIZATION pauses generation requests that carry stamped placeholder drafts."""
+    return (_speculating_under(MAX_UTILIZATION)(policy, cfg)
+            and int(policy.scheduled_drafts(policy.params(cfg))) > 0)
+
+
 FINDINGS: dict[str, Finding] = {f.id: f for f in (
     Finding("F1", "vllm", ("0.32", "0.33", "0.34"), "spec-shape", "tokenbudget/spec/SPEC.md §6 F1",
             "f1-vllm-adaptive-padded-threshold.json",
@@ -267,6 +308,26 @@ FINDINGS: dict[str, Finding] = {f.id: f for f in (
             "later pass schedules them; the runner fills placeholders only for the batch before, so k budget "
             "tokens go to drafts no drafter proposed (clamped to token 0) and never accepted",
             False, _stale_placeholders_scheduled, _async_on_the_v1_runner),
+    Finding("T1", "tensorrt-llm", ("PR #16101", "before PR #16101", "002f3cc3/guaranteed-no-evict"), "model-error",
+            "tokenbudget/spec/SPEC.md §9 T1",
+            "t1-trtllm-guaranteed-no-evict-drafts-past-reservation.json",
+            "GUARANTEED_NO_EVICT reserves prompt + max_new_tokens blocks to completion "
+            "(getRemainingBlocksToCompletion), not the num_extra_kv_tokens and drafts past them that "
+            "prepare_resources adds: the KV manager runs out",
+            True, _kv_manager_threw_under(GUARANTEED_NO_EVICT), _speculating_under(GUARANTEED_NO_EVICT)),
+    Finding("T2", "tensorrt-llm", ("PR #16101", "before PR #16101", "002f3cc3/max-utilization"), "model-error",
+            "tokenbudget/spec/SPEC.md §9 T2",
+            "t2-trtllm-max-utilization-one-step-undercount.json",
+            "MAX_UTILIZATION's one-step need (getNeededBlocksOneStep) counts a first chunk's prompt without "
+            "num_extra_kv_tokens and caps a generation request's 1 + drafts at max_new_tokens, while "
+            "prepare_resources adds them: the KV manager runs out",
+            True, _kv_manager_threw_under(MAX_UTILIZATION), _speculating_under(MAX_UTILIZATION)),
+    Finding("T3", "tensorrt-llm", ("PR #16101", "before PR #16101", "002f3cc3/max-utilization"), "spec-shape",
+            "tokenbudget/spec/SPEC.md §9 T3",
+            "t3-trtllm-max-utilization-paused-placeholder-drafts.json",
+            "a paused request keeps the placeholder drafts stamped on it (LlmRequest::pause leaves mDraftTokens): its "
+            "recomputed context takes their KV at the first chunk and runs them, placeholders, with its last chunk",
+            False, _paused_request_runs_placeholders, _pauses_stamped_requests),
 )}
 
 

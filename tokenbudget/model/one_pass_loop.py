@@ -53,6 +53,9 @@ class OnePassLoop(SchedulerLoop):
     running_checks_exit_rule: ClassVar[bool] = True  # the running pass stops when the policy's exit rule says so
     waiting_checks_exit_rule: ClassVar[bool] = True  # the waiting pass admits only while the exit rule lets it
     unschedules_refunded: ClassVar[bool] = True  # a same-step preemption takes the victim's grant off the step too
+    # The pass skeleton follows this loop's step; False for a loop whose step has passes of its own
+    # (then the prover judges it by the bounded trace search over the model, ``proofs/loop_search.py``).
+    skeleton_follows: ClassVar[bool] = True
     # The hooks and variant flags this loop's step calls or reads, declared once per loop
     # (``tests/integration/test_loop_hooks.py`` runs each loop and holds it to this); a variant
     # that changes one outside it is refused when it loads (``ignored_overrides``).
@@ -131,7 +134,7 @@ class OnePassLoop(SchedulerLoop):
         preempted itself (the running pass ends)."""
         req = self.running[index]
         computed = req.num_computed_tokens
-        slots = grant_rules.kv_slots_needed(computed, kv_tokens, self.lookahead, self.cfg.max_model_len)
+        slots = grant_rules.kv_slots_needed(computed, kv_tokens, self.lookahead, self._kv_len_cap)
         while not self.pool.allocate(req, slots, []):
             victim = self._pick_victim()
             victim_index = self.running.index(victim)
@@ -170,7 +173,8 @@ class OnePassLoop(SchedulerLoop):
                 break
             grant = decision.grant
             assert grant > 0, f"waiting loop granted {grant} with budgets {step.budgets}"
-            slots = grant_rules.kv_slots_needed(computed, grant, self.lookahead, cfg.max_model_len)
+            slots = grant_rules.kv_slots_needed(computed, self._admission_kv_tokens(req, computed, grant),
+                                                self.lookahead, self._kv_len_cap)
             if not self._whole_sequence_fits(req, hits) or not self.pool.allocate(req, slots, hits):
                 break
             del self.waiting[0]
@@ -179,6 +183,16 @@ class OnePassLoop(SchedulerLoop):
             req.num_computed_tokens = computed
             self.pool.cache_full_blocks(req, min(computed + grant, req.num_tokens))
             step.record_grant(req, grant, k if decision.padded else 0, decision.padded)
+
+    @property
+    def _kv_len_cap(self) -> int:
+        """The most KV slots a request holds: max_model_len, unless the engine's KV tables hold more."""
+        return self.cfg.max_model_len
+
+    def _admission_kv_tokens(self, req: Request, computed: int, grant: int) -> int:
+        """Tokens past ``computed`` an admitted request gets KV for: its grant, unless the engine
+        allocates more at admission."""
+        return grant
 
     def _admission_seq_cap(self) -> int:
         """The most requests the waiting pass lets run: max_num_seqs, unless the engine caps it."""
@@ -199,11 +213,11 @@ class OnePassLoop(SchedulerLoop):
         for req in self.running:
             if req.num_computed_tokens + 1 >= cfg.max_model_len:
                 continue
-            slots = grant_rules.kv_slots_needed(req.num_computed_tokens, 1, self.lookahead, cfg.max_model_len)
+            slots = grant_rules.kv_slots_needed(req.num_computed_tokens, 1, self.lookahead, self._kv_len_cap)
             if self.pool.blocks_needed(req, slots, []) <= free:
                 return True
         if self.waiting and len(self.running) < self._admission_seq_cap() and admit:
             req = self.waiting[0]
             hits = self.pool.find_cached_prefix(req)
-            slots = grant_rules.kv_slots_needed(len(hits) * cfg.block_size, 1, self.lookahead, cfg.max_model_len)
+            slots = grant_rules.kv_slots_needed(len(hits) * cfg.block_size, 1, self.lookahead, self._kv_len_cap)
             return self.pool.blocks_needed(req, slots, hits) <= free and self._whole_sequence_fits(req, hits)

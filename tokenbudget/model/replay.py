@@ -123,6 +123,16 @@ class ReplayResult:
         }
 
 
+def preflight(trace: Trace, policy: str | None = None) -> None:
+    """Raises BadInput where a replay of ``trace`` would before its first op: a policy that
+    does not resolve, or an invalid config the trace does not expect refused."""
+    _resolve_policy(trace, policy)
+    try:
+        BudgetConfig.from_dict(trace.config)
+    except ConfigError as e:
+        _refused(trace, "", str(e), "invalid config")
+
+
 def replay_on_model(trace: Trace, policy: str | BudgetPolicy | None = None,
                     target_factory: TargetFactory = ModelTarget,
                     judge_more: Callable[[RunRecord], Sequence[Violation]] | None = None,

@@ -42,12 +42,16 @@ class StepPass:
     def grant_for(self, demand: int) -> int:
         return self.policy.grant(self.params, demand, self.budgets)
 
-    def record_grant(self, req: Request, grant: int, num_drafts: int, padded: bool) -> None:
-        """Charge ``grant`` tokens to req (computed tokens not yet advanced)."""
+    def record_grant(self, req: Request, grant: int, num_drafts: int, padded: bool, drafts_charged: int = 0) -> None:
+        """Charge ``grant`` tokens to req (computed tokens not yet advanced), and ``drafts_charged`` to the
+        token budget where an engine charges a prefill the drafts it carries."""
         rid, computed, num_tokens = req.request_id, req.num_computed_tokens, req.num_tokens
         is_decode = req.is_decoding
         policy, params, before = self.policy, self.params, self.budgets
-        after = self.budgets = policy.spend(before, policy.charge(params, grant, is_decode), -1)
+        charge = policy.charge(params, grant, is_decode)
+        if drafts_charged:
+            charge = Budgets(charge.token + drafts_charged, charge.input)
+        after = self.budgets = policy.spend(before, charge, -1)
         self.ledger.append(LedgerEntry("grant", rid, grant, before.token, after.token, before.input, after.input))
         self.grants[rid] = grant
         self.drafts[rid] = num_drafts

@@ -25,8 +25,8 @@ SEARCHED = tuple(inv.id for inv in INVARIANTS.values() if inv.kind in JUDGED_KIN
 
 
 def skeleton_models(policy: BudgetPolicy) -> bool:
-    """Whether the pass skeleton models the policy's loop: a one-pass loop."""
-    return issubclass(policy.loop, OnePassLoop)
+    """Whether the pass skeleton models the policy's loop: a one-pass loop whose step it follows."""
+    return issubclass(policy.loop, OnePassLoop) and policy.loop.skeleton_follows
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ def _search_part(policy: BudgetPolicy, tier_index: int, n: int, known: set[str])
     for cfg in _configs(policy, n, tier):
         shapes = itertools.product((False, True), tier.prompts(cfg.block_size), tier.max_tokens(cfg.block_size))
         for accept, prompt, max_tokens in shapes:
-            if prompt >= cfg.max_model_len:
+            if prompt > policy.loop.longest_prompt(cfg):
                 continue
             result = _run(policy, cfg, n, prompt, max_tokens, accept)
             if result is None:

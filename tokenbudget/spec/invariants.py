@@ -276,8 +276,8 @@ def model_len(rec: StepRecord) -> list[Breach]:
             past = f" + the engine's headroom {headroom}" if headroom else ""
             out.append((rec.step, f"{rid}: computed {rec.computed_before[rid]} + granted {grant} + {sampled} sampled "
                                   f"> max_model_len {max_len}{past}"))
-        held = len(rec.block_tables.get(rid, ())) * rec.limits.block_size
-        if headroom and held > max_len + headroom:  # the engine's table row: max_model_len + its headroom
+        held = len(rec.block_tables.get(rid, ()))
+        if headroom and rec.limits.block_size == 1 and held > max_len + headroom:  # a page of 1: blocks are positions
             out.append((rec.step, f"{rid} holds {held} KV positions, past its table row of max_model_len {max_len} "
                                   f"+ the engine's headroom {headroom}"))
     return out

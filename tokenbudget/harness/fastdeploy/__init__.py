@@ -43,7 +43,8 @@ class FastDeployDescriptor(EngineDescriptor):
         from .target import FastDeployTarget
         return FastDeployTarget
 
-    def conform_engine(self, path: Optional[Path], prefix_cache: bool = True) -> ConformEngine:
+    def conform_engine(self, path: Optional[Path], prefix_cache: bool = True,
+                       capacity_policy: Optional[str] = None) -> ConformEngine:
         from .conform import fastdeploy_engine
         return fastdeploy_engine(path)
 

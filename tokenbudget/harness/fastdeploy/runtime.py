@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from ..engine_folder import chosen_folder
 from ..unavailable import EngineUnavailable
 from .location import PATH_ENV
 
@@ -32,10 +33,7 @@ class FastDeployUnavailable(EngineUnavailable):
 
 def engine_folder(path: Path | None = None) -> Path | None:
     """The folder FastDeploy is imported from: ``path``, else the env var; None when neither is set."""
-    if path is not None:
-        return path.expanduser().resolve()
-    env = os.environ.get(PATH_ENV)
-    return Path(env).expanduser().resolve() if env else None
+    return chosen_folder(path, PATH_ENV, None)
 
 
 def check_folder(path: Path | None = None) -> Path:

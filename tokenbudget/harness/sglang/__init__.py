@@ -50,7 +50,8 @@ class SglangDescriptor(EngineDescriptor):
         from .target import SglangTarget
         return SglangTarget
 
-    def conform_engine(self, path: Optional[Path], prefix_cache: bool = True) -> ConformEngine:
+    def conform_engine(self, path: Optional[Path], prefix_cache: bool = True,
+                       capacity_policy: Optional[str] = None) -> ConformEngine:
         from .conform import sglang_engine
         return sglang_engine(path, radix=prefix_cache)
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import mmap
 import types
 from array import array
 from pathlib import Path
@@ -40,6 +41,18 @@ class _NoSampling:
         return None
 
 
+def _lazy_req_to_token_pool(sg: Mapping[str, Any], size: int, row: int) -> Any:
+    """SGLang's ``ReqToTokenPool(size, row, "cpu", False)``, the same table of zeros, resident only
+    where a run writes: SGLang's ``torch.zeros`` writes every page (mem_cache/memory_pool.py:406-408
+    at v0.5.23), a private anonymous mapping reads as zeros and maps a page at its first write."""
+    pool = sg["ReqToTokenPool"](size, 1, "cpu", False)
+    small = pool.req_to_token
+    zeros = mmap.mmap(-1, small.shape[0] * row * small.element_size(), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    pool.req_to_token = sg["torch"].frombuffer(zeros, dtype=small.dtype).view(small.shape[0], row)
+    pool.max_context_len = row  # the constructor's one other use of max_context_len
+    return pool
+
+
 class SglangEngine:
     """One deployment of SGLang's scheduler state for ``cfg`` (its page size, the radix cache
     on with ``enable_prefix_caching``, EAGLE topk 1 with k drafts). Raises SglangUnavailable
@@ -64,7 +77,7 @@ class SglangEngine:
         sg["runtime_context"]._CONTEXT.set_server_args(args)
         tokens = cfg.num_kv_blocks * self.page
         row = cfg.max_model_len + sg["allocation_sizing"].get_req_to_token_extra_context_len()  # as SGLang sizes it
-        self.req_to_token_pool = sg["ReqToTokenPool"](self.max_running, row, "cpu", False)
+        self.req_to_token_pool = _lazy_req_to_token_pool(sg, self.max_running, row)
         if self.page == 1:
             self.allocator = sg["TokenToKVPoolAllocator"](tokens, torch.float16, "cpu", None, False)
         else:

@@ -8,6 +8,7 @@ import types
 from pathlib import Path
 from typing import Any
 
+from ..engine_folder import chosen_folder
 from ..unavailable import EngineUnavailable
 from .location import DEFAULT_PATH, PATH_ENV, RELEASE
 
@@ -26,10 +27,7 @@ class SglangUnavailable(EngineUnavailable):
 
 def engine_folder(path: Path | None = None) -> Path:
     """The folder SGLang is imported from: ``path``, the env var, or the default."""
-    if path is not None:
-        return path.expanduser().resolve()
-    env = os.environ.get(PATH_ENV)
-    return Path(env).expanduser().resolve() if env else DEFAULT_PATH
+    return chosen_folder(path, PATH_ENV, DEFAULT_PATH)
 
 
 def check_folder(path: Path | None = None) -> Path:

@@ -42,7 +42,8 @@ class VllmDescriptor(EngineDescriptor):
         from .target import VllmTarget
         return VllmTarget
 
-    def conform_engine(self, path: Optional[Path], prefix_cache: bool = True) -> ConformEngine:
+    def conform_engine(self, path: Optional[Path], prefix_cache: bool = True,
+                       capacity_policy: Optional[str] = None) -> ConformEngine:
         from .conform import vllm_engine
         return vllm_engine()
 
@@ -56,16 +57,17 @@ class VllmDescriptor(EngineDescriptor):
         return export_vllm_test(trace)
 
     def fetch_own_tests(self, version: str, dest: Path) -> tuple[str, str]:
-        from .own_tests import fetch_tests, hub_cache, pytest_command
+        from .own_tests import fetch_tests, fetch_triton, hub_cache, pytest_command
         try:
             fetched = fetch_tests(version, dest)
         except OSError as e:
             raise OSError(f"cannot fetch vllm {version}'s sdist ({e}); check the network or PIP_INDEX_URL") from None
+        triton = fetch_triton(version, dest)
         hub_cache(dest / "hf")
         if not (dest / "pytest.ini").exists():
             (dest / "pytest.ini").write_text("[pytest]\n")  # the tests' own options, not a parent folder's
         done = f"{fetched} entries of tests/ unpacked into {dest}" if fetched else f"{dest}/tests kept"
-        return done, pytest_command(dest.resolve())
+        return done + (f"; {triton}" if triton else ""), pytest_command(dest.resolve(), version)
 
 
 ENGINE = VllmDescriptor()

@@ -25,14 +25,15 @@ if TYPE_CHECKING:
     from vllm.v1.outputs import ModelRunnerOutput
 
 
-SYNC_ENV = "TOKENBUDGET_VLLM_SYNC"  # "1": the vLLM target runs the synchronous Scheduler (``--sync``)
+SYNC_ENV = "TOKENBUDGET_VLLM_SYNC"  # "0": AsyncScheduler (``--async``); "1" or unset: the synchronous Scheduler
 
 
 def deploys_async(method: str | None) -> bool:
     """Whether the vLLM target runs ``AsyncScheduler`` for a deployment drafting with
-    ``method``: as vLLM serves by default (vllm/config/vllm.py:1585-1610 (vLLM 0.32.0)) unless
-    ``--sync`` set ``SYNC_ENV``, which worker and child processes inherit."""
-    return os.environ.get(SYNC_ENV) != "1" and runs_async(method)
+    ``method``: on ``--async`` (``SYNC_ENV`` "0", inherited by worker and child processes)
+    where vLLM would serve it async (vllm/config/vllm.py:1585-1610 (vLLM 0.32.0)). Without it,
+    the synchronous Scheduler, whose verdicts the findings table and the corpus state (SPEC §14)."""
+    return os.environ.get(SYNC_ENV, "1") == "0" and runs_async(method)
 
 
 @dataclass(frozen=True)
@@ -54,21 +55,12 @@ class AsyncVllmEngine(VllmEngine):
 
     def step(self, accepted: Mapping[str, int]) -> VllmStep:
         """Schedule once, then apply the output of the step before (if any)."""
-        sched, index = self.scheduler, self.num_steps
-        self.num_steps += 1
-        state = self.fingerprint()
-        possible = observe.progress_possible(sched, self.limits)
+        sched = self.scheduler
         running_before = {r.request_id for r in sched.running}
-        self._preemptions.start()
-        try:
-            out = sched.schedule()
-        except Exception as exc:
-            preempted = self._preemptions.stop()
-            self._state_changes += 1
-            record = observe.error_record(index, self.limits, sched, preempted, exc, state, self._memo)
-            return VllmStep(record, preempted)
-        preempted = self._preemptions.stop()
-        record = observe.step_record(index, self.limits, sched, out, preempted, state, possible, self._memo)
+        scheduled = self._pass()
+        if isinstance(scheduled, VllmStep):
+            return scheduled
+        index, out, preempted, record = scheduled
         samples = frozenset(rid for rid in out.num_scheduled_tokens if not sched.requests[rid].is_prefill_chunk)
         # every decode's drafts are -1 placeholders here: padded are those admitted this pass
         padded = frozenset(rid for rid in record.padded if rid not in running_before)

@@ -165,7 +165,6 @@ def build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
 
 def _build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
     import torch
-    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
     from vllm.v1.core.sched.scheduler import Scheduler
     from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
     from vllm.v1.structured_output import StructuredOutputManager
@@ -179,7 +178,9 @@ def _build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
     with tempfile.TemporaryDirectory(prefix="tokenbudget-vllm-") as model_dir:
         vllm_config = _vllm_config(cfg, Path(model_dir))
         vllm_config.cache_config.num_gpu_blocks = num_blocks
-        return (AsyncScheduler if cfg.async_scheduling else Scheduler)(
+        if cfg.async_scheduling:
+            from vllm.v1.core.sched.async_scheduler import AsyncScheduler as Scheduler  # type: ignore[assignment]
+        return Scheduler(
             vllm_config=vllm_config,
             kv_cache_config=kv_cache_config,
             structured_output_manager=StructuredOutputManager(vllm_config),
@@ -386,6 +387,26 @@ class VllmEngine:
         -1 placeholders are never accepted); every such request still running then gets
         ``num_speculative_tokens`` fresh drafts.
         """
+        scheduled = self._pass()
+        if isinstance(scheduled, VllmStep):
+            return scheduled
+        index, out, preempted, record = scheduled
+        sched = self.scheduler
+        if out.num_scheduled_tokens or preempted:
+            self._state_changes += 1
+        requests = observe.scheduled_requests(sched, out, preempted)
+        runner_output, proposals = self._run_model(out, accepted)
+        try:
+            sched.update_from_output(out, runner_output)
+            if proposals.req_ids:
+                sched.update_draft_token_ids(proposals)
+        except Exception as exc:
+            return VllmStep(replace(record, error=observe.engine_error(exc)), preempted)
+        return VllmStep(record, preempted, observe.outcome(index, requests, preempted).requests)
+
+    def _pass(self) -> VllmStep | tuple[int, SchedulerOutput, tuple[str, ...], StepRecord]:
+        """One scheduling pass: (its index, the output, the requests preempted, the step
+        record), or the step of a pass that raised."""
         sched, index = self.scheduler, self.num_steps
         self.num_steps += 1
         state = self.fingerprint()
@@ -396,21 +417,10 @@ class VllmEngine:
         except Exception as exc:
             preempted = self._preemptions.stop()
             self._state_changes += 1
-            record = observe.error_record(index, self.limits, sched, preempted, exc, state, self._memo)
-            return VllmStep(record, preempted)
+            return VllmStep(observe.error_record(index, self.limits, sched, preempted, exc, state, self._memo), preempted)
         preempted = self._preemptions.stop()
-        if out.num_scheduled_tokens or preempted:
-            self._state_changes += 1
-        record = observe.step_record(index, self.limits, sched, out, preempted, state, possible, self._memo)
-        requests = observe.scheduled_requests(sched, out, preempted)
-        runner_output, proposals = self._run_model(out, accepted)
-        try:
-            sched.update_from_output(out, runner_output)
-            if proposals.req_ids:
-                sched.update_draft_token_ids(proposals)
-        except Exception as exc:
-            return VllmStep(replace(record, error=observe.engine_error(exc)), preempted)
-        return VllmStep(record, preempted, observe.outcome(index, requests, preempted).requests)
+        return index, out, preempted, observe.step_record(index, self.limits, sched, out, preempted, state, possible,
+                                                          self._memo)
 
     def fingerprint(self) -> Hashable:
         """The scheduler's state as a value in O(1) (``observe.fingerprint`` reads it whole):

@@ -14,6 +14,8 @@ import json
 import os
 import shlex
 import shutil
+import subprocess
+import sys
 import tarfile
 import urllib.request
 from pathlib import Path
@@ -25,6 +27,8 @@ SCHEDULER_TESTS = ("test_scheduler.py", "test_async_scheduler.py", "test_priorit
                    "test_swa_inflight_window_free.py", "test_worker_slot_overflow.py")
 SIMPLE_JSON = {"Accept": "application/vnd.pypi.simple.v1+json"}  # PEP 691, what pip asks for
 DEFAULT_INDEX = "https://pypi.org/simple"
+TRITON = "triton==3.9.0"  # the newest on the index; its CUDA build: only importable is asked of it
+TRITON_FOLDER = "triton"
 
 
 def fetch_tests(version: str, dest: Path, index: str | None = None) -> int:
@@ -79,10 +83,63 @@ def scheduler_test_files(folder: Path) -> list[str]:
     return [f"tests/v1/core/{name}" for name in SCHEDULER_TESTS if (folder / "tests/v1/core" / name).is_file()]
 
 
-def pytest_command(folder: Path, mode: str = "strict") -> str:
+def needs_triton(version: str) -> bool:
+    """Whether vLLM ``version``'s CPU platform refuses to start here without Triton (an x86
+    CPU, no CUDA device): its own tests then need Triton importable (SPEC.md §13.1)."""
+    from .platform import cpu_platform_refuses
+
+    if not cpu_platform_refuses(version, "CpuPlatform", has_triton=False):
+        return False
+    import torch
+
+    return not torch.cuda.is_available()
+
+
+def triton_importable() -> bool:
+    """Whether this Python imports Triton already."""
+    from importlib.util import find_spec
+
+    return find_spec("triton") is not None
+
+
+def triton_at_hand(dest: Path) -> bool:
+    """Whether the tests in ``dest`` find Triton: importable here, or in ``dest/triton``."""
+    return triton_importable() or (dest / TRITON_FOLDER / "triton").is_dir()
+
+
+def fetch_triton(version: str, dest: Path) -> str | None:
+    """Install Triton (no dependencies) into ``dest/triton`` when vLLM ``version``'s tests
+    need it here and it is neither there nor importable; what was done, or None."""
+    folder = dest / TRITON_FOLDER
+    if not needs_triton(version) or triton_at_hand(dest):
+        return None
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(folder),
+                           TRITON], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise OSError(f"pip could not install {TRITON} into {folder}: {done.stderr.strip().splitlines()[-1:]}")
+    return f"{TRITON} installed into {folder} (vLLM {version}'s CPU platform needs Triton on x86)"
+
+
+def platform_env(version: str, dest: Path, pythonpath: str = "") -> dict[str, str]:
+    """What vLLM ``version``'s tests in ``dest`` need beyond ``offline_env`` to start on this
+    machine, given the ``PYTHONPATH`` they would have: Triton's folder before it, and no CUDA
+    device visible, which keeps Triton enabled with no active driver
+    (vllm/triton_utils/importing.py:56-70, vLLM 0.34.0); nothing elsewhere."""
+    if not needs_triton(version):
+        return {}
+    folder = dest / TRITON_FOLDER
+    path = os.pathsep.join(p for p in (str(folder) if folder.is_dir() else "", pythonpath) if p)
+    return {"CUDA_VISIBLE_DEVICES": "", **({"PYTHONPATH": path} if path else {})}
+
+
+def pytest_command(folder: Path, version: str, mode: str = "strict") -> str:
     """The shell command that runs the release's scheduler tests in ``folder`` under the
     plugin, offline: their own empty ini and rootdir (a folder inside a checkout would take
     its pyproject's options)."""
-    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in offline_env(folder / "hf").items())
+    extra = {**offline_env(folder / "hf"), **platform_env(version, folder)}
+    words = [f"{k}={shlex.quote(v)}" for k, v in extra.items() if k != "PYTHONPATH"]
+    if "PYTHONPATH" in extra:  # before the caller's own, kept
+        words.append(f"PYTHONPATH={shlex.quote(extra['PYTHONPATH'])}${{PYTHONPATH:+:$PYTHONPATH}}")
+    env = " ".join(words)
     return (f"cd {shlex.quote(str(folder))} && {env} python -m pytest -p no:cacheprovider -c pytest.ini "
             f"--rootdir . --tokenbudget={mode} " + " ".join(scheduler_test_files(folder)))

@@ -30,7 +30,10 @@ class FastDeployLoop(OnePassLoop):
 
     @classmethod
     def longest_prompt(cls, cfg: BudgetConfig) -> int:
-        """prompt + min_tokens (1 by default) < max_model_len, or the engine refuses the request."""
+        """With a commit, prompt + min_tokens (1 by default) < max_model_len, or the engine
+        refuses the request; the paged pool of SPEC.md §5 takes max_model_len - 1."""
+        if cfg.engine_version is None:
+            return super().longest_prompt(cfg)
         return cfg.max_model_len - 2  # engine.py:307, entrypoints/engine_client.py:384 (564c78d78)
 
     def __init__(self, *args: object, **kwargs: object) -> None:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Optional
+from typing import Any, Optional
 
 from ..config import BudgetConfig, ConfigError, Requirement
 from ...spec.intlike import BoolLike, IntLike, ite, max_, min_, not_, or_
@@ -82,12 +82,6 @@ class _FastDeployPolicy(BudgetPolicy):
                 f"{max_len} and {block}; set max_model_len to a multiple of block_size",
                 scope=True,
             ),
-            Requirement(  # encoder_block_shape_q = 64 (gpu_model_runner.py:1716) -> append_attn_backend.py:80 (564c78d78)
-                max_len % ENCODER_BLOCK_SHAPE_Q == 0,
-                lambda: f"FastDeploy's attention backend asserts max_model_len % {ENCODER_BLOCK_SHAPE_Q} == 0 at startup, "
-                f"got {max_len}; set max_model_len to a multiple of {ENCODER_BLOCK_SHAPE_Q}",
-                scope=True,
-            ),
             Requirement(
                 or_(not_(p.chunked_prefill_knob), b >= block),
                 lambda: f"max_num_batched_tokens ({b}) must be >= block_size ({block}) with chunked prefill; raise "
@@ -98,17 +92,34 @@ class _FastDeployPolicy(BudgetPolicy):
                 lambda: f"{self.name} models FastDeploy, which has no max_num_scheduled_tokens; leave it unset",
                 scope=True,
             ),
-        ]
+        ] + self._startup_asserts(p)
 
-    def validate(self, cfg: BudgetConfig) -> None:
-        """As BudgetPolicy, and the pool FastDeploy's cache config asserts at startup: at least
-        ``max_block_num_per_seq + enc_dec_block_num`` = max_model_len // block_size + 2 blocks."""
-        super().validate(cfg)
-        least = cfg.max_model_len // cfg.block_size + ENC_DEC_BLOCK_NUM  # config.py:1706, :1731 (564c78d78)
-        if cfg.num_kv_blocks < least:
-            raise ConfigError(f"FastDeploy asserts at startup a pool of at least max_model_len // block_size + "
-                              f"{ENC_DEC_BLOCK_NUM} = {least} blocks, got {cfg.num_kv_blocks}; raise num_kv_blocks "
-                              "or lower max_model_len")
+    def _startup_asserts(self, p: BudgetParams) -> list[Requirement]:
+        """The attention backend's tile assert, for a config that names a commit (the real
+        engine's rules); the paged pool of SPEC.md §5 has no backend."""
+        if p.engine_version is None:
+            return []
+        max_len = p.max_model_len
+        return [Requirement(  # encoder_block_shape_q = 64 (gpu_model_runner.py:1716) -> append_attn_backend.py:80 (564c78d78)
+            max_len % ENCODER_BLOCK_SHAPE_Q == 0,
+            lambda: f"FastDeploy's attention backend asserts max_model_len % {ENCODER_BLOCK_SHAPE_Q} == 0 at startup, "
+            f"got {max_len}; set max_model_len to a multiple of {ENCODER_BLOCK_SHAPE_Q}",
+            scope=True,
+        )]
+
+    def shared_requirements(self, c: Any) -> list[Requirement]:
+        """As BudgetPolicy, and for a config that names a commit the pool FastDeploy's cache
+        config asserts at startup: at least max_model_len // block_size + ENC_DEC_BLOCK_NUM
+        blocks (max_model_len is a multiple of the block)."""
+        if getattr(c, "engine_version", None) is None:
+            return super().shared_requirements(c)
+        least = c.max_model_len + ENC_DEC_BLOCK_NUM * c.block_size
+        return [*super().shared_requirements(c), Requirement(  # config.py:1706, :1731 (564c78d78)
+            c.num_kv_blocks * c.block_size >= least,
+            lambda: f"FastDeploy asserts at startup a pool of at least max_model_len // block_size + "
+            f"{ENC_DEC_BLOCK_NUM} = {c.max_model_len // c.block_size + ENC_DEC_BLOCK_NUM} blocks, got "
+            f"{c.num_kv_blocks}; raise num_kv_blocks or lower max_model_len",
+            scope=True, name="fastdeploy-least-pool")]
 
     def params(self, cfg: BudgetConfig) -> BudgetParams:
         """As configured, but the pass always chunks: the V1 KV-cache scheduler has no unchunked

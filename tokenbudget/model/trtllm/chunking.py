@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
+from ...spec.intlike import IntLike, ite
+
 EQUAL_PROGRESS, FIRST_COME_FIRST_SERVED, FORCE_CHUNK = "equal_progress", "first_come_first_served", "force_chunk"
 CHUNKING_POLICIES = (EQUAL_PROGRESS, FIRST_COME_FIRST_SERVED, FORCE_CHUNK)
 
@@ -25,6 +27,12 @@ def reuse_adjusted_compute(chunk: int, reusable: int, remaining: int) -> int:
     if reusable <= 0 or reusable + chunk < remaining:
         return chunk
     return max(0, remaining - reusable)
+
+
+def aligned_chunk(grant: IntLike, demand: IntLike, unit: IntLike) -> IntLike:
+    """A context chunk cut short of ``demand`` aligned down to the chunk unit (the block size
+    PyExecutor passes: ``_chunk_fcfs``, scheduler.py:1249-1251 at 002f3cc3); a whole remainder is kept."""
+    return ite(grant < demand, grant - grant % unit, grant)
 
 
 def _compute(ctx: Context, chunk: int) -> int:

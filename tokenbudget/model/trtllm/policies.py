@@ -2,9 +2,12 @@
 code stands after PR #16101, and as it stood before it for one-model speculation."""
 from __future__ import annotations
 
+from typing import Any
+
 from ..config import Requirement
 from ...spec.intlike import BoolLike, IntLike, ite, not_, or_
 from ..policy import BudgetParams, BudgetPolicy, Budgets, plain  # noqa: F401 (plain: the PEP 316 contracts)
+from .deployments import COMMIT, DEPLOYMENTS, MAX_REQUESTS, capacity_of
 from .loop import TrtllmLoop
 
 
@@ -14,6 +17,25 @@ class _TrtllmPolicy(BudgetPolicy):
     engine = "tensorrt-llm"
     table = "trtllm"
     loop = TrtllmLoop
+    commit = COMMIT  # the scheduler.py whose rules the loop follows: the Python port of the C++ pair (PR #10273)
+    versions = tuple(DEPLOYMENTS)  # its capacity policies (``deployments``), the default last
+    stamps_one_model = True  # PyExecutor attaches k placeholder drafts to one-model generation requests too
+
+    def shared_requirements(self, c: Any) -> list[Requirement]:
+        """Every engine's, and (scope) a pool that holds one sequence at the KV manager's max_seq_len, every
+        seat's under MAX_REQUESTS, which schedules without asking the KV manager."""
+        k = c.num_speculative_tokens
+        seq = c.max_model_len + k + (self.lookahead(c) if c.method is not None else 0)
+        seats = c.max_num_seqs if capacity_of(getattr(c, "engine_version", None)) == MAX_REQUESTS else 1
+        return super().shared_requirements(c) + [Requirement(
+            c.num_kv_blocks * c.block_size >= seats * seq,
+            lambda: f"{self.name} models pools that hold {'every seat' if seats > 1 else 'one sequence'} at the KV "
+            f"manager's max_seq_len, max_model_len + k + L ({seq}; py_executor_creator.py adds the drafts and "
+            f"num_extra_kv_tokens){' under MAX_REQUESTS, which schedules without the KV manager' if seats > 1 else ''}"
+            f": with less the KV manager runs out; raise num_kv_blocks (now {c.num_kv_blocks} x {c.block_size}) or "
+            "lower max_model_len",
+            scope=True,
+        )]
 
     def requirements(self, p: BudgetParams) -> list[Requirement]:
         b, s, k, max_len = p.max_num_batched_tokens, p.max_num_seqs, p.num_speculative_tokens, p.max_model_len
@@ -43,6 +65,14 @@ class _TrtllmPolicy(BudgetPolicy):
                 scope=True,
             ),
             Requirement(
+                b >= p.block_size,
+                lambda: f"{self.name} models configs where a context chunk can always run: TensorRT-LLM aligns a "
+                f"trimmed chunk down to the block (scheduler.py:1249-1251 at 002f3cc3) and never schedules a chunk "
+                f"of 0 (1057), so a context longer than max_num_batched_tokens stalls there; max_num_batched_tokens "
+                f"({b}) must be >= block_size ({p.block_size}); raise max_num_batched_tokens or lower block_size",
+                scope=True,
+            ),
+            Requirement(
                 or_(p.chunked_prefill_knob, b >= max_len - 1),
                 lambda: f"without chunked prefill a whole prompt must fit max_num_tokens: max_num_batched_tokens "
                 f"({b}) must be >= max_model_len - 1 ({max_len - 1}); raise max_num_batched_tokens, lower "
@@ -58,15 +88,26 @@ class _TrtllmPolicy(BudgetPolicy):
         return ite(p.spec_enabled, p.num_speculative_tokens, 0)
 
     def initial_budgets(self, p: BudgetParams, num_decoding: IntLike) -> Budgets:
-        """Never negative for a config the model accepts.
+        """``max_num_tokens`` whole: a generation request's drafts are charged at its visit.
 
         pre: plain(p.max_num_batched_tokens, p.max_num_seqs, p.num_speculative_tokens, num_decoding)
-        pre: isinstance(p.spec_enabled, bool) and isinstance(p.one_model, bool) and p.num_speculative_tokens >= 0
         pre: 0 <= num_decoding <= p.max_num_seqs
         pre: p.max_num_batched_tokens >= p.max_num_seqs * (1 + p.num_speculative_tokens)
         post: __return__.token >= num_decoding
         """
-        return Budgets(p.max_num_batched_tokens - num_decoding * self.scheduled_drafts(p), None)
+        return Budgets(p.max_num_batched_tokens, None)
+
+    def charge(self, p: BudgetParams, grant: IntLike, is_decode: BoolLike) -> Budgets:
+        """A context chunk its tokens; a generation request ``beam_width + num_draft_tokens``, 1 + D
+        (scheduler.py:1009 at 002f3cc3), so a request paused before the micro-batch ran was never charged.
+
+        pre: plain(grant, p.draft_slots, p.decode_rows, p.block_size) and grant >= 1 and p.draft_slots >= 0
+        pre: p.block_size >= 1
+        pre: isinstance(is_decode, bool) and isinstance(p.spec_enabled, bool) and isinstance(p.one_model, bool)
+        pre: p.num_speculative_tokens >= 0
+        post: __return__.token >= grant
+        """
+        return Budgets(grant + ite(is_decode, self.scheduled_drafts(p), 0), None)
 
     def runner_rows(self, p: BudgetParams, grant: IntLike, is_decode: BoolLike) -> IntLike:
         return ite(is_decode, p.decode_rows, grant)
@@ -98,6 +139,7 @@ class TrtllmOneModelUnreserved(_TrtllmPolicy):
     name = "trtllm-one-model-unreserved"
     description = "before #16101: one-model mtp/eagle3 charge 1 per generation request but run 1 + k rows"
     version = "before PR #16101"
+    stamps_one_model = False
 
     def scheduled_drafts(self, p: BudgetParams) -> IntLike:
         return ite(p.one_model, 0, super().scheduled_drafts(p))

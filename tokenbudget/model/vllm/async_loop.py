@@ -71,35 +71,13 @@ class AsyncVllmLoop(VllmLoop):
         p = self.placeholders.get(req.request_id, 0)
         return p > 0 and req.num_computed_tokens + 2 - p >= req.num_prompt_tokens + req.max_tokens
 
-    def _schedule_running(self, step: StepPass, threshold: int) -> None:
-        policy, params, max_model_len = self.policy, self.params, self.cfg.max_model_len
-        checks_exit_rule, running_grant = self.running_checks_exit_rule, self.running_grant
-        continues = self._continues_after_self_preemption()
-        i = 0
-        while i < len(self.running):
-            if checks_exit_rule and not step.may_schedule():
-                break
-            req = self.running[i]
-            if self._finishes_in_flight(req):
-                i += 1
-                continue
-            p = self.placeholders.get(req.request_id, 0)
-            computed, drafts = req.num_computed_tokens, req.num_draft_tokens
-            known = req.num_tokens + p  # tokens with the in-flight ones (scheduler.py:703-706 (vLLM 0.32.0))
-            grant = running_grant(policy, params, step.budgets, known + drafts - computed, computed, threshold,
-                                  max_model_len, False)
-            if grant <= 0:
-                i += 1
-                continue
-            # drafts past the known and in-flight tokens (scheduler.py:861-872 (vLLM 0.32.0))
-            num_drafts = decisions.scheduled_drafts(True, drafts, computed, grant, known, True)
-            after = self.running[i + 1:] if continues else []
-            next_index = self._grant_running(step, i, grant, num_drafts, kv_tokens=grant)
-            if next_index is None:
-                if not continues:
-                    break
-                next_index = next((self.running.index(r) for r in after if r in self.running), len(self.running))
-            i = next_index
+    def _known_tokens(self, req: Request) -> int:
+        """With the tokens in flight (scheduler.py:703-706 (vLLM 0.32.0))."""
+        return req.num_tokens + self.placeholders.get(req.request_id, 0)
+
+    def _running_drafts(self, req: Request, grant: int, known: int) -> int:
+        """Drafts past the known and in-flight tokens (scheduler.py:861-872 (vLLM 0.32.0))."""
+        return decisions.scheduled_drafts(True, req.num_draft_tokens, req.num_computed_tokens, grant, known, True)
 
     def _preempt(self, req: Request, front: bool = True) -> None:
         """Placeholders are zeroed at preemption (scheduler.py:1607 (vLLM 0.32.0))."""

@@ -8,6 +8,7 @@ from .. import decisions, methods
 from . import columnar as columnar_vllm
 from ..one_pass_loop import OnePassLoop
 from ...spec.records import StepOutcome, StepRecord
+from ..request import Request
 from ..step_pass import StepPass
 from .versions import DRAFT_PASS_METHODS, VLLM_VERSIONS, VllmVersion, rules_for
 
@@ -58,14 +59,16 @@ class VllmLoop(OnePassLoop):
             if checks_exit_rule and not step.may_schedule():
                 break
             req = self.running[i]
-            computed, num_tokens, drafts = req.num_computed_tokens, req.num_tokens, req.num_draft_tokens
-            grant = running_grant(policy, params, step.budgets, num_tokens + drafts - computed, computed, threshold,
+            if self._finishes_in_flight(req):
+                i += 1
+                continue
+            computed, known, drafts = req.num_computed_tokens, self._known_tokens(req), req.num_draft_tokens
+            grant = running_grant(policy, params, step.budgets, known + drafts - computed, computed, threshold,
                                   max_model_len, False)
             if grant <= 0:
                 i += 1
                 continue
-            num_drafts = decisions.scheduled_drafts(self.drafts_in_grant, drafts, computed, grant, num_tokens,
-                                                    req.is_decoding)
+            num_drafts = self._running_drafts(req, grant, known)
             after = self.running[i + 1:] if continues else []
             next_index = self._grant_running(step, i, grant, num_drafts, kv_tokens=grant)
             if next_index is None:
@@ -73,6 +76,19 @@ class VllmLoop(OnePassLoop):
                     break
                 next_index = next((self.running.index(r) for r in after if r in self.running), len(self.running))
             i = next_index
+
+    def _finishes_in_flight(self, req: Request) -> bool:
+        """Whether tokens in flight finish ``req``, so the running pass skips it (none here)."""
+        return False
+
+    def _known_tokens(self, req: Request) -> int:
+        """The tokens a running request's grant counts up to: its own."""
+        return req.num_tokens
+
+    def _running_drafts(self, req: Request, grant: int, known: int) -> int:
+        """The drafts a running request's ``grant`` schedules."""
+        return decisions.scheduled_drafts(self.drafts_in_grant, req.num_draft_tokens, req.num_computed_tokens, grant,
+                                          known, req.is_decoding)
 
     @cached_property
     def rules(self) -> VllmVersion:
