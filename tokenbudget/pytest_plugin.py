@@ -3,14 +3,16 @@ every ``schedule()`` judged by tokenbudget's invariants (``tokenbudget.monitor``
 
     pytest --tokenbudget=report tests/v1/core      # judge, report, change no outcome
     pytest --tokenbudget=strict tests/v1/core      # a test whose scheduler broke an invariant fails
+                                                   # (unless a finding of vLLM's explains it: known)
     pytest --tokenbudget=report --tokenbudget-out judged.jsonl ...
 
 Registered as the ``tokenbudget`` pytest11 entry point. Without ``--tokenbudget`` it does
 nothing: it imports neither vLLM nor the rest of tokenbudget and adds no hook. With it, each
 test runs inside a monitor's ``watching()`` block (setup, call and teardown), and the
 terminal summary gives the tests, schedulers, steps judged, the scope of what was not
-judged and why, and every violation with its step. ``--tokenbudget-out`` writes one JSON
-line per test that built a scheduler: its id, counts and violations with their records
+judged and why, every violation with its step, and the known ones (a finding of vLLM's
+explains each, ``harness/vllm/known.py``). ``--tokenbudget-out`` writes one JSON line per
+test that built a scheduler: its id, counts, violations and known ones with their records
 (under pytest-xdist, each worker judges its tests and writes ``FILE.<worker>``).
 """
 from __future__ import annotations
@@ -78,7 +80,7 @@ class TokenbudgetSession:
             return (yield)
         self.tests += 1
         monitor.context = item.nodeid
-        before = (monitor.stats.schedulers, monitor.stats.steps, len(monitor.violations))
+        before = (monitor.stats.schedulers, monitor.stats.steps, len(monitor.violations), len(monitor.known))
         item.stash[_BEFORE] = before
         with monitor.watching():
             result = yield
@@ -90,7 +92,9 @@ class TokenbudgetSession:
                 found = monitor.violations[before[2]:]
                 self.out.write(json.dumps({"test": item.nodeid, "schedulers": schedulers,
                                            "steps": monitor.stats.steps - before[1],
-                                           "violations": [_violation_json(v) for v in found]}) + "\n")
+                                           "violations": [_violation_json(v) for v in found],
+                                           "known": [{**_violation_json(v), "finding": v.finding}
+                                                     for v in monitor.known[before[3]:]]}) + "\n")
         return result
 
     @pytest.hookimpl(wrapper=True)
@@ -134,6 +138,10 @@ class TokenbudgetSession:
         write("scope (not judged, schedulers):")
         for line, count in sorted(stats.exclusions.items()):
             write(f"  {line}: {count}")
+        if monitor.known:
+            write(f"known (a finding of vLLM's explains each; strict fails none): {len(monitor.known)}")
+            for v in monitor.known[:20]:
+                write(f"  {v.context}: {v}")
         write(f"violations: {len(monitor.violations)}" + (f" (tests failed by strict: {len(self.failed_by_plugin)})"
                                                           if self.mode == "strict" else ""))
         for v in monitor.violations[:50]:

@@ -185,6 +185,18 @@ def test_no_request_lost_catches_too_many_outputs_and_going_back():
     assert any("outputs" in v.message for v in found) and any("went back" in v.message for v in found)
 
 
+def test_a_late_rollback_beside_a_smaller_grant_is_no_loss_and_more_is():
+    """Async: step 1 grants 1 while step 0's 2 drafts come back rejected (SPEC.md §14)."""
+    drafted = good_record(num_scheduled_tokens={"0": 3}, scheduled_draft_tokens={"0": 2}, running=("0",), waiting=())
+    decode = replace(drafted, step=1, num_scheduled_tokens={"0": 1}, scheduled_draft_tokens={"0": 0})
+    events = [("add", "0"), ("step", 0), ("step", 1)]
+    for after, lost in ((47, False), (46, True)):
+        outs = [StepOutcome(0, {"0": state("running", 48, 1)}), StepOutcome(1, {"0": state("running", after, 2)})]
+        found = inv.no_request_lost(run_of([drafted, decode], outs, events))
+        assert [v.message for v in found] == ([f"0's computed tokens went back from 48 to {after} without preemption"]
+                                              if lost else [])
+
+
 def test_progress_bound_flags_a_starved_drain():
     idle = good_record(num_scheduled_tokens={}, running=(), waiting=("0",), progress_possible=False)
     added = {"0": state("waiting", max_tokens=1, prompt=1)}

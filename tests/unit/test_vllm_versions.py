@@ -82,9 +82,9 @@ def test_0_33_caps_dflash_running_requests_to_b_over_l() -> None:
 
 
 def test_findings_carry_the_versions_they_affect() -> None:
-    assert {f.id for f in findings_of("vllm", "0.32")} == {"F1", "F2", "F3", "F4", "F9"}
-    assert {f.id for f in findings_of("vllm", "0.33")} == {"F1", "F2", "F4", "F9"}  # F3 fixed in 0.33
-    assert {f.id for f in findings_of("vllm", "0.34")} == {"F1", "F2", "F4"}  # F9: 0.34 has Model Runner V2 only
+    assert {f.id for f in findings_of("vllm", "0.32")} == {"F1", "F2", "F3", "F4", "F9", "F10"}
+    assert {f.id for f in findings_of("vllm", "0.33")} == {"F1", "F2", "F4", "F9", "F10"}  # F3 fixed in 0.33
+    assert {f.id for f in findings_of("vllm", "0.34")} == {"F1", "F2", "F4", "F10"}  # F9: 0.34 has Model Runner V2 only
     assert all(f.affects_versions for f in FINDINGS.values())
 
 

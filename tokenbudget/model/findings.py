@@ -87,12 +87,14 @@ def _unchunked(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
 
 
 # -- F3 -----------------------------------------------------------------------------------
+def preempts_past_the_running(rec: StepRecord) -> bool:
+    """The step preempts and grants nothing although requests it did not preempt are still running."""
+    return bool(rec.preempted) and rec.total_scheduled_tokens == 0 and bool(set(rec.running) - set(rec.preempted))
+
+
 def _self_preemption_stalls(cfg: BudgetConfig, run: RunRecord) -> bool:
-    """Under priority scheduling, a step preempts and grants nothing although requests it
-    did not preempt are still running."""
-    return cfg.scheduling_policy == "priority" and any(
-        rec.preempted and rec.total_scheduled_tokens == 0 and set(rec.running) - set(rec.preempted)
-        for rec in run.steps)
+    """Under priority scheduling, a step that preempts past the running (above)."""
+    return cfg.scheduling_policy == "priority" and any(preempts_past_the_running(rec) for rec in run.steps)
 
 
 def _priority(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
@@ -177,6 +179,21 @@ def _async_on_the_v1_runner(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
     """Async scheduling with drafts, on a release and method that run the V1 model runner."""
     return (cfg.async_scheduling and cfg.num_speculative_tokens > 0
             and not worker_keeps_drafts(cfg.engine_version, cfg.method, cfg.parallel_drafting))
+
+
+# -- F10 ----------------------------------------------------------------------------------
+def tail_preempted_behind_tokens_in_flight(rec: StepRecord) -> bool:
+    """Async: a step that preempts past the running while a request could take a token (the
+    preempted decode's token fit; its placeholder drafts did not)."""
+    return bool(rec.progress_possible) and preempts_past_the_running(rec)
+
+
+def _tail_preemption_wastes_a_step(cfg: BudgetConfig, run: RunRecord) -> bool:
+    return cfg.async_scheduling and any(tail_preempted_behind_tokens_in_flight(rec) for rec in run.steps)
+
+
+def _async_speculating(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
+    return cfg.async_scheduling and cfg.num_speculative_tokens > 0
 
 
 # -- F8 -----------------------------------------------------------------------------------
@@ -308,6 +325,12 @@ FINDINGS: dict[str, Finding] = {f.id: f for f in (
             "later pass schedules them; the runner fills placeholders only for the batch before, so k budget "
             "tokens go to drafts no drafter proposed (clamped to token 0) and never accepted",
             False, _stale_placeholders_scheduled, _async_on_the_v1_runner),
+    Finding("F10", "vllm", ("0.32", "0.33", "0.34"), "progress", "tokenbudget/spec/SPEC.md §6 F10",
+            "f10-vllm-async-tail-preempted-behind-tokens-in-flight.json",
+            "async: a decode whose 1 + k placeholder drafts do not fit the free KV preempts the running queue's tail, "
+            "itself when it is the tail; with the requests ahead skipped for their tokens in flight the step grants "
+            "nothing, and the preempted decode recomputes its KV although its token fit",
+            False, _tail_preemption_wastes_a_step, _async_speculating),
     Finding("T1", "tensorrt-llm", ("PR #16101", "before PR #16101", "002f3cc3/guaranteed-no-evict"), "model-error",
             "tokenbudget/spec/SPEC.md §9 T1",
             "t1-trtllm-guaranteed-no-evict-drafts-past-reservation.json",

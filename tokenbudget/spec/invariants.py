@@ -380,7 +380,8 @@ class RequestAccounting:
             self.engine_aborted(outcome)
         out = self.queued(rec)
         if outcome is not None:
-            late = {rid: self.last_drafts.get(rid, 0) for rid in outcome.requests if rid not in rec.num_scheduled_tokens}
+            grants = rec.num_scheduled_tokens
+            late = {rid: max(0, self.last_drafts.get(rid, 0) - grants.get(rid, 0)) for rid in outcome.requests}
             out += self.applied(rec.step, outcome, late)
         self.last_drafts.update(rec.scheduled_draft_tokens)
         return out
@@ -427,7 +428,7 @@ class RequestAccounting:
         """A step's output applied: outputs within max_tokens, no way back from finished or
         aborted, computed tokens back only by a preemption (this step's or one noted before),
         or by ``late[id]``: the drafts of an output applied one step late (SPEC.md §14),
-        rolled back with no grant beside them."""
+        rolled back, less the grant the step gave beside them."""
         out: list[Breach] = []
         status, computed = self.status, self.computed
         late = late or {}

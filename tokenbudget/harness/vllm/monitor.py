@@ -17,6 +17,7 @@ from ...spec.invariants import STEP_CHECKS, RequestAccounting, Violation
 from ...spec.records import StepLimits, StepRecord
 from . import observe
 from .engine import EngineUnavailable, not_importable
+from .known import live_finding
 from .preemptions import PreemptionRecorder
 
 RUN_HALF = "progress (run half)"
@@ -33,9 +34,10 @@ class MonitorViolation:
     violation: Violation
     record: Optional[StepRecord]
     context: Optional[str] = None
+    finding: Optional[str] = None  # the id of the finding that explains it (SPEC.md §6), if one does
 
     def __str__(self) -> str:
-        return f"{self.label}: {self.violation}"
+        return f"{self.label}: {self.violation}" + (f" (known: {self.finding})" if self.finding else "")
 
 
 @dataclass
@@ -49,11 +51,13 @@ class MonitorStats:
 
 
 class Monitor:
-    """Judges the schedulers attached to it; ``violations`` lists what they broke, in order.
+    """Judges the schedulers attached to it; ``violations`` lists what they broke, in order,
+    that no finding explains, ``known`` what a finding of vLLM's does (``known.live_finding``).
     ``context`` is stamped on each violation found from then on."""
 
     def __init__(self) -> None:
         self.violations: list[MonitorViolation] = []
+        self.known: list[MonitorViolation] = []
         self.stats = MonitorStats()
         self.context: Optional[str] = None
         self._labels = itertools.count()
@@ -86,8 +90,12 @@ class Monitor:
         finally:
             Scheduler.__init__ = original  # type: ignore[method-assign]
 
-    def _found(self, label: str, violations: list[Violation], record: Optional[StepRecord]) -> None:
-        self.violations += [MonitorViolation(label, v, record, self.context) for v in violations]
+    def _found(self, label: str, violations: list[Violation], record: Optional[StepRecord], sched: Any) -> None:
+        from vllm import __version__ as release
+        for v in violations:
+            finding = live_finding(sched, release, v, record)
+            (self.known if finding else self.violations).append(
+                MonitorViolation(label, v, record, self.context, finding.id if finding else None))
 
 
 def scheduler_class() -> Any:
@@ -221,7 +229,7 @@ class SchedulerWatch:
         found = [v for inv in self.checks for v in inv(record)]
         found += [Violation("no-request-lost", step, message) for step, message in self.accounting.queued(record)]
         if found:
-            self.monitor._found(self.label, found, record)
+            self.monitor._found(self.label, found, record, self.sched)
 
     def _ended_inside_vllm(self) -> None:
         """Live requests vLLM finished where no wrapped method saw it (a length cap inside
@@ -246,6 +254,6 @@ class SchedulerWatch:
                 if observe.scheduler_kind(self.sched) == "AsyncScheduler" else None)
         breaches = self.accounting.applied(index, outcome, late)
         if breaches:
-            self.monitor._found(self.label, [Violation("no-request-lost", s, m) for s, m in breaches], None)
+            self.monitor._found(self.label, [Violation("no-request-lost", s, m) for s, m in breaches], None, self.sched)
         self.monitor.stats.seconds += time.perf_counter() - returned
         return result

@@ -149,12 +149,12 @@ PLAIN_STATUSES = ("RUNNING", "WAITING", "PREEMPTED")  # a request nothing outsid
 
 def progress_judged(sched: Any) -> Optional[str]:
     """Why the step half of ``progress`` is not judged on ``sched``, or None when it is: it
-    is judged on the synchronous scheduler of a text-generation model with no KV connector,
-    where nothing but the scheduler's own state decides whether a request gets a token.
-    (On ``AsyncScheduler`` the rule read live still flags steps vLLM's own async tests make.)"""
+    is judged on vLLM's ``Scheduler`` and ``AsyncScheduler`` for a text-generation model with
+    no KV connector, where nothing but the scheduler's own state decides whether a request
+    gets a token."""
     if getattr(sched, "num_sampled_tokens_per_step", 1) != 1 or getattr(sched, "is_encoder_decoder", False):
         return "pooling, diffusion or encoder-decoder: not the modelled generation loop"
-    if scheduler_kind(sched) != "Scheduler" or getattr(sched.scheduler_config, "async_scheduling", False):
+    if scheduler_kind(sched) not in ("Scheduler", "AsyncScheduler"):
         return f"{scheduler_kind(sched)}: in-flight tokens decide what is schedulable"
     if getattr(sched, "decode_stagger", 1) != 1:
         return "pipeline-parallel decode stagger: a decode waits for its slot in the ring"
