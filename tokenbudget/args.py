@@ -131,21 +131,23 @@ def max_work_gap(text: str) -> int:
     return at_most(whole, MAX_WORK_GAP)(text)
 
 
-def add_sync(parser: argparse.ArgumentParser) -> None:
-    """``--async`` / ``--sync``: which of vLLM's schedulers the vLLM target runs; read by the
-    vLLM harness in this process and its children."""
+def add_sync(parser: argparse.ArgumentParser, default: str) -> None:
+    """``--async`` / ``--sync``: which of vLLM's schedulers the vLLM target runs, ``default``
+    saying which one runs without either; read by the vLLM harness in this process and its children."""
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--async", dest="run_async", action="store_true",
-                      help="vLLM only: run its AsyncScheduler, as vLLM serves by default (outputs one step late)")
+                      help="vLLM only: run its AsyncScheduler, as vLLM serves by default (outputs one step late; "
+                           f"default: {default})")
     mode.add_argument("--sync", action="store_true",
-                      help="vLLM only: run its synchronous Scheduler (the default)")
+                      help="vLLM only: run its synchronous Scheduler")
 
 
-def apply_sync(args: argparse.Namespace) -> None:
-    """Carry ``--async`` or ``--sync`` to the vLLM harness (``harness.vllm.async_runner.SYNC_ENV``)."""
+def apply_sync(args: argparse.Namespace, default_async: bool) -> None:
+    """Carry ``--async`` or ``--sync`` to the vLLM harness (``harness.vllm.async_runner.SYNC_ENV``);
+    without either, ``--async`` where ``default_async``, else the config's own choice."""
     from .harness.vllm.async_runner import SYNC_ENV
 
-    if getattr(args, "run_async", False):
+    if getattr(args, "run_async", False) or (default_async and not getattr(args, "sync", False)):
         os.environ[SYNC_ENV] = "0"
     elif getattr(args, "sync", False):
         os.environ[SYNC_ENV] = "1"

@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--corpus", type=folder, metavar="DIR",
                         help="where divergence traces go (default: a new temp dir)")
     add_engine_path(parser)
-    add_sync(parser)
+    add_sync(parser, "async, as vLLM deploys")
     parser.add_argument("--radix-cache", choices=("on", "off"), default=None,
                         help=f"--engine {' or '.join(_prefix_cache_engines())} only: run the workloads with the "
                              "engine's prefix (radix) cache on (default, as it serves) or off")
@@ -57,7 +57,7 @@ def _prefix_cache_engines() -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    apply_sync(args)
+    apply_sync(args, True)
     if args.corpus is not None:  # before any work
         writable_folder(args.corpus, "--corpus")
     engine = registry.engine(args.engine)

@@ -86,12 +86,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--corpus", type=folder, metavar="DIR",
                         help="where counterexample traces go (default: a new temp dir); existing files are kept")
     add_engine_path(parser)
-    add_sync(parser)
+    add_sync(parser, "async, as vLLM deploys")
     add_json(parser)
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    apply_sync(args)
+    apply_sync(args, True)
     started = command_started()
     engine = registry.find(args.target)
     policies: Sequence[str] = list(dict.fromkeys(args.policies))

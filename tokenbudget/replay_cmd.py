@@ -77,12 +77,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_policy(parser, "replay under this policy instead of the trace's (name or pkg.module:Class)", repeatable=False)
     add_max_work_gap(parser)
     add_engine_path(parser)
-    add_sync(parser)
+    add_sync(parser, "as the trace's config says")
     add_json(parser)
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    apply_sync(args)
+    apply_sync(args, False)
     problem = _usage_problem(args)
     if problem is not None:
         raise UsageError(problem)

@@ -182,14 +182,15 @@ def _async_on_the_v1_runner(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
 
 
 # -- F10 ----------------------------------------------------------------------------------
-def tail_preempted_behind_tokens_in_flight(rec: StepRecord) -> bool:
-    """Async: a step that preempts past the running while a request could take a token (the
-    preempted decode's token fit; its placeholder drafts did not)."""
-    return bool(rec.progress_possible) and preempts_past_the_running(rec)
+def grants_nothing_beside_held_back_requests(rec: StepRecord) -> bool:
+    """A step that grants nothing, though a request could take a token, while requests it
+    did not preempt stay running (under async: held back by their tokens in flight)."""
+    return (bool(rec.progress_possible) and rec.total_scheduled_tokens == 0
+            and bool(set(rec.running) - set(rec.preempted)))
 
 
-def _tail_preemption_wastes_a_step(cfg: BudgetConfig, run: RunRecord) -> bool:
-    return cfg.async_scheduling and any(tail_preempted_behind_tokens_in_flight(rec) for rec in run.steps)
+def _held_back_requests_waste_a_step(cfg: BudgetConfig, run: RunRecord) -> bool:
+    return cfg.async_scheduling and any(grants_nothing_beside_held_back_requests(rec) for rec in run.steps)
 
 
 def _async_speculating(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
@@ -327,10 +328,11 @@ FINDINGS: dict[str, Finding] = {f.id: f for f in (
             False, _stale_placeholders_scheduled, _async_on_the_v1_runner),
     Finding("F10", "vllm", ("0.32", "0.33", "0.34"), "progress", "tokenbudget/spec/SPEC.md §6 F10",
             "f10-vllm-async-tail-preempted-behind-tokens-in-flight.json",
-            "async: a decode whose 1 + k placeholder drafts do not fit the free KV preempts the running queue's tail, "
-            "itself when it is the tail; with the requests ahead skipped for their tokens in flight the step grants "
-            "nothing, and the preempted decode recomputes its KV although its token fit",
-            False, _tail_preemption_wastes_a_step, _async_speculating),
+            "async: requests skipped for their tokens in flight keep their KV; a decode's 1 + k placeholder drafts, "
+            "or an admission's chunk with its lookahead, do not fit what is left (the pass never cuts a grant to "
+            "the free KV), the decode preempting itself as the running queue's tail: the step grants nothing "
+            "although a token fit",
+            False, _held_back_requests_waste_a_step, _async_speculating),
     Finding("T1", "tensorrt-llm", ("PR #16101", "before PR #16101", "002f3cc3/guaranteed-no-evict"), "model-error",
             "tokenbudget/spec/SPEC.md §9 T1",
             "t1-trtllm-guaranteed-no-evict-drafts-past-reservation.json",

@@ -25,15 +25,17 @@ if TYPE_CHECKING:
     from vllm.v1.outputs import ModelRunnerOutput
 
 
-SYNC_ENV = "TOKENBUDGET_VLLM_SYNC"  # "0": AsyncScheduler (``--async``); "1" or unset: the synchronous Scheduler
+SYNC_ENV = "TOKENBUDGET_VLLM_SYNC"  # "0": AsyncScheduler (``--async``); "1": the synchronous Scheduler (``--sync``)
 
 
-def deploys_async(method: str | None) -> bool:
+def deploys_async(method: str | None, configured: bool) -> bool:
     """Whether the vLLM target runs ``AsyncScheduler`` for a deployment drafting with
-    ``method``: on ``--async`` (``SYNC_ENV`` "0", inherited by worker and child processes)
-    where vLLM would serve it async (vllm/config/vllm.py:1585-1610 (vLLM 0.32.0)). Without it,
-    the synchronous Scheduler, whose verdicts the findings table and the corpus state (SPEC §14)."""
-    return os.environ.get(SYNC_ENV, "1") == "0" and runs_async(method)
+    ``method``: where vLLM would serve it async (vllm/config/vllm.py:1585-1610 (vLLM 0.32.0)),
+    on ``--async`` (``SYNC_ENV`` "0", inherited by worker and child processes), not on
+    ``--sync`` ("1"), and without either as ``configured`` (the config's ``async_scheduling``:
+    fuzz and conform deploy async by default, a trace says how it was found)."""
+    mode = os.environ.get(SYNC_ENV)
+    return (configured if mode is None else mode == "0") and runs_async(method)
 
 
 @dataclass(frozen=True)

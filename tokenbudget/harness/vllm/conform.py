@@ -19,7 +19,7 @@ def run_vllm_lockstep(trace: Trace) -> Lockstep:
     """The trace on the model and on the importable vLLM in lockstep, the model following the
     modelled version nearest to that vLLM whatever ``engine_version`` the trace names."""
     cfg = BudgetConfig.from_dict({**trace.config, "engine_version": engine_version().model_version})
-    cfg = cfg.replace(async_scheduling=deploys_async(cfg.method))
+    cfg = cfg.replace(async_scheduling=deploys_async(cfg.method, True))
     return run_lockstep(trace, VllmTarget, cfg)
 
 

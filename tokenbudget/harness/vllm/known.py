@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from ...model.findings import FINDINGS, Finding, preempts_past_the_running, tail_preempted_behind_tokens_in_flight
+from ...model.findings import FINDINGS, Finding, preempts_past_the_running, grants_nothing_beside_held_back_requests
 from ...model.vllm.versions import nearest_version
 from ...spec.invariants import Violation
 from ...spec.records import StepRecord
@@ -35,7 +35,7 @@ def _runs_async(sched: Any) -> bool:
 # finding id -> (the live scheduler opens it, its mechanism in one step record)
 LIVE: dict[str, tuple[Callable[[Any], bool], Callable[[StepRecord], bool]]] = {
     "F3": (_priority, preempts_past_the_running),
-    "F10": (_runs_async, tail_preempted_behind_tokens_in_flight),
+    "F10": (_runs_async, grants_nothing_beside_held_back_requests),
 }
 
 
