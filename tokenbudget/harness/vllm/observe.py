@@ -172,8 +172,10 @@ def progress_possible(sched: Any, lim: StepLimits) -> Optional[bool]:
     queue, whose first token and whole sequence so far fit them (``tokenbudget/model/loop.py``'s
     ``_room_for_a_token``, ``_whole_sequence_fits``: the model's gate, whatever
     ``scheduler_reserve_full_isl`` says, since without it a request alone in the system, which
-    the long-prefill threshold does not cut, must fit whole; prefix hits are not counted, so
-    the answer is never yes where the model's would be no). None when it is not judged here
+    the long-prefill threshold does not cut, must fit whole). Its first token is read as if
+    every whole block before it were a prefix hit (under prefix caching): the most that token
+    and its lookahead may take, since vLLM always takes its hits, so the answer is never yes
+    where vLLM's pass could not admit it. None when it is not judged here
     (``progress_judged``, ``held_back``) or a request in question is held back by something
     outside the scheduler (a grammar, a transfer, multimodal input, streaming, a LoRA whose
     ``max_loras`` seats may be taken)."""
@@ -205,7 +207,10 @@ def progress_possible(sched: Any, lim: StepLimits) -> Optional[bool]:
     if not plain(head):
         return None
     held = len(manager.get_block_ids(head.request_id)[group]) if queue is sched.kv_holding_waiting else 0
-    first = -(-kv_slots_needed(head.num_computed_tokens, 1, reserved, max_len) // size) - held
+    start = head.num_computed_tokens
+    if not held and getattr(manager, "enable_caching", False):  # as if every whole block before its last token hit
+        start = max(start, (head.num_tokens - 1) // size * size)
+    first = -(-kv_slots_needed(start, 1, reserved, max_len) // size) - held
     whole = -(-min(head.num_tokens, max_len) // size) - held
     return max(first, whole) <= free
 
