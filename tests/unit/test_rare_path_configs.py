@@ -32,7 +32,7 @@ def sample(strategy: st.SearchStrategy[BudgetConfig]) -> list[BudgetConfig]:
 
 def test_each_shape_applies_only_where_its_path_exists() -> None:
     assert set(rare_path_configs(get_policy("vllm-adaptive"))) == {
-        "full-batch", "admission-over-room", "priority-preemption", "older-version"}
+        "full-batch", "admission-over-room", "priority-preemption", "async", "older-version"}
     assert set(rare_path_configs(get_policy("fastdeploy-spec-method"))) == {"full-batch"}  # F5: both commits
     assert set(rare_path_configs(get_policy("sglang-v1-retract-fixed"))) == {"page-edge"}
     # its pool holds max_model_len + k + L; T1 affects GUARANTEED_NO_EVICT alone, not the default deployment
@@ -89,3 +89,11 @@ def test_a_page_burst_is_copies_of_a_prompt_at_a_page_edge() -> None:
         assert prompt_len(shapes[0], cfg, 64, 0) in (16, 32)
 
     burst()
+
+
+def test_async_draws_run_vllms_async_scheduler_and_open_its_async_findings() -> None:
+    pol = get_policy("vllm-adaptive")
+    drawn = sample(rare_path_configs(pol)["async"])
+    assert drawn and all(cfg.async_scheduling and cfg.method != "ngram" for cfg in drawn)
+    assert opening("vllm-adaptive", "async", "F10") >= 0.5
+    assert "async" not in rare_path_configs(get_policy("fastdeploy-spec-method"))

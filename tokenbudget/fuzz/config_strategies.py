@@ -36,6 +36,7 @@ class ConfigSpace:
     model_len_on_block_grid: bool = False  # max_model_len must be a multiple of block_size (FastDeploy's worker)
     model_len_multiple: int = 1  # and of this (FastDeploy's attention backend: 64)
     pool_spare_blocks: int = 0  # blocks a pool needs past one max_model_len sequence (FastDeploy's startup: 2)
+    serves_async: bool = False  # the engine runs some accepted method async (vLLM's AsyncScheduler)
 
 
 def config_space(policy: BudgetPolicy) -> ConfigSpace:
@@ -73,7 +74,17 @@ def config_space(policy: BudgetPolicy) -> ConfigSpace:
             policy, real.replace(max_model_len=base.max_model_len + m))), 1),
         pool_spare_blocks=next((n for n in range(3) if validates(
             policy, real.replace(num_kv_blocks=cdiv(base.max_model_len, base.block_size) + n))), 0),
+        serves_async=any(serves_async(policy, base.replace(num_speculative_tokens=1, method=m)) for m in spec_ok),
     )
+
+
+def serves_async(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
+    """Whether the policy's engine runs ``cfg`` async: its loop has an async form for cfg's method."""
+    try:
+        policy.async_loop(cfg.replace(async_scheduling=True))
+    except ConfigError:
+        return False
+    return True
 
 
 def log_int(lo: int, hi: int) -> st.SearchStrategy[int]:
@@ -357,7 +368,8 @@ def rare_path_configs(policy: BudgetPolicy, space: ConfigSpace | None = None) ->
     on the blocks they hold, or a short admission is padded), an admission over the room (``admission-over-room``, where the loop pads a
     short admission), a preemption under priority (``priority-preemption``, where it accepts
     priority), decodes on page edges (``page-edge``, where its pool must hold more than one
-    sequence), and its older engine versions on all of these and the scales
+    sequence), the scales run async (``async``, where the engine serves async: vLLM's
+    AsyncScheduler), and its older engine versions on all of these and the scales
     (``older-version``, where a finding affects an older version alone)."""
     space = space or config_space(policy)
     speculative = any(m is not None for m in space.methods)
@@ -372,6 +384,9 @@ def rare_path_configs(policy: BudgetPolicy, space: ConfigSpace | None = None) ->
         shaped["priority-preemption"] = _priority_preemption_config(policy, space)
     if speculative and asks_more_pool_of(policy):
         shaped["page-edge"] = _page_edge_config(policy, space)
+    if space.serves_async:  # the scales, run as vLLM deploys them
+        shaped["async"] = configs(policy, space).map(lambda cfg: cfg.replace(async_scheduling=True)).filter(
+            lambda cfg: serves_async(policy, cfg))
     out = {name: s.filter(lambda cfg: validates(policy, cfg)) for name, s in shaped.items()}
     if _older_only_findings(policy):
         out["older-version"] = older_version_configs(policy, st.one_of(configs(policy, space), *out.values()))
