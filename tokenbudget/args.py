@@ -131,9 +131,11 @@ def max_work_gap(text: str) -> int:
     return at_most(whole, MAX_WORK_GAP)(text)
 
 
-def add_sync(parser: argparse.ArgumentParser, default: str) -> None:
-    """``--async`` / ``--sync``: which of vLLM's schedulers the vLLM target runs, ``default``
-    saying which one runs without either; read by the vLLM harness in this process and its children."""
+def add_sync(parser: argparse.ArgumentParser, default_async: bool) -> None:
+    """``--async`` / ``--sync``: which of vLLM's schedulers the vLLM target runs (without
+    either: async where ``default_async``, else as the trace's config says); read by the vLLM
+    harness in this process and its children."""
+    default = "async, as vLLM deploys" if default_async else "as the trace's config says"
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--async", dest="run_async", action="store_true",
                       help="vLLM only: run its AsyncScheduler, as vLLM serves by default (outputs one step late; "

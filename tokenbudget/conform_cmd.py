@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--corpus", type=folder, metavar="DIR",
                         help="where divergence traces go (default: a new temp dir)")
     add_engine_path(parser)
-    add_sync(parser, "async, as vLLM deploys")
+    add_sync(parser, True)
     parser.add_argument("--radix-cache", choices=("on", "off"), default=None,
                         help=f"--engine {' or '.join(_prefix_cache_engines())} only: run the workloads with the "
                              "engine's prefix (radix) cache on (default, as it serves) or off")

@@ -86,7 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--corpus", type=folder, metavar="DIR",
                         help="where counterexample traces go (default: a new temp dir); existing files are kept")
     add_engine_path(parser)
-    add_sync(parser, "async, as vLLM deploys")
+    add_sync(parser, True)
     add_json(parser)
 
 

@@ -3,15 +3,13 @@ every ``schedule()`` judged by tokenbudget's invariants (``tokenbudget.monitor``
 
     pytest --tokenbudget=report tests/v1/core      # judge, report, change no outcome
     pytest --tokenbudget=strict tests/v1/core      # a test whose scheduler broke an invariant fails
-                                                   # (unless a finding of vLLM's explains it: known)
     pytest --tokenbudget=report --tokenbudget-out judged.jsonl ...
 
-Registered as the ``tokenbudget`` pytest11 entry point. Without ``--tokenbudget`` it does
-nothing: it imports neither vLLM nor the rest of tokenbudget and adds no hook. With it, each
-test runs inside a monitor's ``watching()`` block (setup, call and teardown), and the
+Registered as the ``tokenbudget`` pytest11 entry point; inert (no import) without
+``--tokenbudget``. With it, each test runs inside a monitor's ``watching()`` block, and the
 terminal summary gives the tests, schedulers, steps judged, the scope of what was not
-judged and why, every violation with its step, and the known ones (a finding of vLLM's
-explains each, ``harness/vllm/known.py``). ``--tokenbudget-out`` writes one JSON line per
+judged and why, every violation with its step, and apart the known ones (a finding of
+vLLM's explains each; strict fails none). ``--tokenbudget-out`` writes one JSON line per
 test that built a scheduler: its id, counts, violations and known ones with their records
 (under pytest-xdist, each worker judges its tests and writes ``FILE.<worker>``).
 """

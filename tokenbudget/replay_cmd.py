@@ -77,7 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_policy(parser, "replay under this policy instead of the trace's (name or pkg.module:Class)", repeatable=False)
     add_max_work_gap(parser)
     add_engine_path(parser)
-    add_sync(parser, "as the trace's config says")
+    add_sync(parser, False)
     add_json(parser)
 
 

@@ -62,14 +62,14 @@ def test_diffusion_and_encoder_decoder_schedulers_say_what_is_not_judged() -> No
                                                                                              "kv-capacity"}
 
 
-def test_the_step_half_of_progress_is_asked_of_the_plain_synchronous_loop_only() -> None:
+def test_the_step_half_of_progress_is_asked_of_the_plain_loop_sync_or_async_only() -> None:
     plain = Scheduler(FullAttentionSpec)
     assert observe.progress_judged(plain) is None and observe.held_back(plain) is None
-    assert "in-flight tokens" in observe.progress_judged(AsyncScheduler(FullAttentionSpec))
+    assert observe.progress_judged(AsyncScheduler(FullAttentionSpec)) is None
     staggered = Scheduler(FullAttentionSpec)
     staggered.decode_stagger = 2  # pipeline-parallel microbatching holds a decode back for its slot
     assert "stagger" in observe.progress_judged(staggered)
-    assert "in-flight tokens" in observe.progress_judged(type("DiffusionScheduler", (Scheduler,), {})())
+    assert "does not follow" in observe.progress_judged(type("DiffusionScheduler", (Scheduler,), {})())
     assert "pooling, diffusion" in observe.progress_judged(Scheduler(FullAttentionSpec, diffusion=True))
     plain.connector = object()
     assert "connector" in observe.progress_judged(plain)

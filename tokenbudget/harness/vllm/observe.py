@@ -155,7 +155,7 @@ def progress_judged(sched: Any) -> Optional[str]:
     if getattr(sched, "num_sampled_tokens_per_step", 1) != 1 or getattr(sched, "is_encoder_decoder", False):
         return "pooling, diffusion or encoder-decoder: not the modelled generation loop"
     if scheduler_kind(sched) not in ("Scheduler", "AsyncScheduler"):
-        return f"{scheduler_kind(sched)}: in-flight tokens decide what is schedulable"
+        return f"{scheduler_kind(sched)}: a scheduler class the model does not follow"
     if getattr(sched, "decode_stagger", 1) != 1:
         return "pipeline-parallel decode stagger: a decode waits for its slot in the ring"
     if getattr(sched, "connector", None) is not None or getattr(sched, "ec_connector", None) is not None:
