@@ -10,13 +10,14 @@ from ..spec.records import StepRecord
 
 FEATURES = (
     "chunked-prefill", "unchunked-prefill", "prefix-hit", "padding", "long-prefill-threshold", "token-cap-below-B",
-    "preemption", "same-step-refund", "max-model-len", "drafts", "fcfs", "priority",
+    "preemption", "same-step-refund", "max-model-len", "drafts", "fcfs", "priority", "async", "sync",
 )
 
 
 def config_features(cfg: BudgetConfig) -> set[str]:
-    """Features a config switches on: scheduling policy, unchunked prefill, T < B, the method."""
-    out = {cfg.scheduling_policy}
+    """Features a config switches on: scheduling policy, async or sync, unchunked prefill, T < B,
+    the method."""
+    out = {cfg.scheduling_policy, "async" if cfg.async_scheduling else "sync"}
     if not cfg.enable_chunked_prefill:
         out.add("unchunked-prefill")
     if cfg.max_num_scheduled_tokens is not None and cfg.max_num_scheduled_tokens < cfg.max_num_batched_tokens:
