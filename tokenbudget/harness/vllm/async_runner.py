@@ -63,15 +63,10 @@ class AsyncVllmEngine(VllmEngine):
         if isinstance(scheduled, VllmStep):
             return scheduled
         index, out, preempted, record = scheduled
-        samples = frozenset(rid for rid in out.num_scheduled_tokens if not sched.requests[rid].is_prefill_chunk)
-        # every decode's drafts are -1 placeholders here: padded are those admitted this pass
-        padded = frozenset(rid for rid in record.padded if rid not in running_before)
+        samples = observe.samples(sched, out)
         cfg = self.cfg
         keeps = worker_keeps_drafts(self.version.model_version, cfg.method, cfg.parallel_drafting)
-        stale = frozenset() if keeps else frozenset(
-            rid for rid, drafts in out.scheduled_spec_decode_tokens.items()
-            if drafts and rid in running_before and rid not in self.sampled_last)
-        record = replace(record, padded=padded, stale_drafts=stale)
+        record = observe.async_record(record, out, running_before, self.sampled_last, keeps)
         fresh = {rid: n for rid, n in accepted.items() if rid in self.sampled_last}  # V2's kept drafts: rejected
         runner_output, _ = self._run_model(out, fresh)
         previous, self.in_flight = self.in_flight, InFlight(out, runner_output, samples)

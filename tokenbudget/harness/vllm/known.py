@@ -35,6 +35,7 @@ def _runs_async(sched: Any) -> bool:
 # finding id -> (the live scheduler opens it, its mechanism in one step record)
 LIVE: dict[str, tuple[Callable[[Any], bool], Callable[[StepRecord], bool]]] = {
     "F3": (_priority, preempts_past_the_running),
+    "F9": (_runs_async, lambda rec: bool(rec.stale_drafts)),
     "F10": (_runs_async, grants_nothing_beside_held_back_requests),
 }
 

@@ -155,6 +155,9 @@ class SchedulerWatch:
         self.requests: dict[str, Any] = {}  # every request added, by id: a finish inside vLLM is read off it
         self.pending: dict[int, tuple[Any, int, dict[str, Any], tuple[str, ...]]] = {}  # id(output) -> its step
         self.num_steps = 0
+        self.runs_async = observe.scheduler_kind(sched) == "AsyncScheduler"
+        self.worker_keeps_drafts = bool(getattr(sched, "use_v2_model_runner", True))  # scheduler.py:363 (vLLM 0.32.0)
+        self.sampled_last: frozenset[str] = frozenset()  # what the pass before sampled: the V1 worker has their drafts
         for rid, request in sched.requests.items():
             self._adopt(rid, request)
         self._wrap("schedule", self._schedule)
@@ -205,6 +208,7 @@ class SchedulerWatch:
         self.num_steps += 1
         stats.steps += 1
         possible = observe.progress_possible(sched, self.limits) if self.judges_progress else None
+        running_before = [r.request_id for r in sched.running] if self.runs_async else ()
         self.preemptions.start()
         called = time.perf_counter()
         try:
@@ -219,6 +223,9 @@ class SchedulerWatch:
         preempted = self.preemptions.stop()
         returned = time.perf_counter()
         record = observe.step_record(index, self.limits, sched, out, preempted, possible=possible)
+        if self.runs_async:
+            record = observe.async_record(record, out, running_before, self.sampled_last, self.worker_keeps_drafts)
+            self.sampled_last = observe.samples(sched, out)
         self.pending[id(out)] = (out, index, observe.scheduled_requests(sched, out, preempted), preempted)
         self._judge(record)
         stats.seconds += called - started + time.perf_counter() - returned

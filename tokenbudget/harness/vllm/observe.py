@@ -3,7 +3,7 @@ and what its calls returned to the spec's records."""
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Hashable, Iterable, Mapping, Optional, Sequence
 
 
@@ -277,6 +277,24 @@ def step_record(step: int, lim: StepLimits, sched: Any, out: Any, preempted: tup
     in_use, tables, shared = blocks(sched, running, memo)
     return pass_record(step, lim, grants, drafts, rows, computed, num_tokens, prefill, preempted, running, waiting,
                        in_use, tables, shared, padded=padded, progress_possible=possible, fingerprint=fingerprint)
+
+
+def samples(sched: Any, out: Any) -> frozenset[str]:
+    """The requests a ``schedule()`` output samples a token for: those past their prefill."""
+    return frozenset(rid for rid in out.num_scheduled_tokens if not sched.requests[rid].is_prefill_chunk)
+
+
+def async_record(record: StepRecord, out: Any, running_before: Iterable[str], sampled_last: frozenset[str],
+                 worker_keeps_drafts: bool) -> StepRecord:
+    """An ``AsyncScheduler`` step's record: every decode's drafts are -1 placeholders, so the
+    padded ones are those admitted in the pass; the stale ones are a running request's that
+    the batch before did not sample, unless the worker keeps each request's drafts (Model
+    Runner V2; SPEC.md §6 F9)."""
+    before = frozenset(running_before)
+    stale = frozenset() if worker_keeps_drafts else frozenset(
+        rid for rid, drafts in out.scheduled_spec_decode_tokens.items()
+        if drafts and rid in before and rid not in sampled_last)
+    return replace(record, padded=frozenset(rid for rid in record.padded if rid not in before), stale_drafts=stale)
 
 
 def error_record(step: int, lim: StepLimits, sched: Any, preempted: tuple[str, ...], exc: BaseException,
