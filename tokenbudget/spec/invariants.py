@@ -229,13 +229,13 @@ def _group_holds_its_need(rec: StepRecord, group: kv_groups.KvGroup, tables: Map
     for rid, grant in rec.num_scheduled_tokens.items():
         computed = rec.computed_before[rid]
         target_rows = rec.runner_rows[rid] - lim.draft_slots if rid in rec.runner_rows else grant
-        lookahead = 0 if group.kind == kv_groups.MAMBA else lim.lookahead
+        lookahead = lim.lookahead if kv_groups.KINDS[group.kind].drafter_writes else 0
         need = grant_rules.kv_slots_needed(computed, target_rows, lookahead, lim.max_model_len)
-        short = kv_groups.shortfall(group, tables.get(rid, ()), computed, need)
+        writer = _writer(lim) if lookahead else "the step"
+        short = kv_groups.shortfall(group, tables.get(rid, ()), computed, need, writer)
         if short is not None:
             terms = _need_terms(computed, grant, target_rows, lookahead, need, lim.max_model_len)
-            out.append((rec.step, f"{rid} {short} in its {group.kind} group, but {_writer(lim)} writes to {need} "
-                                  f"({terms})"))
+            out.append((rec.step, f"{rid} {short} ({terms})"))
     return out
 
 

@@ -5,12 +5,12 @@ the group's null block."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
-FULL = "full attention"  # every slot written from slot 0 on
-SLIDING_WINDOW = "sliding window"  # the window of the first slot written onwards: span w, plus `retained` below it
-CHUNKED_LOCAL = "chunked local"  # the chunk (span c) of the first slot written onwards
-MAMBA = "mamba"  # the last computed token's state onwards, and `extra_blocks` speculative states past the need
+FULL = "full attention"
+SLIDING_WINDOW = "sliding window"
+CHUNKED_LOCAL = "chunked local"
+MAMBA = "mamba"
 
 
 @dataclass(frozen=True)
@@ -34,16 +34,26 @@ class GroupTables(NamedTuple):
     tables: dict[str, tuple[int, ...]]
 
 
+class Kind(NamedTuple):
+    """What a kind of group keeps: the first slot of a step that starts at slot ``computed``,
+    and whether the drafter's L slots past the target rows are written to it."""
+
+    first_live_slot: Callable[[KvGroup, int], int]
+    drafter_writes: bool
+
+
+KINDS = {
+    FULL: Kind(lambda group, computed: 0, True),  # every slot from slot 0 on
+    SLIDING_WINDOW: Kind(lambda group, computed: max(0, computed - group.span + 1 - group.retained), True),
+    CHUNKED_LOCAL: Kind(lambda group, computed: computed // group.span * group.span, True),
+    MAMBA: Kind(lambda group, computed: max(0, computed - 1), False),  # the last state; a drafter has no Mamba layers
+}
+
+
 def first_live_slot(group: KvGroup, computed: int) -> int:
-    """The first slot the step reads or writes that the group keeps: the attention window,
-    the chunk or the state of the first token written (at slot ``computed``)."""
-    if group.kind == SLIDING_WINDOW:
-        return max(0, computed - group.span + 1 - group.retained)
-    if group.kind == CHUNKED_LOCAL:
-        return computed // group.span * group.span
-    if group.kind == MAMBA:
-        return max(0, computed - 1)
-    return 0
+    """The first slot a step starting at slot ``computed`` reads or writes that ``group`` keeps:
+    the window, the chunk or the state of its first token."""
+    return KINDS[group.kind].first_live_slot(group, computed)
 
 
 def blocks_needed(group: KvGroup, need: int) -> int:
@@ -51,12 +61,12 @@ def blocks_needed(group: KvGroup, need: int) -> int:
     return -(-need // group.block_size) + group.extra_blocks
 
 
-def shortfall(group: KvGroup, table: tuple[int, ...], computed: int, need: int) -> Optional[str]:
-    """What ``table`` lacks of the live slots [first_live_slot, need), or None when it holds them
-    all in real blocks."""
+def shortfall(group: KvGroup, table: tuple[int, ...], computed: int, need: int, writer: str) -> Optional[str]:
+    """What ``table`` lacks of the live slots [first_live_slot, need) that ``writer`` writes up
+    to, as the rest of a sentence about its request; None when it holds them all in real blocks."""
     size, reach = group.block_size, blocks_needed(group, need)
     if len(table) < reach:
-        return f"holds {len(table) * size} KV slots ({len(table)} blocks of {reach} needed)"
+        return f"holds {len(table) * size} KV slots in its {group.kind} group but {writer} writes to {need}"
     null = group.null_block
     if null is None:
         return None
@@ -65,4 +75,5 @@ def shortfall(group: KvGroup, table: tuple[int, ...], computed: int, need: int) 
     if null not in table[first:reach]:
         return None
     index = table.index(null, first, reach)
-    return f"has the null block at slots {index * size}-{(index + 1) * size - 1}, inside its live slots from {live}"
+    return (f"holds the null block at slots {index * size}-{(index + 1) * size - 1} in its {group.kind} group, "
+            f"inside slots {live}-{need - 1} the step reads or writes")
