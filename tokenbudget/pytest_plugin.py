@@ -134,6 +134,10 @@ class TokenbudgetSession:
         write("scope (not judged, schedulers):")
         for line, count in sorted(stats.exclusions.items()):
             write(f"  {line}: {count}")
+        if stats.kv_groups:
+            write("KV cache groups judged one by one (schedulers):")
+            for line, count in sorted(stats.kv_groups.items()):
+                write(f"  {line}: {count}")
         write(f"violations: {len(monitor.violations)}" + (f" (tests failed by strict: {len(self.failed_by_plugin)})"
                                                           if self.mode == "strict" else ""))
         for v in monitor.violations[:50]:

@@ -78,6 +78,7 @@ def test_real_passes_hold_in_every_group_while_its_freed_blocks_turn_null(
     engine, watched, records = run(groups())
     assert observe.scope(engine.scheduler).excluded == {}
     assert watched.violations == [] and watched.stats.steps == 14
+    assert watched.stats.kv_groups == {" + ".join(kinds): 1}
     assert [g.kind for g, _ in records[3].kv_groups] == kinds
     assert null_entries(records, kinds[-1]) > 0  # the last group freed blocks: its rule was exercised
 
