@@ -67,3 +67,11 @@ def test_a_mamba_group_holds_its_speculative_blocks_past_the_target_rows_and_no_
     short = {"0": (NULL, NULL, NULL, 13, 14, 15, 16, 17), "1": (20, 21, 22)}
     assert [m.split(" (")[0] for _, m in inv.kv_capacity.predicate(record(short, mamba))] == [
         "0 holds 32 KV slots in its mamba group but the step writes to 26"]
+
+
+def test_a_window_rebuilt_from_a_replay_start_needs_no_block_below_that_start() -> None:
+    tables = {"0": (NULL, NULL, NULL, NULL, 12, 13, 14, 15), "1": (20, 21)}  # slots 9-15 null: below the start
+    replayed = replace(record(tables), kv_groups=(GroupTables(WINDOW, tables, {"0": 16}),))
+    assert inv.kv_capacity.predicate(replayed) == []
+    assert [m.split(",")[0] for _, m in inv.kv_capacity.predicate(record(tables))] == [
+        "0 holds the null block at slots 8-11 in its sliding window group"]

@@ -59,7 +59,7 @@ def run(groups: list[Any], plant: Callable[[Any], None] = lambda manager: None, 
 
 def null_entries(records: list[Any], kind: str) -> int:
     """How many null blocks the tables of ``kind``'s group held over the run: blocks freed."""
-    return sum(table.count(g.null_block) for rec in records for g, tables in rec.kv_groups if g.kind == kind
+    return sum(table.count(g.null_block) for rec in records for g, tables, _ in rec.kv_groups if g.kind == kind
                for table in tables.values())
 
 
@@ -79,7 +79,7 @@ def test_real_passes_hold_in_every_group_while_its_freed_blocks_turn_null(
     assert observe.scope(engine.scheduler).excluded == {}
     assert watched.violations == [] and watched.stats.steps == 14
     assert watched.stats.kv_groups == {" + ".join(kinds): 1}
-    assert [g.kind for g, _ in records[3].kv_groups] == kinds
+    assert [tables.group.kind for tables in records[3].kv_groups] == kinds
     assert null_entries(records, kinds[-1]) > 0  # the last group freed blocks: its rule was exercised
 
 

@@ -205,8 +205,8 @@ def kv_capacity(rec: StepRecord) -> list[Breach]:
     if rec.kv_blocks_in_use > lim.num_kv_blocks:
         out.append((rec.step, f"{rec.kv_blocks_in_use} blocks in use, pool {lim.num_kv_blocks}"))
     if rec.kv_groups:
-        for group, tables in rec.kv_groups:
-            out += _group_holds_its_need(rec, group, tables)
+        for group, tables, starts in rec.kv_groups:
+            out += _group_holds_its_need(rec, group, tables, starts)
             out += _owned_twice(rec.step, _null_blocks_apart(tables, group.null_block), rec.block_keys)
         return out
     computed_before, block_tables, runner_rows = rec.computed_before, rec.block_tables, rec.runner_rows
@@ -221,10 +221,10 @@ def kv_capacity(rec: StepRecord) -> list[Breach]:
     return out + _owned_twice(rec.step, block_tables, rec.block_keys)
 
 
-def _group_holds_its_need(rec: StepRecord, group: kv_groups.KvGroup, tables: Mapping[str, tuple[int, ...]]
-                          ) -> list[Breach]:
+def _group_holds_its_need(rec: StepRecord, group: kv_groups.KvGroup, tables: Mapping[str, tuple[int, ...]],
+                          starts: Mapping[str, int]) -> list[Breach]:
     """Each scheduled request's table in ``group`` holds the slots the step writes, in real blocks
-    from the first slot the group's kind keeps (``kv_groups.shortfall``)."""
+    from the first slot the group's kind keeps, or its KV's start (``kv_groups.shortfall``)."""
     lim, out = rec.limits, []
     for rid, grant in rec.num_scheduled_tokens.items():
         computed = rec.computed_before[rid]
@@ -232,7 +232,7 @@ def _group_holds_its_need(rec: StepRecord, group: kv_groups.KvGroup, tables: Map
         lookahead = lim.lookahead if kv_groups.KINDS[group.kind].drafter_writes else 0
         need = grant_rules.kv_slots_needed(computed, target_rows, lookahead, lim.max_model_len)
         writer = _writer(lim) if lookahead else "the step"
-        short = kv_groups.shortfall(group, tables.get(rid, ()), computed, need, writer)
+        short = kv_groups.shortfall(group, tables.get(rid, ()), computed, need, writer, starts.get(rid, 0))
         if short is not None:
             terms = _need_terms(computed, grant, target_rows, lookahead, need, lim.max_model_len)
             out.append((rec.step, f"{rid} {short} ({terms})"))

@@ -5,7 +5,7 @@ the group's null block."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, Mapping, NamedTuple, Optional
 
 FULL = "full attention"
 SLIDING_WINDOW = "sliding window"
@@ -28,10 +28,13 @@ class KvGroup:
 
 
 class GroupTables(NamedTuple):
-    """A group and each live request's table in it."""
+    """A group and each live request's table in it; ``starts``: the slot a request's KV in
+    this group starts at, where the step reads none below it (a prefix hit this group cannot
+    share, its window rebuilt from there), else absent."""
 
     group: KvGroup
     tables: dict[str, tuple[int, ...]]
+    starts: Mapping[str, int] = {}
 
 
 class Kind(NamedTuple):
@@ -61,16 +64,18 @@ def blocks_needed(group: KvGroup, need: int) -> int:
     return -(-need // group.block_size) + group.extra_blocks
 
 
-def shortfall(group: KvGroup, table: tuple[int, ...], computed: int, need: int, writer: str) -> Optional[str]:
-    """What ``table`` lacks of the live slots [first_live_slot, need) that ``writer`` writes up
-    to, as the rest of a sentence about its request; None when it holds them all in real blocks."""
+def shortfall(group: KvGroup, table: tuple[int, ...], computed: int, need: int, writer: str, start: int = 0
+              ) -> Optional[str]:
+    """What ``table`` lacks of the live slots [max(first_live_slot, start), need) that ``writer``
+    writes up to, as the rest of a sentence about its request; None when it holds them all in
+    real blocks."""
     size, reach = group.block_size, blocks_needed(group, need)
     if len(table) < reach:
         return f"holds {len(table) * size} KV slots in its {group.kind} group but {writer} writes to {need}"
     null = group.null_block
     if null is None:
         return None
-    live = first_live_slot(group, computed)
+    live = max(first_live_slot(group, computed), start)
     first = live // size
     if null not in table[first:reach]:
         return None

@@ -146,15 +146,20 @@ def judged_groups(sched: Any) -> list[tuple[int, KvGroup]]:
 
 def group_tables(sched: Any, running: tuple[str, ...]) -> tuple[tuple[GroupTables, ...], dict[int, object]]:
     """Each judged group's table of each running request (``judged_groups``; none where
-    ``blocks``'s one table is all), and the hash of each block more than one holds."""
+    ``blocks``'s one table is all), with where a request's KV starts in a group that replays the
+    window of a prefix hit (``Request.replay_start``), and the hash of each block more than one holds."""
     judged = judged_groups(sched)
     if not judged:
         return (), {}
     manager = sched.kv_cache_manager
     ids = {rid: manager.get_block_ids(rid) for rid in running}
     pool_blocks, null = manager.block_pool.blocks, manager.block_pool.null_block.block_id
-    out = tuple(GroupTables(group, {rid: tuple(held[index]) for rid, held in ids.items()}) for index, group in judged)
-    shared: dict[int, object] = {b: pool_blocks[b].block_hash for _, tables in out for table in tables.values()
+    replayed = getattr(sched, "prefix_replay_group_ids", ())  # scheduler.py:293-297 (vLLM 0.32.0), :302 (0.33.0), :304 (0.34.0)
+    starts = {rid: r.replay_start for rid in running if (r := sched.requests.get(rid)) is not None
+              and getattr(r, "replay_start", 0)} if replayed else {}  # vllm/v1/request.py:207-209 (vLLM 0.32.0)
+    out = tuple(GroupTables(group, {rid: tuple(held[index]) for rid, held in ids.items()},
+                            starts if index in replayed else {}) for index, group in judged)
+    shared: dict[int, object] = {b: pool_blocks[b].block_hash for _, tables, _ in out for table in tables.values()
                                  for b in table if b != null and pool_blocks[b].ref_cnt > 1}
     return out, shared
 
