@@ -59,10 +59,9 @@ class StepRecord:
 
     Per scheduled request: the grant (``num_scheduled_tokens``), the drafts scheduled with
     it, the runner rows it really occupies, the computed tokens it started from and its
-    token count. ``block_tables`` holds every live request's KV blocks after the pass,
+    token count. ``block_tables`` holds every live request's KV blocks after the pass (and
+    ``kv_groups`` each KV cache group's, where more than that one full-attention group),
     ``block_keys`` the content key of each block that holds one (prefix cache).
-    ``kv_groups`` holds every KV cache group's tables where a target has more than the one
-    full-attention group of ``block_tables`` (empty: that one group is all).
     ``ledger`` and ``progress_possible`` are None where the target does not expose them.
 
     ``fingerprint`` stands for the target's whole scheduler state at the start of the pass
