@@ -136,6 +136,10 @@ class TokenbudgetSession:
         write("scope (not judged, schedulers):")
         for line, count in sorted(stats.exclusions.items()):
             write(f"  {line}: {count}")
+        if stats.kv_groups:
+            write("KV cache groups judged one by one (schedulers):")
+            for line, count in sorted(stats.kv_groups.items()):
+                write(f"  {line}: {count}")
         if monitor.known:
             write(f"known (a finding of vLLM's explains each; strict fails none): {len(monitor.known)}")
             for v in monitor.known[:20]:

@@ -1,5 +1,6 @@
 """observe's scope rules on stand-ins for vLLM's objects (no vLLM here): which KV group is
-read, what is not judged on which scheduler, and when the step half of progress is not asked."""
+read, which groups are judged, what is not judged on which scheduler, and when the step half
+of progress is not asked."""
 from __future__ import annotations
 
 import enum
@@ -20,6 +21,25 @@ class MambaSpec:
     block_size = 16
 
 
+NULL_BLOCK = SimpleNamespace(block_id=0)
+
+
+class FullAttentionManager:  # named as vLLM's managers, one per group, the way kv_groups tells the kinds apart
+    block_size = 16
+    block_pool = SimpleNamespace(null_block=NULL_BLOCK)
+
+
+class SlidingWindowManager(FullAttentionManager):
+    sliding_window, extra_retained_tokens = 8, 0
+
+
+class MambaManager(FullAttentionManager):
+    mamba_cache_mode, num_speculative_blocks = "align", 0
+
+
+MANAGERS = {FullAttentionSpec: FullAttentionManager, SlidingWindowSpec: SlidingWindowManager, MambaSpec: MambaManager}
+
+
 class Scheduler:  # named as vLLM's, the way observe tells the kinds apart
     def __init__(self, *specs: type, diffusion: bool = False, encoder_decoder: bool = False) -> None:
         groups = [SimpleNamespace(kv_cache_spec=spec()) for spec in specs]
@@ -29,16 +49,22 @@ class Scheduler:  # named as vLLM's, the way observe tells the kinds apart
         self.is_encoder_decoder = encoder_decoder
         self.num_sampled_tokens_per_step = 0 if diffusion else 1
         self.connector = None
-        self.kv_cache_manager = KVCacheManager()
+        self.kv_cache_manager = KVCacheManager(tuple(MANAGERS[spec]() for spec in specs))
 
 
 class AsyncScheduler(Scheduler):
     pass
 
 
+class Coordinator:
+    def __init__(self, managers: tuple[object, ...]) -> None:
+        self.single_type_managers = managers
+
+
 class KVCacheManager:
-    def __init__(self) -> None:
+    def __init__(self, managers: tuple[object, ...] = ()) -> None:
         self.block_pool = SimpleNamespace()
+        self.coordinator = Coordinator(managers)
 
     def allocate_slots(self) -> None:
         """A method a test may replace on the instance."""
@@ -49,11 +75,18 @@ class PauseState(enum.IntEnum):
     PAUSED_ALL = 2
 
 
-def test_the_first_full_attention_group_is_read_and_a_scheduler_without_one_has_kv_capacity_out_of_scope() -> None:
+def test_every_group_with_a_written_rule_is_judged_and_each_other_group_says_why_not() -> None:
     assert observe.kv_group(Scheduler(SlidingWindowSpec, FullAttentionSpec)) == 1
     assert observe.scope(Scheduler(SlidingWindowSpec, FullAttentionSpec)).excluded == {}
-    excluded = observe.scope(Scheduler(SlidingWindowSpec, MambaSpec)).excluded
-    assert set(excluded) == {"kv-capacity"} and "MambaSpec, SlidingWindowSpec" in excluded["kv-capacity"]
+    assert observe.scope(Scheduler(SlidingWindowSpec)).excluded == {}
+    hybrid = Scheduler(SlidingWindowSpec, MambaSpec)
+    excluded = observe.scope(hybrid).excluded
+    assert set(excluded) == {"kv-capacity (group 1)"} and "align-mode Mamba" in excluded["kv-capacity (group 1)"]
+    assert observe.scope(hybrid).applies("kv-capacity")
+    assert [(i, g.kind, g.span) for i, g in observe.judged_groups(hybrid)] == [(0, "sliding window", 8)]
+    assert observe.judged_groups(Scheduler(FullAttentionSpec)) == []  # the one table of observe.blocks is all
+    alone = observe.scope(Scheduler(MambaSpec)).excluded
+    assert set(alone) == {"kv-capacity"} and "align-mode Mamba" in alone["kv-capacity"]
 
 
 def test_diffusion_and_encoder_decoder_schedulers_say_what_is_not_judged() -> None:

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, count
 from typing import Any, Callable, Mapping, Optional
 
-from . import grant_rules
+from . import grant_rules, kv_groups
 from .queue_ids import WaitingTally
 from .records import RequestState, RunRecord, StepLimits, StepOutcome, StepRecord
 
@@ -197,13 +197,18 @@ def _need_terms(computed: int, grant: int, target_rows: int, lookahead: int, nee
 
 
 @invariant("kv-capacity", STEP, "blocks in use <= pool; a scheduled request holds the KV slots it physically writes "
-           "(computed + target rows + the L the drafter writes past them, from the method table); no block owned twice "
-           "outside a shared prefix")
+           "(computed + target rows + the L the drafter writes past them, from the method table), in every KV cache "
+           "group from the slot its kind keeps on; no block owned twice outside a shared prefix")
 def kv_capacity(rec: StepRecord) -> list[Breach]:
     lim = rec.limits
     out = []
     if rec.kv_blocks_in_use > lim.num_kv_blocks:
         out.append((rec.step, f"{rec.kv_blocks_in_use} blocks in use, pool {lim.num_kv_blocks}"))
+    if rec.kv_groups:
+        for group, tables, starts in rec.kv_groups:
+            out += _group_holds_its_need(rec, group, tables, starts)
+            out += _owned_twice(rec.step, _null_blocks_apart(tables, group.null_block), rec.block_keys)
+        return out
     computed_before, block_tables, runner_rows = rec.computed_before, rec.block_tables, rec.runner_rows
     d, lookahead, max_model_len, block_size = lim.draft_slots, lim.lookahead, lim.max_model_len, lim.block_size
     for rid, grant in rec.num_scheduled_tokens.items():
@@ -213,20 +218,55 @@ def kv_capacity(rec: StepRecord) -> list[Breach]:
         if held < need:
             terms = _need_terms(computed_before[rid], grant, target_rows, lookahead, need, max_model_len)
             out.append((rec.step, f"{rid} holds {held} KV slots but {_writer(lim)} writes to {need} ({terms})"))
-    if _held_twice_only_as_shared_prefix(rec):
-        return out
+    return out + _owned_twice(rec.step, block_tables, rec.block_keys)
+
+
+def _group_holds_its_need(rec: StepRecord, group: kv_groups.KvGroup, tables: Mapping[str, tuple[int, ...]],
+                          starts: Mapping[str, int]) -> list[Breach]:
+    """Each scheduled request's table in ``group`` holds the slots the step writes, in real blocks
+    from the first slot the group's kind keeps, or its KV's start (``kv_groups.shortfall``)."""
+    lim, out = rec.limits, []
+    for rid, grant in rec.num_scheduled_tokens.items():
+        computed = rec.computed_before[rid]
+        target_rows = rec.runner_rows[rid] - lim.draft_slots if rid in rec.runner_rows else grant
+        lookahead = lim.lookahead if kv_groups.KINDS[group.kind].drafter_writes else 0
+        need = grant_rules.kv_slots_needed(computed, target_rows, lookahead, lim.max_model_len)
+        writer = _writer(lim) if lookahead else "the step"
+        short = kv_groups.shortfall(group, tables.get(rid, ()), computed, need, writer, starts.get(rid, 0))
+        if short is not None:
+            terms = _need_terms(computed, grant, target_rows, lookahead, need, lim.max_model_len)
+            out.append((rec.step, f"{rid} {short} ({terms})"))
+    return out
+
+
+def _null_blocks_apart(tables: Mapping[str, tuple[int, ...]], null: Optional[int]) -> Mapping[str, tuple[int, ...]]:
+    """``tables`` with each null block entry made a distinct negative id: a freed slot is no block owned."""
+    if null is None:
+        return tables
+    fresh = count(-1, -1)
+    return {rid: tuple(next(fresh) if b == null else b for b in table) if null in table else table
+            for rid, table in tables.items()}
+
+
+def _owned_twice(step: int, block_tables: Mapping[str, tuple[int, ...]], block_keys: Mapping[int, object]
+                 ) -> list[Breach]:
+    """A block in two tables (or twice in one) that is not a shared prefix block (a content key,
+    at one index in every table holding it)."""
+    if _held_twice_only_as_shared_prefix(block_tables, block_keys):
+        return []
     seen: set[int] = set()
     twice: set[int] = set()
     for table in block_tables.values():
         blocks = set(table)
         if len(blocks) < len(table):
-            twice.update(block for block, count in Counter(table).items() if count > 1)
+            twice.update(block for block, times in Counter(table).items() if times > 1)
         twice |= seen & blocks
         seen |= blocks
     if not twice:
-        return out
+        return []
+    out = []
     owner: dict[int, tuple[str, int]] = {}
-    for rid, table in rec.block_tables.items():
+    for rid, table in block_tables.items():
         if twice.isdisjoint(table):
             continue
         for index, block in enumerate(table):
@@ -235,22 +275,22 @@ def kv_capacity(rec: StepRecord) -> list[Breach]:
             first = owner.setdefault(block, (rid, index))
             if first[0] == rid and first[1] == index:
                 continue
-            if block not in rec.block_keys or first[1] != index:
-                out.append((rec.step,
-                            f"block {block} is owned by {first[0]} and {rid} without a shared prefix"))
+            if block not in block_keys or first[1] != index:
+                out.append((step, f"block {block} is owned by {first[0]} and {rid} without a shared prefix"))
     return out
 
 
-def _held_twice_only_as_shared_prefix(rec: StepRecord) -> bool:
+def _held_twice_only_as_shared_prefix(block_tables: Mapping[str, tuple[int, ...]],
+                                      block_keys: Mapping[int, object]) -> bool:
     """Whether every block held more than once is a shared-prefix block (``block_keys``) at
     one index in every table that holds it, so that the ownership walk would find nothing.
     Linear in the blocks held: each table is read once, in C, and only the keyed blocks
     it shares are looked at one by one; a step where no block is held twice (no prefix
     shared) costs one set of every block held."""
-    tables = rec.block_tables.values()
+    tables = block_tables.values()
     if len(set(chain.from_iterable(tables))) == sum(map(len, tables)):
         return True
-    keyed = rec.block_keys.keys()
+    keyed = block_keys.keys()
     index_of: dict[int, int] = {}  # keyed block -> its index in the tables that hold it
     seen: set[int] = set()
     for table in tables:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Hashable, Iterable, NamedTuple, Optional, Sequence
 
+from .kv_groups import GroupTables
+
 
 @dataclass(frozen=True)
 class StepLimits:
@@ -57,7 +59,8 @@ class StepRecord:
 
     Per scheduled request: the grant (``num_scheduled_tokens``), the drafts scheduled with
     it, the runner rows it really occupies, the computed tokens it started from and its
-    token count. ``block_tables`` holds every live request's KV blocks after the pass,
+    token count. ``block_tables`` holds every live request's KV blocks after the pass (and
+    ``kv_groups`` each KV cache group's, where more than that one full-attention group),
     ``block_keys`` the content key of each block that holds one (prefix cache).
     ``ledger`` and ``progress_possible`` are None where the target does not expose them.
 
@@ -93,6 +96,7 @@ class StepRecord:
     paused: frozenset[str] = frozenset()  # running decodes the worker paused: 0 rows, no grant
     fingerprint: Optional[Hashable] = None  # the scheduler state at the start of the pass (see above)
     stale_drafts: frozenset[str] = frozenset()  # async: scheduled with placeholder drafts made for an earlier step
+    kv_groups: tuple[GroupTables, ...] = ()  # every KV cache group, where not the one of block_tables
 
     @property
     def total_scheduled_tokens(self) -> int:
@@ -111,6 +115,7 @@ def pass_record(
     initial_token_budget: Optional[int] = None, initial_input_budget: Optional[int] = None,
     ledger: Optional[Iterable[LedgerEntry]] = None, progress_possible: Optional[bool] = None,
     unserved_demand: Optional[int] = None, error: Optional[str] = None, fingerprint: Optional[Hashable] = None,
+    kv_groups: Iterable[GroupTables] = (),
 ) -> StepRecord:
     """The StepRecord of one pass, the one way every target builds it: the maps are taken as
     given (not copied), the id sets become frozensets and the sequences tuples (``waiting`` is
@@ -122,7 +127,7 @@ def pass_record(
         block_tables=block_tables, block_keys=block_keys, initial_token_budget=initial_token_budget,
         initial_input_budget=initial_input_budget, ledger=None if ledger is None else tuple(ledger),
         progress_possible=progress_possible, unserved_demand=unserved_demand, error=error,
-        paused=frozenset(paused), fingerprint=fingerprint,
+        paused=frozenset(paused), fingerprint=fingerprint, kv_groups=tuple(kv_groups),
     )
 
 

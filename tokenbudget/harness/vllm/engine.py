@@ -12,7 +12,7 @@ import tempfile
 import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Hashable, Mapping
+from typing import TYPE_CHECKING, Any, Hashable, Mapping, Optional, Sequence
 
 from ...model.vllm.versions import MODELLED, NEWEST, VLLM_VERSIONS, modelled_version, nearest_version, release_key
 from ...spec.records import RequestState, StepLimits, StepRecord
@@ -145,8 +145,9 @@ def cannot_start(exc: Exception) -> EngineUnavailable:
                              "run one of those, or report this line")
 
 
-def build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
-    """A fresh ``vllm.v1.core.sched.scheduler.Scheduler`` for ``cfg``.
+def build_vllm_scheduler(cfg: BudgetConfig, kv_cache_groups: Optional[Sequence[Any]] = None) -> VllmScheduler:
+    """A fresh ``vllm.v1.core.sched.scheduler.Scheduler`` for ``cfg``; its KV cache groups are
+    ``kv_cache_groups`` (vLLM's ``KVCacheGroupSpec``s) when given, else one full-attention group.
 
     Raises EngineUnavailable without vLLM (EngineIncompatible when a class or attribute the
     harness uses is gone), ValueError (vLLM's own message) for a config vLLM rejects, and
@@ -154,7 +155,7 @@ def build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
     """
     _import_vllm()
     try:
-        return _build_vllm_scheduler(cfg)
+        return _build_vllm_scheduler(cfg, kv_cache_groups)
     except (AttributeError, ImportError) as exc:
         raise incompatible(exc) from None
     except (ValueError, EngineUnavailable):
@@ -163,17 +164,17 @@ def build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
         raise cannot_start(exc) from None
 
 
-def _build_vllm_scheduler(cfg: BudgetConfig) -> VllmScheduler:
+def _build_vllm_scheduler(cfg: BudgetConfig, kv_cache_groups: Optional[Sequence[Any]]) -> VllmScheduler:
     import torch
     from vllm.v1.core.sched.scheduler import Scheduler
     from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
     from vllm.v1.structured_output import StructuredOutputManager
 
     num_blocks = cfg.num_kv_blocks + 1  # + vLLM's null block
-    spec = FullAttentionSpec(block_size=cfg.block_size, num_kv_heads=1, head_size=1, dtype=torch.float32)
-    kv_cache_config = KVCacheConfig(
-        num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)]
-    )
+    if kv_cache_groups is None:
+        spec = FullAttentionSpec(block_size=cfg.block_size, num_kv_heads=1, head_size=1, dtype=torch.float32)
+        kv_cache_groups = [KVCacheGroupSpec(["layer"], spec)]
+    kv_cache_config = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=list(kv_cache_groups))
     _register_fake_model_class()
     with tempfile.TemporaryDirectory(prefix="tokenbudget-vllm-") as model_dir:
         vllm_config = _vllm_config(cfg, Path(model_dir))
@@ -302,10 +303,10 @@ class VllmEngine:
 
     worker_fills_placeholders = False  # the runner drafts in place of -1 placeholders (async: ``async_runner``)
 
-    def __init__(self, cfg: BudgetConfig) -> None:
-        """Raises as ``build_vllm_scheduler``."""
+    def __init__(self, cfg: BudgetConfig, kv_cache_groups: Optional[Sequence[Any]] = None) -> None:
+        """Raises as ``build_vllm_scheduler`` (``kv_cache_groups`` as there)."""
         self.cfg = cfg
-        self.scheduler = build_vllm_scheduler(cfg)
+        self.scheduler = build_vllm_scheduler(cfg, kv_cache_groups)
         self.version = engine_version()
         self.num_steps = 0
         try:

@@ -48,6 +48,7 @@ class MonitorStats:
     preempted_outside_a_pass: int = 0
     seconds: float = 0.0  # spent observing and judging, the scheduler's own calls left out
     exclusions: Counter[str] = field(default_factory=Counter)  # "invariant: why" -> schedulers
+    kv_groups: Counter[str] = field(default_factory=Counter)  # "kind + kind" judged one by one -> schedulers
 
 
 class Monitor:
@@ -68,6 +69,9 @@ class Monitor:
         self.stats.schedulers += 1
         for line in watch.scope_lines():
             self.stats.exclusions[line] += 1
+        kinds = [group.kind for _, group in observe.judged_groups(sched)]
+        if kinds:
+            self.stats.kv_groups[" + ".join(kinds)] += 1
         return watch
 
     @contextlib.contextmanager

@@ -3,13 +3,16 @@ and what its calls returned to the spec's records."""
 from __future__ import annotations
 
 import functools
+import weakref
 from dataclasses import dataclass, replace
 from typing import Any, Hashable, Iterable, Mapping, Optional, Sequence
 
 
 from ...spec.grant_rules import kv_slots_needed
+from ...spec.kv_groups import GroupTables, KvGroup
 from ...spec.records import RequestState, StepLimits, StepOutcome, StepRecord, pass_record
 from ...spec.target import describe
+from . import kv_groups
 from .pass_memo import PassMemo
 
 FULL_ATTENTION_SPECS = ("FullAttentionSpec", "MLAAttentionSpec")  # tables hold every slot a request writes
@@ -50,12 +53,15 @@ def is_diffusion(sched: Any) -> bool:
 def scope(sched: Any) -> Scope:
     """Which invariants apply to ``sched``'s records, and why each other one does not."""
     excluded: dict[str, str] = {}
-    groups = sched.kv_cache_config.kv_cache_groups
-    if not groups:
+    if not sched.kv_cache_config.kv_cache_groups:
         excluded["kv-capacity"] = "no KV cache group (an attention-free model)"
-    elif kv_group(sched) is None:
-        kinds = sorted({type(g.kv_cache_spec).__name__ for g in groups})
-        excluded["kv-capacity"] = f"no full-attention KV group ({', '.join(kinds)}): no table holds every slot written"
+    else:
+        groups = kv_groups.groups(sched)
+        why_not = {f"kv-capacity (group {i})": g for i, g in enumerate(groups) if isinstance(g, str)}
+        if len(why_not) == len(groups):
+            excluded["kv-capacity"] = "no KV cache group judged: " + "; ".join(sorted(set(why_not.values())))
+        else:
+            excluded.update(why_not)
     if is_diffusion(sched):
         excluded["spec-shape"] = "diffusion: scheduled_spec_decode_tokens carry the canvas, not drafts"
     if getattr(sched, "is_encoder_decoder", False):
@@ -123,6 +129,39 @@ def blocks(sched: Any, running: tuple[str, ...], memo: Optional[PassMemo] = None
     shared: dict[int, object] = {
         b: pool_blocks[b].block_hash for table in tables.values() for b in table if pool_blocks[b].ref_cnt > 1}
     return in_use, tables, shared
+
+
+_JUDGED: weakref.WeakKeyDictionary[Any, list[tuple[int, KvGroup]]] = weakref.WeakKeyDictionary()
+
+
+def judged_groups(sched: Any) -> list[tuple[int, KvGroup]]:
+    """The KV cache groups ``kv-capacity`` judges one by one (``kv_groups.judged``), read once per
+    scheduler; empty where the one full-attention group of ``blocks`` is all there is."""
+    coordinator = sched.kv_cache_manager.coordinator
+    found = _JUDGED.get(coordinator)
+    if found is None:
+        found = _JUDGED[coordinator] = kv_groups.judged(sched) if kv_groups.beyond_one_full_group(sched) else []
+    return found
+
+
+def group_tables(sched: Any, running: tuple[str, ...]) -> tuple[tuple[GroupTables, ...], dict[int, object]]:
+    """Each judged group's table of each running request (``judged_groups``; none where
+    ``blocks``'s one table is all), with where a request's KV starts in a group that replays the
+    window of a prefix hit (``Request.replay_start``), and the hash of each block more than one holds."""
+    judged = judged_groups(sched)
+    if not judged:
+        return (), {}
+    manager = sched.kv_cache_manager
+    ids = {rid: manager.get_block_ids(rid) for rid in running}
+    pool_blocks, null = manager.block_pool.blocks, manager.block_pool.null_block.block_id
+    replayed = getattr(sched, "prefix_replay_group_ids", ())  # scheduler.py:293-297 (vLLM 0.32.0), :302 (0.33.0), :304 (0.34.0)
+    starts = {rid: r.replay_start for rid in running if (r := sched.requests.get(rid)) is not None
+              and getattr(r, "replay_start", 0)} if replayed else {}  # vllm/v1/request.py:207-209 (vLLM 0.32.0)
+    out = tuple(GroupTables(group, {rid: tuple(held[index]) for rid, held in ids.items()},
+                            starts if index in replayed else {}) for index, group in judged)
+    shared: dict[int, object] = {b: pool_blocks[b].block_hash for _, tables, _ in out for table in tables.values()
+                                 for b in table if b != null and pool_blocks[b].ref_cnt > 1}
+    return out, shared
 
 
 def fingerprint(sched: Any) -> Hashable:
@@ -275,8 +314,10 @@ def step_record(step: int, lim: StepLimits, sched: Any, out: Any, preempted: tup
         padded = frozenset(rid for rid, t in spec_tokens.items() if t and t.count(-1) == len(t))
     running, waiting = queues(sched, memo)
     in_use, tables, shared = blocks(sched, running, memo)
+    groups, group_shared = group_tables(sched, running)
     return pass_record(step, lim, grants, drafts, rows, computed, num_tokens, prefill, preempted, running, waiting,
-                       in_use, tables, shared, padded=padded, progress_possible=possible, fingerprint=fingerprint)
+                       in_use, tables, {**shared, **group_shared} if group_shared else shared, padded=padded,
+                       progress_possible=possible, fingerprint=fingerprint, kv_groups=groups)
 
 
 def samples(sched: Any, out: Any) -> frozenset[str]:
@@ -303,8 +344,10 @@ def error_record(step: int, lim: StepLimits, sched: Any, preempted: tuple[str, .
     as the exception left them."""
     running, waiting = queues(sched, memo)
     in_use, tables, shared = blocks(sched, running, memo)
-    return pass_record(step, lim, {}, {}, {}, {}, {}, (), preempted, running, waiting, in_use, tables, shared,
-                       error=engine_error(exc), fingerprint=fingerprint)
+    groups, group_shared = group_tables(sched, running)
+    return pass_record(step, lim, {}, {}, {}, {}, {}, (), preempted, running, waiting, in_use, tables,
+                       {**shared, **group_shared} if group_shared else shared, error=engine_error(exc),
+                       fingerprint=fingerprint, kv_groups=groups)
 
 
 def engine_error(exc: BaseException) -> str:
