@@ -58,8 +58,8 @@ def test_the_first_full_attention_group_is_read_and_a_scheduler_without_one_has_
 
 def test_diffusion_and_encoder_decoder_schedulers_say_what_is_not_judged() -> None:
     assert set(observe.scope(Scheduler(FullAttentionSpec, diffusion=True)).excluded) == {"spec-shape"}
-    assert set(observe.scope(Scheduler(FullAttentionSpec, encoder_decoder=True)).excluded) == {"model-len",
-                                                                                             "kv-capacity"}
+    assert set(observe.scope(Scheduler(FullAttentionSpec, encoder_decoder=True)).excluded) == {
+        "model-len", "kv-capacity", "encoder-ready"}
 
 
 def test_the_step_half_of_progress_is_asked_of_the_plain_synchronous_loop_only() -> None:

@@ -314,7 +314,8 @@ def placeholder_fresh(rec: StepRecord) -> list[Breach]:
 def encoder_cap(rec: StepRecord) -> list[Breach]:
     if not rec.encoder_inputs and not rec.encoder_cache_used:
         return []
-    lim, out = rec.limits, []
+    lim = rec.limits
+    out: list[Breach] = []
     computed = sum(e.embeds for e in rec.encoder_inputs if e.scheduled)
     if computed > lim.encoder_compute_budget:
         inputs = ", ".join(f"{e.request_id}[{e.index}] {e.embeds}" for e in rec.encoder_inputs if e.scheduled)

@@ -12,7 +12,7 @@ import tempfile
 import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Hashable, Mapping
+from typing import TYPE_CHECKING, Any, Hashable, Mapping, Sequence
 
 from ...model.vllm.versions import MODELLED, NEWEST, VLLM_VERSIONS, modelled_version, nearest_version, release_key
 from ...spec.records import RequestState, StepLimits, StepRecord
@@ -348,9 +348,11 @@ class VllmEngine:
         priority: int = 0,
         prefix_group: str | None = None,
         prefix_len: int = 0,
+        mm_features: Sequence[Any] = (),
     ) -> None:
-        """Queue a request. ValueError for a duplicate id or a prompt vLLM's input
-        processor would refuse (empty, or not shorter than max_model_len)."""
+        """Queue a request (with ``mm_features``: vLLM's ``MultiModalFeatureSpec`` of each encoder
+        input). ValueError for a duplicate id or a prompt vLLM's input processor would refuse
+        (empty, or not shorter than max_model_len)."""
         if rid in self._token_base:
             raise ValueError(f"duplicate request id {rid!r}")
         if not 0 < prompt_len < self.cfg.max_model_len:
@@ -369,6 +371,7 @@ class VllmEngine:
             arrival_time=float(self._arrivals),  # deterministic priority tie-break
             priority=priority,
             block_hasher=self._block_hasher,
+            mm_features=list(mm_features) or None,
         )
         self._token_base[rid] = zlib.crc32(rid.encode())
         self._state_changes += 1
