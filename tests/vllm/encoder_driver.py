@@ -5,8 +5,8 @@ saw).
 vLLM sizes the encoder budget and cache from a multimodal model's processor
 (``MultiModalBudget``, scheduler.py:256-284 (vLLM 0.32.0)), which needs torchvision and the
 model's processor files, neither of them here. So a text model's scheduler is given them as
-its ``__init__`` gives them: ``max_num_encoder_input_tokens`` and an ``EncoderCacheManager`` of
-the cache size. Every encoder decision is then vLLM's own (``_try_schedule_encoder_inputs``,
+its ``__init__`` gives them, the way vLLM's own tests do (test_scheduler.py:4586-4587 (vLLM
+0.32.0)): ``max_num_encoder_input_tokens`` and an ``EncoderCacheManager`` of the cache size. Every encoder decision is then vLLM's own (``_try_schedule_encoder_inputs``,
 the manager's ``can_allocate``, ``allocate``, ``free``).
 """
 from __future__ import annotations
@@ -70,5 +70,30 @@ def run(engine: VllmEngine, steps: int = 40) -> dict[str, Any]:
             "violations": [[v.violation.invariant, str(v.violation)] for v in watched.violations]}
 
 
+PRIORITY = BudgetConfig(max_num_batched_tokens=32, max_num_seqs=4, block_size=4, num_kv_blocks=18, max_model_len=128,
+                        scheduling_policy="priority", enable_prefix_caching=False)
+
+
+def run_priority_preemption(steps: int = 20) -> dict[str, Any]:
+    """Under priority scheduling, a low-priority request whose chunk the running pass has
+    scheduled with an encoder input is preempted later in the same pass by a more urgent one
+    short of KV: what the monitor saw. With an encoder budget of one image a step, r's images
+    are encoded one per step, so its third is scheduled in the step where h (admitted after r)
+    runs out of blocks."""
+    engine = multimodal_engine(budget=8, cache=64, config=PRIORITY)
+    watched = monitor.attach(engine.scheduler)
+    engine.add("r", 48, 4, priority=5, mm_features=[feature(4, 8, "I1", None), feature(16, 8, "I2", None),
+                                                    feature(28, 8, "I3", None)])
+    engine.step({})
+    engine.add("h", 40, 4, priority=0)
+    for _ in range(steps):
+        engine.step({})
+    return {"steps": watched.stats.steps, "encoder_steps": watched.stats.encoder_steps,
+            "violations": [[v.violation.invariant, str(v.violation)] for v in watched.violations]}
+
+
 if __name__ == "__main__":
-    print(json.dumps(run(multimodal_engine(*map(int, sys.argv[1:3])))))
+    if sys.argv[1] == "priority-preemption":
+        print(json.dumps(run_priority_preemption()))
+    else:
+        print(json.dumps(run(multimodal_engine(*map(int, sys.argv[2:4])))))

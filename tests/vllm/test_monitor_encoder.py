@@ -1,7 +1,9 @@
 """The monitor judges vLLM's encoder budget and cache on multimodal requests
 (tests/vllm/encoder_driver.py): vLLM 0.32, 0.33 and 0.34 keep ``encoder-cap`` and
-``encoder-ready``; a slip planted in 0.33's encoder budget or cut (tests/vllm/encoder_slips.py)
-is reported with the invariant it breaks."""
+``encoder-ready`` on a mixed workload; a slip planted in 0.33's encoder budget or cut
+(tests/vllm/encoder_slips.py) is reported with the invariant it breaks; and each of them
+breaks ``encoder-ready`` when priority scheduling preempts a request in the pass that scheduled
+its encoder input (SPEC.md §2 ``encoder-ready``)."""
 from __future__ import annotations
 
 import json
@@ -10,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from encoder_driver import ENCODER_BUDGET, ENCODER_CACHE, feature, multimodal_engine, run
+from encoder_driver import ENCODER_BUDGET, ENCODER_CACHE, feature, multimodal_engine, run, run_priority_preemption
 from encoder_slips import BY_NAME
 from vllm_slips import plant
 
@@ -22,11 +24,11 @@ TESTS = Path(__file__).resolve().parents[1]
 BUDGET_ONE_SHORT = 23  # a's image (12) leaves 11: b's image (12) is one embedding past it
 
 
-def run_child(engine: Path, budget: int = ENCODER_BUDGET, cache: int = ENCODER_CACHE) -> dict:
-    """``encoder_driver.run`` on the vLLM in ``engine``, in a child process."""
+def run_child(engine: Path, budget: int = ENCODER_BUDGET, cache: int = ENCODER_CACHE, scenario: str = "mixed") -> dict:
+    """An ``encoder_driver`` scenario on the vLLM in ``engine``, in a child process."""
     env = child_env(engine)
     env["PYTHONPATH"] = f"{env['PYTHONPATH']}:{TESTS}:{TESTS / 'vllm'}"
-    done = subprocess.run([sys.executable, str(TESTS / "vllm" / "encoder_driver.py"), str(budget), str(cache)],
+    done = subprocess.run([sys.executable, str(TESTS / "vllm" / "encoder_driver.py"), scenario, str(budget), str(cache)],
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.splitlines()[-1])
@@ -88,3 +90,28 @@ def test_a_slip_in_the_encoder_budget_or_cut_is_reported(slip: str, budget: int,
     engine = plant(vllm033_path, BY_NAME[slip], tmp_path / "engine")
     seen = run_child(engine, budget)
     assert seen["violations"] and {invariant for invariant, _ in seen["violations"]} == {broken}
+
+
+LOST_INPUT = "r is granted 4 embeddings of encoder input 2 (I3), which is neither encoded in the step nor in the encoder cache"
+
+
+def test_a_same_pass_priority_preemption_loses_the_encoder_input_it_scheduled(vllm_imported: None) -> None:
+    seen = run_priority_preemption()
+    assert {invariant for invariant, _ in seen["violations"]} == {"encoder-ready"}
+    assert LOST_INPUT in seen["violations"][0][1]
+
+
+@pytest.mark.parametrize("folder", ["vllm033_path", "vllm034_path"])
+def test_0_33_and_0_34_lose_it_too(folder: str, request: pytest.FixtureRequest) -> None:
+    seen = run_child(request.getfixturevalue(folder), scenario="priority-preemption")
+    assert {invariant for invariant, _ in seen["violations"]} == {"encoder-ready"}
+    assert LOST_INPUT in seen["violations"][0][1]
+
+
+def test_an_encoder_given_after_the_scheduler_is_built_is_judged_on_its_limits(vllm_imported: None) -> None:
+    with monitor.watch() as watched:
+        engine = multimodal_engine()  # watched from its __init__, given its encoder after, as vLLM's tests do
+    engine.add("a", 40, 2, mm_features=[feature(4, 12, "A", None)])
+    for _ in range(4):
+        engine.step({})
+    assert watched.violations == [] and watched.stats.encoder_steps == 1

@@ -206,6 +206,7 @@ class SchedulerWatch:
         stats.steps += 1
         possible = observe.progress_possible(sched, self.limits) if self.judges_progress else None
         self.encoder_held |= observe.encoder_cache_keys(sched) - self.encoder_seen  # put there by hand: taken as encoded
+        self.limits = observe.with_encoder_limits(self.limits, sched)
         self.preemptions.start()
         called = time.perf_counter()
         try:

@@ -3,7 +3,7 @@ and what its calls returned to the spec's records."""
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import AbstractSet, Any, Hashable, Iterable, Mapping, Optional, Sequence
 
 
@@ -304,6 +304,15 @@ def encoder_inputs(sched: Any, out: Any, grants: Mapping[str, int], computed: Ma
             found.append(EncoderInput(rid, index, feature.identifier, place.get_num_embeds(), last - first,
                                       index in mine))
     return tuple(found)
+
+
+def with_encoder_limits(lim: StepLimits, sched: Any) -> StepLimits:
+    """``lim`` with the encoder budget and cache size ``sched`` has now: a test may give a text
+    model's scheduler an encoder after building it (vLLM's own, test_scheduler.py:4586-4587 (vLLM 0.32.0))."""
+    budget, size = sched.max_num_encoder_input_tokens, encoder_cache_size(sched)
+    if (budget, size) == (lim.encoder_compute_budget, lim.encoder_cache_size):
+        return lim
+    return replace(lim, encoder_compute_budget=budget, encoder_cache_size=size)
 
 
 def encoder_cache_keys(sched: Any) -> set[str]:
