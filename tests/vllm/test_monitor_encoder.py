@@ -66,13 +66,17 @@ def test_a_grant_over_an_image_the_runner_lacks_is_not_ready(vllm_imported: None
 def test_an_entry_a_test_puts_in_the_cache_by_hand_counts_as_encoded(vllm_imported: None) -> None:
     engine = multimodal_engine()
     watched = monitor.attach(engine.scheduler)
+    outputs = []
+    schedule = engine.scheduler.schedule
+    engine.scheduler.schedule = lambda: outputs.append(schedule()) or outputs[-1]
     engine.step({})
     engine.add("primed", 30, 2, mm_features=[feature(4, 12, "P", None)])
     request = engine.scheduler.requests["primed"]
     engine.scheduler.encoder_cache_manager.allocate(request, 0)  # as vLLM's own tests warm the cache
     for _ in range(4):
         engine.step({})
-    assert watched.violations == [] and watched.stats.encoder_steps >= 1
+    assert outputs[1].num_scheduled_tokens["primed"] == 30 and not any(o.scheduled_encoder_inputs for o in outputs)
+    assert watched.violations == [] and watched.stats.encoder_steps == 1
 
 
 @pytest.mark.parametrize("folder", ["vllm033_path", "vllm034_path"])
