@@ -23,7 +23,7 @@ from .proofs.prove import default_jobs, prove
 from .proofs.verdicts import PROVED, PROVED_UP_TO, Outcome
 from .model.replay import BadInput, ReplayResult, replay_on_model
 from .spec import INVARIANTS
-from .spec.invariants import EFFICIENCY, JUDGED_KINDS
+from .spec.invariants import EFFICIENCY, MODEL_JUDGED
 from .spec.trace import Trace, write_trace
 from .evidence import NO_EVIDENCE, floor_of, shortfall
 from .targets import MODEL
@@ -33,7 +33,7 @@ OK, VIOLATED, UNEXPECTED, UNTESTED = "ok", "VIOLATED", "UNEXPECTED", "-"
 PROVED_MARK = "proved"  # an ok cell whose invariant the prover proved
 
 # Invariants a replay judges (check_run) and those it measures as a work gap.
-JUDGED = tuple(i.id for i in INVARIANTS.values() if i.kind in JUDGED_KINDS)
+JUDGED = MODEL_JUDGED
 MEASURED = tuple(i.id for i in INVARIANTS.values() if i.kind == EFFICIENCY)
 
 Progress = Callable[[str], None]

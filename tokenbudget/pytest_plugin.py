@@ -78,7 +78,8 @@ class TokenbudgetSession:
             return (yield)
         self.tests += 1
         monitor.context = item.nodeid
-        before = (monitor.stats.schedulers, monitor.stats.steps, len(monitor.violations), len(monitor.known))
+        before = (monitor.stats.schedulers, monitor.stats.steps, len(monitor.violations), len(monitor.known),
+                  monitor.stats.encoder_steps)
         item.stash[_BEFORE] = before
         with monitor.watching():
             result = yield
@@ -90,6 +91,7 @@ class TokenbudgetSession:
                 found = monitor.violations[before[2]:]
                 self.out.write(json.dumps({"test": item.nodeid, "schedulers": schedulers,
                                            "steps": monitor.stats.steps - before[1],
+                                           "encoder_steps": monitor.stats.encoder_steps - before[4],
                                            "violations": [_violation_json(v) for v in found],
                                            "known": [{**_violation_json(v), "finding": v.finding}
                                                      for v in monitor.known[before[3]:]]}) + "\n")
@@ -131,7 +133,8 @@ class TokenbudgetSession:
             return
         stats = monitor.stats
         write(f"{self.tests} tests, {self.tests_with_schedulers} built a vLLM scheduler: {stats.schedulers} "
-              f"schedulers, {stats.steps} steps judged, {stats.outputs_applied} outputs applied, "
+              f"schedulers, {stats.steps} steps judged ({stats.encoder_steps} with encoder inputs), "
+              f"{stats.outputs_applied} outputs applied, "
               f"{stats.preempted_outside_a_pass} preemptions outside a pass; judging took {stats.seconds:.2f} s")
         write("scope (not judged, schedulers):")
         for line, count in sorted(stats.exclusions.items()):
@@ -158,7 +161,7 @@ class TokenbudgetSession:
             self.out.close()
 
 
-_BEFORE = pytest.StashKey[tuple[int, int, int]]()
+_BEFORE = pytest.StashKey[tuple[int, int, int, int]]()
 
 
 def _describe(found: list[Any]) -> str:

@@ -157,14 +157,15 @@ def runner(report: RunnerReport) -> str:
 
 # -- check ------------------------------------------------------------------------------
 def check(report: CheckReport) -> str:
-    ids = list(INVARIANTS)
+    shown = [inv for inv in INVARIANTS.values() if not inv.engine_only]  # not the engine-only ones: no model run breaks them
+    ids = [inv.id for inv in shown]
     header = ["policy", *[str(n) for n in range(1, len(ids) + 1)], "traces", "fuzzed", "verdict"]
     rows = [[clean(row.policy, 60), *[row.shown(i) for i in ids], str(row.traces),
              "-" if row.fuzzed is None else f"{row.fuzzed['examples']}/{row.fuzzed['steps']}",
              _row_verdict(report, row)] for row in report.rows]
     lines = table(header, rows)
     lines.append("")
-    lines += [f"  {n:>2}  {inv.id}  ({inv.kind})" for n, inv in enumerate(INVARIANTS.values(), 1)]
+    lines += [f"  {n:>2}  {inv.id}  ({inv.kind})" for n, inv in enumerate(shown, 1)]
     lines.append("cells: ok held in every replay and fuzz run; proved: held and the prover proved it; VIOLATED X "
                  "violated, known as X: a finding's id (tokenbudget/spec/SPEC.md §6), base (the user policy's base "
                  "shows it on the same trace) or record (the built-in's recorded verdict), each listed under known: "

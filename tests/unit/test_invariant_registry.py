@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 
 from tokenbudget.proofs.induction import DECISION_PROPERTIES, LEDGER_INVARIANTS
+from tokenbudget.proofs.loop_search import SEARCHED
 from tokenbudget.proofs.obligations import STEP_OBLIGATIONS
 from tokenbudget.spec import INVARIANTS
 from tokenbudget.spec.invariants import KINDS, RUN_CHECKS, STEP_CHECKS, no_request_lost, progress
@@ -28,9 +29,12 @@ def test_every_kind_is_known_and_used() -> None:
 def test_checks_derive_from_the_kinds() -> None:
     assert [inv.id for inv in STEP_CHECKS] == [
         "input-budget-nonnegative", "token-cap", "input-rows-cap", "exact-refund", "seq-cap", "kv-capacity",
-        "model-len", "spec-shape", "placeholder-fresh", "model-error", "progress"]
+        "model-len", "spec-shape", "placeholder-fresh", "encoder-cap", "encoder-ready", "model-error", "progress"]
     assert RUN_CHECKS == (no_request_lost, progress.over_run)
-    assert JUDGED == (*(inv.id for inv in STEP_CHECKS[:-1]), "no-request-lost", "progress")
+    engine_only = ("encoder-cap", "encoder-ready")
+    assert [inv.id for inv in INVARIANTS.values() if inv.engine_only] == list(engine_only)
+    assert JUDGED == (*(inv.id for inv in STEP_CHECKS[:-1] if inv.id not in engine_only), "no-request-lost", "progress")
+    assert JUDGED == SEARCHED
     assert MEASURED == ("work-conserving",)
 
 

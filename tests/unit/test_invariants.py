@@ -21,8 +21,8 @@ def test_good_record_holds_every_step_invariant():
 def test_invariant_table_matches_design_ids():
     assert list(INVARIANTS) == [
         "input-budget-nonnegative", "token-cap", "input-rows-cap", "exact-refund", "seq-cap", "kv-capacity",
-        "model-len", "spec-shape", "placeholder-fresh", "model-error", "no-request-lost", "progress", "config-sound",
-        "config-complete", "work-conserving",
+        "model-len", "spec-shape", "placeholder-fresh", "encoder-cap", "encoder-ready", "model-error",
+        "no-request-lost", "progress", "config-sound", "config-complete", "work-conserving",
     ]
 
 

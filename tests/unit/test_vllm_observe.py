@@ -91,8 +91,8 @@ def test_every_group_with_a_written_rule_is_judged_and_each_other_group_says_why
 
 def test_diffusion_and_encoder_decoder_schedulers_say_what_is_not_judged() -> None:
     assert set(observe.scope(Scheduler(FullAttentionSpec, diffusion=True)).excluded) == {"spec-shape"}
-    assert set(observe.scope(Scheduler(FullAttentionSpec, encoder_decoder=True)).excluded) == {"model-len",
-                                                                                             "kv-capacity"}
+    assert set(observe.scope(Scheduler(FullAttentionSpec, encoder_decoder=True)).excluded) == {
+        "model-len", "kv-capacity", "encoder-ready"}
 
 
 def test_the_step_half_of_progress_is_asked_of_the_plain_loop_sync_or_async_only() -> None:

@@ -1,4 +1,4 @@
-"""Each slip of tests/vllm/vllm_slips.py cites, per release, the line it plants: that line of the
+"""Each slip of tests/vllm/vllm_slips.py and tests/vllm/encoder_slips.py cites, per release, the line it plants: that line of the
 unpacked release holds the slip's text, as its ``occurrence``-th such line, so ``plant`` changes the
 line the citation names."""
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from encoder_slips import ENCODER_SLIPS
 from vllm_slips import SLIPS, Slip
 
 pytestmark = pytest.mark.vllm
@@ -24,6 +25,7 @@ def planted_line_number(engine: Path, slip: Slip, release: tuple[int, ...]) -> i
 def test_every_slip_plants_the_line_it_cites(release: str, folder: str, request: pytest.FixtureRequest) -> None:
     engine = request.getfixturevalue(folder)
     numbers = tuple(int(n) for n in release.split("."))
-    cited = {slip.name: dict(slip.at).get(release) for slip in SLIPS}
-    planted = {slip.name: planted_line_number(engine, slip, numbers) for slip in SLIPS}
+    slips = SLIPS + ENCODER_SLIPS
+    cited = {slip.name: dict(slip.at).get(release) for slip in slips}
+    planted = {slip.name: planted_line_number(engine, slip, numbers) for slip in slips}
     assert planted == cited

@@ -13,15 +13,15 @@ from ..model.one_pass_loop import OnePassLoop
 from ..model.registry import policy_spec
 from ..model.replay import replay_on_model
 from ..model.target import ModelTarget
-from ..spec.invariants import INVARIANTS, JUDGED_KINDS, SMALLEST_DRAIN_BOUND, check_run
+from ..spec.invariants import MODEL_JUDGED, SMALLEST_DRAIN_BOUND, check_run
 from ..spec.records import RequestState, RunRecord
 from ..spec.trace import AddOp, Op, StepOp, Trace, ViolationExpectation
 from .verdicts import MODEL_SEARCH, PROVED_UP_TO, REFUTED, Outcome
 
 MAX_REQUESTS = 6  # the family's most requests, whatever --max-requests asks
 FOUND_BY = "tokenbudget prove (bounded trace search over the model)"
-# What the search judges: the invariants a run shows (the ledger and step invariants, the run's).
-SEARCHED = tuple(inv.id for inv in INVARIANTS.values() if inv.kind in JUDGED_KINDS)
+# What the search judges: the invariants a model run can break (the ledger and step invariants, the run's).
+SEARCHED = MODEL_JUDGED
 
 
 def skeleton_models(policy: BudgetPolicy) -> bool:

@@ -60,7 +60,8 @@ class ConfigProbe:
 class Invariant:
     """One registry entry; calling it judges what its ``kind`` names. ``liveness``: a
     hang, not a crash. ``per_grant``: a property of each grant decision alone (the prover
-    checks it at every grant step). ``run_predicate``: a step invariant's other half,
+    checks it at every grant step). ``engine_only``: it holds of every model run, so the
+    prover and the check matrix leave it out. ``run_predicate``: a step invariant's other half,
     judged on the whole run (``over_run``, in ``check_run``)."""
 
     id: str
@@ -70,6 +71,7 @@ class Invariant:
     liveness: bool = False
     per_grant: bool = False
     run_predicate: Optional[Callable[[RunRecord], list[Breach]]] = None
+    engine_only: bool = False  # about inputs the reference model never makes (multimodal): judged on real engines only
 
     def __post_init__(self) -> None:
         assert self.kind in KINDS, self.kind
@@ -345,6 +347,36 @@ def spec_shape(rec: StepRecord) -> list[Breach]:
 def placeholder_fresh(rec: StepRecord) -> list[Breach]:
     return [(rec.step, f"{rid} scheduled {rec.scheduled_draft_tokens.get(rid, 0)} placeholder drafts made for an "
                        f"earlier step (it was not scheduled in the step before)") for rid in sorted(rec.stale_drafts)]
+
+
+@invariant("encoder-cap", STEP, "encoder embeddings computed in a step <= the encoder compute budget; the encoder "
+           "cache holds <= its size", engine_only=True)
+def encoder_cap(rec: StepRecord) -> list[Breach]:
+    if not rec.encoder_inputs and not rec.encoder_cache_used:
+        return []
+    lim = rec.limits
+    out: list[Breach] = []
+    computed = sum(e.embeds for e in rec.encoder_inputs if e.scheduled)
+    if computed > lim.encoder_compute_budget:
+        inputs = ", ".join(f"{e.request_id}[{e.index}] {e.embeds}" for e in rec.encoder_inputs if e.scheduled)
+        out.append((rec.step, f"the encoder computes {computed} embeddings ({inputs}), "
+                              f"encoder budget {lim.encoder_compute_budget}"))
+    if rec.encoder_cache_used > lim.encoder_cache_size:
+        out.append((rec.step, f"the encoder cache holds {rec.encoder_cache_used} embeddings, "
+                              f"size {lim.encoder_cache_size}"))
+    return out
+
+
+@invariant("encoder-ready", STEP, "a grant reaches an encoder input's embeddings only when the input is encoded in "
+           "the step or its output is in the encoder cache", engine_only=True)
+def encoder_ready(rec: StepRecord) -> list[Breach]:
+    if not rec.encoder_inputs:
+        return []
+    encoded = {e.key for e in rec.encoder_inputs if e.scheduled}
+    return [(rec.step, f"{e.request_id} is granted {e.embeds_in_grant} embeddings of encoder input {e.index} "
+                       f"({e.key}), which is neither encoded in the step nor in the encoder cache")
+            for e in rec.encoder_inputs
+            if e.embeds_in_grant and e.key not in encoded and e.key not in rec.encoder_held]
 
 
 @invariant("model-error", STEP, "the scheduler's pass and its output update raise no exception "
@@ -644,10 +676,11 @@ def work_conserving(rec: StepRecord) -> list[Breach]:
 
 INVARIANTS: dict[str, Invariant] = {inv.id: inv for inv in (
     input_budget_nonnegative, token_cap, input_rows_cap, exact_refund, seq_cap, kv_capacity, model_len, spec_shape,
-    placeholder_fresh, model_error, no_request_lost, progress, config_sound, config_complete, work_conserving,
+    placeholder_fresh, encoder_cap, encoder_ready, model_error, no_request_lost, progress, config_sound, config_complete, work_conserving,
 )}
 
 JUDGED_KINDS = (LEDGER, STEP, RUN)  # what check_run judges; efficiency is measured, config probed
+MODEL_JUDGED = tuple(inv.id for inv in INVARIANTS.values() if inv.kind in JUDGED_KINDS and not inv.engine_only)
 STEP_CHECKS: tuple[Invariant, ...] = tuple(inv for inv in INVARIANTS.values() if inv.kind in (LEDGER, STEP))
 RUN_CHECKS: tuple[Callable[[RunRecord], list[Violation]], ...] = tuple(
     inv if inv.kind == RUN else inv.over_run for inv in INVARIANTS.values() if inv.kind == RUN or inv.run_predicate

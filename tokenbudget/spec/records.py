@@ -29,10 +29,26 @@ class StepLimits:
     block_size: int
     num_kv_blocks: int
     context_headroom: int = 0  # positions past max_model_len the engine's KV tables hold (SGLang's req_to_token rows)
+    encoder_compute_budget: int = 0  # encoder embeddings a step may compute (vLLM's max_num_encoder_input_tokens)
+    encoder_cache_size: int = 0  # encoder embeddings the encoder cache may hold
     # What the deployment's limits do not include, so two targets' limits compare without them:
     method: Optional[str] = field(default=None, compare=False)  # the speculative method, named in messages
     reserved_lookahead: Optional[int] = field(default=None, compare=False)  # L the scheduler reserves; None: L
     sampled_tokens: int = 1  # tokens a step samples past a finished prefill or a decode; 0 for pooling, diffusion
+
+
+class EncoderInput(NamedTuple):
+    """An encoder input (a multimodal item) of a scheduled request that the step encodes or
+    whose placeholder positions its grant reaches. ``key``: the item's content key (equal keys
+    share one encoder output); ``embeds``: what encoding it costs the encoder budget;
+    ``embeds_in_grant``: its embeddings among the positions the grant computes."""
+
+    request_id: str
+    index: int
+    key: str
+    embeds: int
+    embeds_in_grant: int
+    scheduled: bool  # the encoder runs on it in this step, for this request
 
 
 class LedgerEntry(NamedTuple):
@@ -97,6 +113,9 @@ class StepRecord:
     fingerprint: Optional[Hashable] = None  # the scheduler state at the start of the pass (see above)
     stale_drafts: frozenset[str] = frozenset()  # async: scheduled with placeholder drafts made for an earlier step
     kv_groups: tuple[GroupTables, ...] = ()  # every KV cache group, where not the one of block_tables
+    encoder_inputs: tuple[EncoderInput, ...] = ()  # multimodal: what the step encodes or reads of encoder inputs
+    encoder_held: frozenset[str] = frozenset()  # keys of those inputs the runner's encoder cache held as the step began
+    encoder_cache_used: int = 0  # encoder embeddings the encoder cache holds after the pass
 
     @property
     def total_scheduled_tokens(self) -> int:
@@ -116,6 +135,7 @@ def pass_record(
     ledger: Optional[Iterable[LedgerEntry]] = None, progress_possible: Optional[bool] = None,
     unserved_demand: Optional[int] = None, error: Optional[str] = None, fingerprint: Optional[Hashable] = None,
     kv_groups: Iterable[GroupTables] = (),
+    encoder_inputs: Iterable[EncoderInput] = (), encoder_held: Iterable[str] = (), encoder_cache_used: int = 0,
 ) -> StepRecord:
     """The StepRecord of one pass, the one way every target builds it: the maps are taken as
     given (not copied), the id sets become frozensets and the sequences tuples (``waiting`` is
@@ -128,6 +148,7 @@ def pass_record(
         initial_input_budget=initial_input_budget, ledger=None if ledger is None else tuple(ledger),
         progress_possible=progress_possible, unserved_demand=unserved_demand, error=error,
         paused=frozenset(paused), fingerprint=fingerprint, kv_groups=tuple(kv_groups),
+        encoder_inputs=tuple(encoder_inputs), encoder_held=frozenset(encoder_held), encoder_cache_used=encoder_cache_used,
     )
 
 

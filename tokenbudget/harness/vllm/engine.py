@@ -349,9 +349,11 @@ class VllmEngine:
         priority: int = 0,
         prefix_group: str | None = None,
         prefix_len: int = 0,
+        mm_features: Sequence[Any] = (),
     ) -> None:
-        """Queue a request. ValueError for a duplicate id or a prompt vLLM's input
-        processor would refuse (empty, or not shorter than max_model_len)."""
+        """Queue a request (with ``mm_features``: vLLM's ``MultiModalFeatureSpec`` of each encoder
+        input). ValueError for a duplicate id or a prompt vLLM's input processor would refuse
+        (empty, or not shorter than max_model_len)."""
         if rid in self._token_base:
             raise ValueError(f"duplicate request id {rid!r}")
         if not 0 < prompt_len < self.cfg.max_model_len:
@@ -370,6 +372,7 @@ class VllmEngine:
             arrival_time=float(self._arrivals),  # deterministic priority tie-break
             priority=priority,
             block_hasher=self._block_hasher,
+            mm_features=list(mm_features) or None,
         )
         self._token_base[rid] = zlib.crc32(rid.encode())
         self._state_changes += 1

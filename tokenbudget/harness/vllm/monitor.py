@@ -46,6 +46,7 @@ class MonitorStats:
     steps: int = 0
     outputs_applied: int = 0
     preempted_outside_a_pass: int = 0
+    encoder_steps: int = 0  # steps that encoded or read an encoder input
     seconds: float = 0.0  # spent observing and judging, the scheduler's own calls left out
     exclusions: Counter[str] = field(default_factory=Counter)  # "invariant: why" -> schedulers
     kv_groups: Counter[str] = field(default_factory=Counter)  # "kind + kind" judged one by one -> schedulers
@@ -158,6 +159,8 @@ class SchedulerWatch:
         self.accounting = RequestAccounting()
         self.requests: dict[str, Any] = {}  # every request added, by id: a finish inside vLLM is read off it
         self.pending: dict[int, tuple[Any, int, dict[str, Any], tuple[str, ...]]] = {}  # id(output) -> its step
+        self.encoder_held: set[str] = set()  # the keys of the encoder outputs the runner holds
+        self.encoder_seen: set[str] = set()  # the keys in the scheduler's encoder cache after the last pass
         self.num_steps = 0
         self.runs_async = observe.scheduler_kind(sched) == "AsyncScheduler"
         self.worker_keeps_drafts = bool(getattr(sched, "use_v2_model_runner", True))  # scheduler.py:363 (vLLM 0.32.0)
@@ -168,6 +171,7 @@ class SchedulerWatch:
         self._wrap("update_from_output", self._update_from_output)
         self._wrap("add_request", self._add_request)
         self._wrap("finish_requests", self._finish_requests)
+        self._wrap("reset_encoder_cache", self._reset_encoder_cache)
         self.preemptions = PreemptionRecorder(sched, self._preempted)
 
     def scope_lines(self) -> list[str]:
@@ -201,6 +205,10 @@ class SchedulerWatch:
                 self.accounting.ended(request.request_id, state.status)
         return result
 
+    def _reset_encoder_cache(self, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        self.encoder_held.clear()  # the engine resets the runners' encoder caches with the scheduler's
+        return original(*args, **kwargs)
+
     def _preempted(self, rid: str, in_pass: bool) -> None:
         if not in_pass:
             self.monitor.stats.preempted_outside_a_pass += 1
@@ -213,6 +221,8 @@ class SchedulerWatch:
         stats.steps += 1
         possible = observe.progress_possible(sched, self.limits) if self.judges_progress else None
         running_before = [r.request_id for r in sched.running] if self.runs_async else ()
+        self.encoder_held |= observe.encoder_cache_keys(sched) - self.encoder_seen  # put there by hand: taken as encoded
+        self.limits = observe.with_encoder_limits(self.limits, sched)
         self.preemptions.start()
         called = time.perf_counter()
         try:
@@ -226,10 +236,16 @@ class SchedulerWatch:
             raise
         preempted = self.preemptions.stop()
         returned = time.perf_counter()
-        record = observe.step_record(index, self.limits, sched, out, preempted, possible=possible)
+        self.encoder_held.difference_update(out.free_encoder_mm_hashes)  # the runner frees them before the step
+        record = observe.step_record(index, self.limits, sched, out, preempted, possible=possible,
+                                     encoder_held=self.encoder_held)
         if self.runs_async:
             record = observe.async_record(record, out, running_before, self.sampled_last, self.worker_keeps_drafts)
             self.sampled_last = observe.samples(sched, out)
+        if record.encoder_inputs:
+            stats.encoder_steps += 1
+            self.encoder_held.update(e.key for e in record.encoder_inputs if e.scheduled)
+        self.encoder_seen = observe.encoder_cache_keys(sched)
         self.pending[id(out)] = (out, index, observe.scheduled_requests(sched, out, preempted), preempted)
         self._judge(record)
         stats.seconds += called - started + time.perf_counter() - returned

@@ -5,12 +5,12 @@ from __future__ import annotations
 import functools
 import weakref
 from dataclasses import dataclass, replace
-from typing import Any, Hashable, Iterable, Mapping, Optional, Sequence
+from typing import AbstractSet, Any, Hashable, Iterable, Mapping, Optional, Sequence
 
 
 from ...spec.grant_rules import kv_slots_needed
 from ...spec.kv_groups import GroupTables, KvGroup
-from ...spec.records import RequestState, StepLimits, StepOutcome, StepRecord, pass_record
+from ...spec.records import EncoderInput, RequestState, StepLimits, StepOutcome, StepRecord, pass_record
 from ...spec.target import describe
 from . import kv_groups
 from .pass_memo import PassMemo
@@ -67,6 +67,9 @@ def scope(sched: Any) -> Scope:
     if getattr(sched, "is_encoder_decoder", False):
         excluded["model-len"] = "encoder-decoder: the decoder's length is not the prompt's"
         excluded["kv-capacity"] = "encoder-decoder: cross-attention KV is allocated apart from the decoder's"
+        excluded["encoder-ready"] = "encoder-decoder: the encoder's output is cross-attention KV, not the encoder cache"
+    elif getattr(sched, "ec_connector", None) is not None:
+        excluded["encoder-ready"] = "an encoder-cache connector loads encoder outputs the scheduler's outputs do not show"
     return Scope(excluded)
 
 
@@ -90,6 +93,7 @@ def limits(sched: Any) -> StepLimits:
         num_kv_blocks=sched.kv_cache_manager.block_pool.num_gpu_blocks - 1,  # less vLLM's null block
         method=spec.method if spec is not None else None,
         sampled_tokens=getattr(sched, "num_sampled_tokens_per_step", 1),
+        encoder_compute_budget=sched.max_num_encoder_input_tokens, encoder_cache_size=encoder_cache_size(sched),
     )
 
 
@@ -291,10 +295,12 @@ def scheduled_requests(sched: Any, out: Any, preempted: Iterable[str]) -> dict[s
 
 def step_record(step: int, lim: StepLimits, sched: Any, out: Any, preempted: tuple[str, ...],
                 fingerprint: Hashable = None, possible: Optional[bool] = None,
-                memo: Optional[PassMemo] = None) -> StepRecord:
+                memo: Optional[PassMemo] = None, encoder_held: Optional[AbstractSet[str]] = None) -> StepRecord:
     """The record of one ``schedule()`` that returned ``out``, read at once. ``preempted``:
     the requests it preempted, in order (``SchedulerOutput.preempted_req_ids`` is a set);
-    ``possible``: ``progress_possible`` read before the pass; ``memo`` as for ``queues``."""
+    ``possible``: ``progress_possible`` read before the pass; ``memo`` as for ``queues``;
+    ``encoder_held``: the keys of the encoder outputs the runner holds as the step runs
+    (the monitor keeps them); None: encoder inputs are not read."""
     grants: dict[str, int] = dict(out.num_scheduled_tokens)
     requests, d = sched.requests, lim.draft_slots
     computed, num_tokens, rows, prefill = {}, {}, {}, []
@@ -315,10 +321,12 @@ def step_record(step: int, lim: StepLimits, sched: Any, out: Any, preempted: tup
     running, waiting = queues(sched, memo)
     in_use, tables, shared = blocks(sched, running, memo)
     groups, group_shared = group_tables(sched, running)
+    inputs = () if encoder_held is None else encoder_inputs(sched, out, grants, computed)
     return pass_record(step, lim, grants, drafts, rows, computed, num_tokens, prefill, preempted, running, waiting,
                        in_use, tables, {**shared, **group_shared} if group_shared else shared, padded=padded,
-                       progress_possible=possible, fingerprint=fingerprint, kv_groups=groups)
-
+                       progress_possible=possible, fingerprint=fingerprint, kv_groups=groups,
+                       encoder_inputs=inputs, encoder_held=(e.key for e in inputs if e.key in (encoder_held or ())),
+                       encoder_cache_used=encoder_cache_used(sched) if inputs or lim.encoder_cache_size else 0)
 
 def samples(sched: Any, out: Any) -> frozenset[str]:
     """The requests a ``schedule()`` output samples a token for: those past their prefill."""
@@ -336,6 +344,58 @@ def async_record(record: StepRecord, out: Any, running_before: Iterable[str], sa
         rid for rid, drafts in out.scheduled_spec_decode_tokens.items()
         if drafts and rid in before and rid not in sampled_last)
     return replace(record, padded=frozenset(rid for rid in record.padded if rid not in before), stale_drafts=stale)
+
+def encoder_inputs(sched: Any, out: Any, grants: Mapping[str, int], computed: Mapping[str, int]
+                   ) -> tuple[EncoderInput, ...]:
+    """The encoder inputs of the step's requests that it encodes (``scheduled_encoder_inputs``)
+    or whose placeholder range its grant [computed, computed + grant) overlaps, with the
+    embeddings the grant reads of each, counted as the runner gathers them
+    (gpu_model_runner.py:3032-3050 (vLLM 0.32.0)). Costs the scheduled requests."""
+    encoded, requests, found = out.scheduled_encoder_inputs, sched.requests, []
+    for rid, grant in grants.items():
+        features = requests[rid].mm_features
+        if not features:
+            continue
+        start, end, mine = computed[rid], computed[rid] + grant, encoded.get(rid, ())
+        for index, feature in enumerate(features):
+            place = feature.mm_position
+            lo, hi = max(start, place.offset), min(end, place.offset + place.length)
+            if lo >= hi and index not in mine:
+                continue
+            first, last = place.get_embeds_indices_in_range(lo - place.offset, hi - place.offset) if lo < hi else (0, 0)
+            found.append(EncoderInput(rid, index, feature.identifier, place.get_num_embeds(), last - first,
+                                      index in mine))
+    return tuple(found)
+
+
+def with_encoder_limits(lim: StepLimits, sched: Any) -> StepLimits:
+    """``lim`` with the encoder budget and cache size ``sched`` has now: a test may give a text
+    model's scheduler an encoder after building it (vLLM's own, test_scheduler.py:4586-4587 (vLLM 0.32.0))."""
+    budget, size = sched.max_num_encoder_input_tokens, encoder_cache_size(sched)
+    if (budget, size) == (lim.encoder_compute_budget, lim.encoder_cache_size):
+        return lim
+    return replace(lim, encoder_compute_budget=budget, encoder_cache_size=size)
+
+
+def encoder_cache_keys(sched: Any) -> set[str]:
+    """The keys of the entries in the scheduler's encoder cache (none where the manager keeps none)."""
+    return set(getattr(sched.encoder_cache_manager, "cached", ()))
+
+
+def encoder_cache_size(sched: Any) -> int:
+    """The encoder cache's size in embeddings (0 for a model without an encoder)."""
+    return int(getattr(sched.encoder_cache_manager, "cache_size", 0))
+
+
+def encoder_cache_used(sched: Any) -> int:
+    """The embeddings the encoder cache holds after a pass: its entries, unreferenced ones
+    included (they are evicted only for room); a manager that keeps no entries (the
+    encoder-decoder one) by its free slots."""
+    manager = sched.encoder_cache_manager
+    sizes = getattr(manager, "num_embeds_by_hash", None)
+    if sizes is None:
+        return encoder_cache_size(sched) - manager.num_free_slots
+    return sum(sizes.values())
 
 
 def error_record(step: int, lim: StepLimits, sched: Any, preempted: tuple[str, ...], exc: BaseException,
