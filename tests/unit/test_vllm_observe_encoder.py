@@ -68,10 +68,16 @@ class FullAttentionSpec:
     block_size = 16
 
 
+class FullAttentionManager:  # named as vLLM's: observe reads a group's kind off its manager
+    block_size = 16
+    block_pool = SimpleNamespace(null_block=SimpleNamespace(block_id=0))
+
+
 def test_an_encoder_cache_connector_leaves_encoder_ready_unjudged() -> None:
+    managers = SimpleNamespace(coordinator=SimpleNamespace(single_type_managers=(FullAttentionManager(),)))
     sched = SimpleNamespace(kv_cache_config=SimpleNamespace(kv_cache_groups=[SimpleNamespace(
         kv_cache_spec=FullAttentionSpec())]), vllm_config=SimpleNamespace(model_config=SimpleNamespace()),
-        is_encoder_decoder=False, ec_connector=None)
+        is_encoder_decoder=False, ec_connector=None, kv_cache_manager=managers)
     assert observe.scope(sched).excluded == {}
     sched.ec_connector = object()
     assert set(observe.scope(sched).excluded) == {"encoder-ready"}
