@@ -27,6 +27,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 
 from tokenbudget import console
 from tokenbudget.fuzz.database import ENVIRONMENT, NONE, cache_folder
+from tokenbudget.harness.vllm.async_runner import SYNC_ENV
 from tokenbudget.model import builtin_policies
 from tokenbudget.proofs.prove import default_jobs, prove
 from tokenbudget.proofs.verdicts import Outcome
@@ -163,3 +164,11 @@ def no_timed_progress(monkeypatch: pytest.MonkeyPatch) -> None:
     many depends on the machine's speed, so the suite's commands print none
     (tests/unit/test_console.py checks the lines themselves)."""
     monkeypatch.setattr(console, "EVERY", math.inf)
+
+
+@pytest.fixture(autouse=True)
+def scheduler_choice_undone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command run in the test's process (``main([...])``) carries ``--async``/``--sync`` in
+    the environment for its children, and conform and fuzz set ``--async`` by default: each
+    test starts without it and leaves none behind."""
+    monkeypatch.delenv(SYNC_ENV, raising=False)

@@ -160,7 +160,7 @@ def group_tables(sched: Any, running: tuple[str, ...]) -> tuple[tuple[GroupTable
     pool_blocks, null = manager.block_pool.blocks, manager.block_pool.null_block.block_id
     replayed = getattr(sched, "prefix_replay_group_ids", ())  # scheduler.py:293-297 (vLLM 0.32.0), :302 (0.33.0), :304 (0.34.0)
     starts = {rid: r.replay_start for rid in running if (r := sched.requests.get(rid)) is not None
-              and getattr(r, "replay_start", 0)} if replayed else {}  # vllm/v1/request.py:207-209 (vLLM 0.32.0)
+              and int(getattr(r, "replay_start", 0)) > 0} if replayed else {}  # vllm/v1/request.py:207-209 (vLLM 0.32.0)
     out = tuple(GroupTables(group, {rid: tuple(held[index]) for rid, held in ids.items()},
                             starts if index in replayed else {}) for index, group in judged)
     shared: dict[int, object] = {b: pool_blocks[b].block_hash for _, tables, _ in out for table in tables.values()
