@@ -87,9 +87,14 @@ def _unchunked(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
 
 
 # -- F3 -----------------------------------------------------------------------------------
+def _grants_nothing_while_others_run(rec: StepRecord) -> bool:
+    """The step grants nothing although requests it did not preempt are still running."""
+    return rec.total_scheduled_tokens == 0 and bool(set(rec.running) - set(rec.preempted))
+
+
 def preempts_past_the_running(rec: StepRecord) -> bool:
-    """The step preempts and grants nothing although requests it did not preempt are still running."""
-    return bool(rec.preempted) and rec.total_scheduled_tokens == 0 and bool(set(rec.running) - set(rec.preempted))
+    """The step preempts, and grants nothing while requests it did not preempt are still running."""
+    return bool(rec.preempted) and _grants_nothing_while_others_run(rec)
 
 
 def _self_preemption_stalls(cfg: BudgetConfig, run: RunRecord) -> bool:
@@ -170,6 +175,10 @@ def _pages_past_the_reach(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
 
 
 # -- F9 -----------------------------------------------------------------------------------
+def _async_speculating(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
+    return cfg.async_scheduling and cfg.num_speculative_tokens > 0
+
+
 def _stale_placeholders_scheduled(cfg: BudgetConfig, run: RunRecord) -> bool:
     """A request scheduled with placeholder drafts made for an earlier step."""
     return any(rec.stale_drafts for rec in run.steps)
@@ -177,24 +186,19 @@ def _stale_placeholders_scheduled(cfg: BudgetConfig, run: RunRecord) -> bool:
 
 def _async_on_the_v1_runner(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
     """Async scheduling with drafts, on a release and method that run the V1 model runner."""
-    return (cfg.async_scheduling and cfg.num_speculative_tokens > 0
-            and not worker_keeps_drafts(cfg.engine_version, cfg.method, cfg.parallel_drafting))
+    return _async_speculating(policy, cfg) and not worker_keeps_drafts(cfg.engine_version, cfg.method,
+                                                                       cfg.parallel_drafting)
 
 
 # -- F10 ----------------------------------------------------------------------------------
 def grants_nothing_beside_held_back_requests(rec: StepRecord) -> bool:
     """A step that grants nothing, though a request could take a token, while requests it
     did not preempt stay running (under async: held back by their tokens in flight)."""
-    return (bool(rec.progress_possible) and rec.total_scheduled_tokens == 0
-            and bool(set(rec.running) - set(rec.preempted)))
+    return bool(rec.progress_possible) and _grants_nothing_while_others_run(rec)
 
 
 def _held_back_requests_waste_a_step(cfg: BudgetConfig, run: RunRecord) -> bool:
     return cfg.async_scheduling and any(grants_nothing_beside_held_back_requests(rec) for rec in run.steps)
-
-
-def _async_speculating(policy: BudgetPolicy, cfg: BudgetConfig) -> bool:
-    return cfg.async_scheduling and cfg.num_speculative_tokens > 0
 
 
 # -- F8 -----------------------------------------------------------------------------------

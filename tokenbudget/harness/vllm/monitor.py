@@ -278,7 +278,7 @@ class SchedulerWatch:
         outcome = observe.outcome(index, requests, preempted)
         self.accounting.engine_aborted(outcome)
         late = ({rid: len(d) for rid, d in out.scheduled_spec_decode_tokens.items()}
-                if observe.scheduler_kind(self.sched) == "AsyncScheduler" else None)
+                if self.runs_async else None)
         breaches = self.accounting.applied(index, outcome, late)
         if breaches:
             self.monitor._found(self.label, [Violation("no-request-lost", s, m) for s, m in breaches], None, self.sched)

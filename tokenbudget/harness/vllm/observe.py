@@ -328,6 +328,7 @@ def step_record(step: int, lim: StepLimits, sched: Any, out: Any, preempted: tup
                        encoder_inputs=inputs, encoder_held=(e.key for e in inputs if e.key in (encoder_held or ())),
                        encoder_cache_used=encoder_cache_used(sched) if inputs or lim.encoder_cache_size else 0)
 
+
 def samples(sched: Any, out: Any) -> frozenset[str]:
     """The requests a ``schedule()`` output samples a token for: those past their prefill."""
     return frozenset(rid for rid in out.num_scheduled_tokens if not sched.requests[rid].is_prefill_chunk)
@@ -344,6 +345,7 @@ def async_record(record: StepRecord, out: Any, running_before: Iterable[str], sa
         rid for rid, drafts in out.scheduled_spec_decode_tokens.items()
         if drafts and rid in before and rid not in sampled_last)
     return replace(record, padded=frozenset(rid for rid in record.padded if rid not in before), stale_drafts=stale)
+
 
 def encoder_inputs(sched: Any, out: Any, grants: Mapping[str, int], computed: Mapping[str, int]
                    ) -> tuple[EncoderInput, ...]:

@@ -42,8 +42,9 @@ class VllmTarget(EngineTarget[VllmStep]):
                               f"{VLLM_BYTES_PER_BLOCK} bytes each; lower num_kv_blocks or replay with --target model")
         if cfg.engine_version is None:  # the trace names no version: the one of the vLLM driven
             cfg = cfg.replace(engine_version=engine_version().model_version)
-        if cfg.async_scheduling != deploys_async(cfg.method, cfg.async_scheduling):
-            cfg = cfg.replace(async_scheduling=not cfg.async_scheduling)
+        deployed_async = deploys_async(cfg.method, cfg.async_scheduling)
+        if cfg.async_scheduling != deployed_async:
+            cfg = cfg.replace(async_scheduling=deployed_async)
         if validate:
             policy.validate(cfg)
         self.cfg = cfg
