@@ -58,6 +58,7 @@ class PolicyRow:
     own: list[Trace] = field(default_factory=list)  # traces that showed a violation of its own, for the prover
     fuzzed: dict[str, Any] | None = None  # what its fuzz run rests on: examples, steps, coverage; None: not fuzzed
     why: dict[str, set[str]] = field(default_factory=dict)  # invariant -> why its cell is marked (F1, base, proved)
+    refuted: list[Trace] = field(default_factory=list)  # the prover's counterexamples of its own violations
 
     def failed_policy(self, where: str, error: str) -> None:
         self.policy_error = error
@@ -254,6 +255,7 @@ def _mark_verdict(row: PolicyRow, verdict: Verdict, report: CheckReport) -> None
 
 FUZZ_EXAMPLES = 50  # per policy: a short deterministic fuzz, about 10 s for every built-in policy
 RARE_PATH_EXAMPLES = 25  # a user policy's run on the rare-path shapes alone, after its FUZZ_EXAMPLES on the scales
+FROM_PROOFS_EXAMPLES = 25  # a user policy's run from the prover's counterexamples of its own violations
 
 
 def fuzz_section(report: CheckReport, progress: Progress, database: ExampleDatabase | None) -> None:
@@ -270,16 +272,26 @@ def fuzz_section(report: CheckReport, progress: Progress, database: ExampleDatab
                 _fuzz_row(row, report, progress, database, shapes, examples)
 
 
+def fuzz_from_proofs_section(report: CheckReport, progress: Progress, database: ExampleDatabase | None) -> None:
+    """Fuzz each user policy the prover refuted on its own again, starting from the prover's
+    counterexamples: the first run replays one whole, later ones go on from a cut of one or
+    draw as the fuzz section did (``fuzz.trace_starts``)."""
+    for row in report.rows:
+        if row.user and row.refuted and not row.policy_error:
+            _fuzz_row(row, report, progress, database, ALL_SHAPES, FROM_PROOFS_EXAMPLES, starts=row.refuted)
+
+
 def _fuzz_row(row: PolicyRow, report: CheckReport, progress: Progress, database: ExampleDatabase | None,
-              shapes: str, examples: int) -> None:
-    """One fuzz run of a row's policy on the configs ``shapes`` names, marking its verdicts."""
-    drawn = {ALL_SHAPES: "", SCALES: " on the scales", RARE_PATHS: " on the rare-path shapes"}[shapes]
+              shapes: str, examples: int, starts: Sequence[Trace] = ()) -> None:
+    """One fuzz run of a row's policy on the configs ``shapes`` names (and from ``starts``), marking its verdicts."""
+    drawn = " from the prover's counterexamples" if starts else {
+        ALL_SHAPES: "", SCALES: " on the scales", RARE_PATHS: " on the rare-path shapes"}[shapes]
     label = f"seed 0, {examples} examples{drawn}"
     progress(f"{row.policy}: fuzzing {examples} examples{drawn}")
     try:
         result = fuzz(row.policy, examples=examples, seed=0, phases=(Phase.explicit, Phase.generate),
                       database=database, max_work_gap=report.max_work_gap if row.user else None,
-                      reduce_seconds=0.0, shapes=shapes)  # check reports a violation; fuzz gives its minimal trace
+                      reduce_seconds=0.0, shapes=shapes, starts=starts)  # check reports; fuzz gives the minimal trace
     except ConfigError as e:
         report.skipped.append(f"fuzz {row.policy}: {e}")
         return
@@ -301,7 +313,7 @@ def _fuzz_row(row: PolicyRow, report: CheckReport, progress: Progress, database:
             continue
         verdict = judged.of_violation(found.kind, found.trace, f"fuzz ({label}): {found.message}")
         _mark_verdict(row, verdict, report)
-        _keep(report, row, f"fuzz-{shapes}-{found.kind}", found.trace)
+        _keep(report, row, f"fuzz-{'from-proofs' if starts else shapes}-{found.kind}", found.trace)
         if verdict.known is None and verdict.gap is None:
             row.own.append(replace(found.trace, policy=row.policy, expect=()))
 
@@ -347,6 +359,7 @@ def proofs_section(report: CheckReport, progress: Progress, database: ExampleDat
             _keep(report, row, f"prove-{outcome.obligation}" + (f"-{n}" if n > 1 else ""), trace)
         if complaint:
             row.failures.append(f"prove: {complaint}")
+            row.refuted += [trace for trace in outcome.traces if trace.policy == row.policy]
         elif verdict is not None and verdict.known is not None:  # a built-in's: its own record
             row.known.append(f"prove: {outcome.obligation} refuted (known: {verdict.known}; {outcome.detail})")
 
@@ -407,4 +420,4 @@ def _proof_cell(outcome: Outcome) -> str:
     return f"gap {outcome.gap}" if outcome.gap is not None else VIOLATED
 
 
-SECTIONS: tuple[Section, ...] = (corpus_section, fuzz_section, proofs_section)
+SECTIONS: tuple[Section, ...] = (corpus_section, fuzz_section, proofs_section, fuzz_from_proofs_section)

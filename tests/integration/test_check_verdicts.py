@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +148,26 @@ def test_a_prover_that_stops_on_a_user_policy_fails_its_row_in_one_line(monkeypa
     assert code == 1 and "Traceback" not in err
     assert "prove: the prover stopped on this policy: the model raised under the prover" in out
     assert "sections: corpus" in out and "proofs" in out
+
+
+def test_fuzzing_starts_from_the_provers_own_counterexamples_only(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).parents[1] / "quality"))  # real_bugs
+    retract = load_trace(Path(check.__file__).parent / "corpus" / "sglang-v1-retract-decode-oom.json")
+    f1 = load_trace(FINDINGS_DIR / "f1-vllm-adaptive-padded-threshold.json")
+    bug = "real_bugs.sglang_14942_retract_multiplier:Policy"
+
+    def prove(policies: Any, *args: Any, **kwargs: Any) -> list[Outcome]:
+        trace = {bug: retract, COPY: f1}
+        return [Outcome(p, "kv-capacity" if p == bug else "spec-shape", REFUTED, "search", 0.0, "planted",
+                        traces=(replace(trace[p], policy=p, expect=()),)) for p in policies]
+
+    monkeypatch.setattr(check, "prove", prove)
+    monkeypatch.setattr(check, "SECTIONS", (check.proofs_section, check.fuzz_from_proofs_section))
+    code, out, _ = run("check", "--policy", bug, "--policy", COPY, "--corpus", str(tmp_path), "--json")
+    rows = {row["policy"]: row for row in json.loads(out)["policies"]}
+    assert code == 1 and rows[COPY]["fuzz"] is None  # its refutation is known: nothing to start from
+    assert rows[bug]["fuzz"]["examples"] >= 1 and any(
+        f.startswith("fuzz (seed 0, 25 examples from the prover's counterexamples): kv-capacity")
+        for f in rows[bug]["failures"]), rows[bug]["failures"]
+    assert any(p.name.endswith("-fuzz-from-proofs-kv-capacity.json") for p in tmp_path.iterdir())

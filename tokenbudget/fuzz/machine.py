@@ -7,7 +7,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from hypothesis import strategies as st
 from hypothesis import reject, target
@@ -24,7 +24,7 @@ from ..spec.invariants import (INVARIANTS, RequestAccounting, Violation, check_s
                                no_request_lost, progress, work_gap)
 from ..spec.records import RequestState, StepRecord
 from ..spec.target import describe, release
-from ..spec.trace import AbortOp, Op, StepOp, Trace, ViolationExpectation
+from ..spec.trace import AbortOp, AddOp, Op, StepOp, Trace, ViolationExpectation
 from .config_strategies import (asks_more_pool_of, config_space, configs, priority_wave_configs, rare_path_configs,
                                 same_step_refund_configs)
 from .coverage import example_key, paths_taken
@@ -35,6 +35,7 @@ from .page_burst_plans import page_burst_plans
 from .past_edge_configs import past_edge_configs
 from .request_shapes import (PATTERNS, RequestShape, accepted_drafts, bursts, page_bursts, priority_waves,
                              request_shapes, resolve, staggered_arrivals)
+from .trace_starts import TraceStart, next_index, starts_name, trace_starts
 
 DEFAULTS = BudgetConfig().to_dict()
 WAVE_PASSES = 2  # a priority wave's admission and the pass after it, where it preempts and refunds
@@ -206,6 +207,22 @@ class FuzzMachine(RuleBasedStateMachine):
         rid = list(self.live)[index % len(self.live)]
         self._apply(AbortOp(rid))
         del self.live[rid]
+
+    def replay_start(self, start: TraceStart) -> None:
+        """Deploy the start's config and apply its ops, judged as the rules' own, while the run is live."""
+        self.deploy(start.config)
+        for op in start.ops:
+            if self.broken:
+                return
+            if isinstance(op, AddOp):
+                self._apply(op)
+                self.live[op.id] = RequestState("waiting", 0, 0, op.max_tokens, op.prompt_len)
+            elif isinstance(op, StepOp):
+                self._step(op.accepted)
+            elif op.id in self.live:
+                self._apply(op)
+                del self.live[op.id]
+        self.num_added = next_index(start.ops)
 
     def _idle_steps(self, count: int) -> None:
         """Up to ``count`` steps accepting no draft, while the run is live."""
@@ -488,7 +505,7 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
                   config_strategy: st.SearchStrategy[BudgetConfig] | None = None,
                   found_by: str = "Hypothesis (tokenbudget fuzz)", target_name: str = "model",
                   config_name: str | None = None, max_work_gap: int | None = None,
-                  shapes: str = ALL_SHAPES, engine: str = "") -> type[FuzzMachine]:
+                  shapes: str = ALL_SHAPES, engine: str = "", starts: Sequence[Trace] = ()) -> type[FuzzMachine]:
     """A state machine fuzzing ``policy`` (loaded from ``policy_spec``, the name a trace
     records) on targets made by ``target_factory`` (named ``target_name``), with configs
     from ``config_strategy`` (default: every scale ``fuzz.config_strategies.configs`` knows
@@ -497,7 +514,9 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
     policy with a built-in base is judged against it when ``max_work_gap`` is given. Raises
     ConfigError when no config of the policy can be found. Saved examples are keyed by
     ``database_key`` (policy, target, strategy, work gap, the real ``engine``'s release and
-    folder), so no other machine or release replays them (SPEC §7).
+    folder), so no other machine or release replays them (SPEC §7). Given ``starts`` (traces
+    the policy accepts the configs of), one run in two starts from one of them
+    (``trace_starts``): the first replays the first trace whole.
     """
     space = config_space(policy) if config_strategy is None else None
     strategy = config_strategy if space is None else configs(policy, space)
@@ -523,6 +542,7 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
     if config_name is None:
         config_name = "configs" if config_strategy is None else repr(config_strategy)
         config_name += "" if shapes == ALL_SHAPES or config_strategy is not None else f"|{shapes}"
+    config_name += f"|{starts_name(starts)}" if starts else ""
 
     # A policy whose pool must hold more than one sequence (SGLang's) retracts decodes: its runs
     # may start with a burst of similar requests, which retract together at page boundaries.
@@ -539,7 +559,7 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
     # Under priority, later arrivals run behind less urgent requests: a preemption for them
     # takes back a grant of the same pass, or the least urgent, first in line, preempts itself.
     priority = real_engine or bool(rare_paths and space is not None and "priority" in space.scheduling_policies)
-    if priority or not full_batches.is_empty:
+    if priority or not full_batches.is_empty or starts:
         plans = st.tuples(strategy, first, staggered_arrivals() if priority else st.just((0, []))).map(
             lambda p: (*p, 0))
         wave_configs = priority_wave_configs(policy, space) if aimed and config_strategy is None else st.nothing()
@@ -548,14 +568,20 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
             plans = st.one_of(plans, plans, waves)
         if not full_batches.is_empty:  # one draw in five: a full batch on page edges
             plans = st.one_of(plans, plans, plans, plans, full_batches)
+        if starts:  # first, so that Hypothesis's simplest draw is a start from the first trace
+            plans = st.one_of(trace_starts(starts), plans)
 
         class Machine(FuzzMachine):  # type: ignore[no-redef]
             @initialize(plan=plans)
-            def start(self, plan: tuple[BudgetConfig, list[RequestShape], tuple[int, list[RequestShape]], int]) -> None:
+            def start(self, plan: TraceStart | tuple[BudgetConfig, list[RequestShape], tuple[int, list[RequestShape]],
+                                                  int]) -> None:
                 """As above, then (some runs) a few steps and more requests: later arrivals, more
                 urgent under PRIORITY, run behind less urgent ones (a same-step refund's order);
                 after a priority wave, the passes that admit it and refund, after a full batch on page
-                edges its prefill and first decodes, before any other rule."""
+                edges its prefill and first decodes, before any other rule; or a trace's start."""
+                if isinstance(plan, TraceStart):
+                    self.replay_start(plan)
+                    return
                 cfg, requests, later, passes = plan
                 self.deploy(cfg)
                 self.add(requests)

@@ -28,6 +28,7 @@ from .failures import MODEL_ERROR, FuzzFailure, failure, identity, is_known, kin
 from ..spec.target import CONFORMANCE
 from .seeded_draws import seeded_draws
 from .machine import ALL_SHAPES, BudgetSpent, FuzzMachine, FuzzStats, machine_class
+from .trace_starts import usable_starts
 from ..spec.shrink import shrink
 from ..model.target import ModelTarget, TargetFactory
 
@@ -134,13 +135,15 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
          tally: Callable[[Tally], None] = lambda _: None, max_work_gap: int | None = None,
          reduce_seconds: float | None = None, startup_seconds: float = STARTUP_SECONDS,
          started: float | None = None, ends_by: float | None = None, shapes: str = ALL_SHAPES,
-         engine: str = "") -> FuzzReport:
+         engine: str = "", starts: Sequence[Trace] = ()) -> FuzzReport:
     """Fuzz one policy on one target, drawing the configs ``shapes`` names
-    (``machine_class``); save counterexamples under ``corpus`` when given; ``engine`` (a real
-    engine's release and folder) keys the saved examples."""
+    (``machine_class``), one run in two from ``starts`` where the policy accepts their
+    configs (``trace_starts``); save counterexamples under ``corpus`` when given;
+    ``engine`` (a real engine's release and folder) keys the saved examples."""
     if (examples is None) == (seconds is None):
         raise ValueError("give exactly one of examples and seconds")
     policy = get_policy(policy_spec)
+    starts = usable_starts(policy, starts)
     report = FuzzReport(policy_spec, target_name, seed)
     found_by = f"Hypothesis: tokenbudget fuzz --policy {policy_spec} --seed {seed}"
     started = shown = time.perf_counter() - (0.0 if started is None else max(0.0, time.time() - started))
@@ -211,7 +214,7 @@ def fuzz(policy_spec: str, *, target_factory: TargetFactory = ModelTarget, targe
         scratch, judged_gap = None, None
         try:
             cls = machine_class(policy_spec, policy, target_factory, config_strategy, found_by, target_name,
-                                max_work_gap=max_work_gap, shapes=shapes, engine=engine)
+                                max_work_gap=max_work_gap, shapes=shapes, engine=engine, starts=starts)
             cls.stats, judged_gap = stats, cls.max_work_gap
             cls.known, cls.reported = known, frozenset(c.key for c in report.counterexamples)
             scratch = InMemoryExampleDatabase() if database is not None and (cls.known or cls.reported) else None
