@@ -21,7 +21,10 @@ from .fuzz.session import STARTUP_SECONDS, Counterexample, FuzzReport, Tally, fu
 from .harness import registry
 from .harness.engine_descriptor import FUZZ
 from .model import POLICY_ERROR, BudgetConfig, PolicyError, builtin_policies, get_policy
+from .model.replay import BadInput
 from .model.target import ModelTarget, TargetFactory
+from .fuzz.trace_starts import usable_starts
+from .spec.trace import Trace, load_trace
 from .spec.user_paths import writable_folder
 from .startup_alarm import StartupHung, startup_alarm
 from .model.findings import FINDINGS
@@ -85,6 +88,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_database(parser)
     parser.add_argument("--corpus", type=folder, metavar="DIR",
                         help="where counterexample traces go (default: a new temp dir); existing files are kept")
+    parser.add_argument("--start-from", type=Path, metavar="TRACE|DIR",
+                        help="start one run in two from these traces (a trace file, or a folder's *.json, such as "
+                             "`check --corpus` writes): a prefix of one's ops, then the fuzzer's rules; each policy "
+                             "starts from those whose config it accepts")
     add_engine_path(parser)
     add_sync(parser, True)
     add_json(parser)
@@ -102,6 +109,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         writable_folder(args.corpus, "--corpus")
     identity = "" if engine is None else engine.identity(args.engine_path)  # keys the saved examples
     seconds = None if args.examples else args.seconds or DEFAULT_SECONDS
+    starts = () if args.start_from is None else start_traces(args.start_from, policies)
     if args.workers == 1:  # start-up in this process: stopped at its cap by an alarm, not by a parent
         reports: list[FuzzReport] = []
         began: list[bool] = []
@@ -120,7 +128,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
                                         progress=console.progress, database=database,
                                         max_work_gap=args.max_work_gap, startup_seconds=args.startup_seconds,
                                         started=started if index == 0 else None, tally=heard,
-                                        engine=identity))
+                                        engine=identity, starts=starts))
                     if reports[-1].interrupted:
                         break
         except StartupHung:
@@ -131,7 +139,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         _check_policies(policies, engine, factory, args, console)
         corpus = _corpus(args)
         job = Job(tuple(policies), factory, args.target, args.examples, seconds, args.seed, args.database, started,
-                  args.max_work_gap, args.startup_seconds, identity)
+                  args.max_work_gap, args.startup_seconds, identity, starts)
         try:
             reports = fuzz_workers(job, args.workers, lambda live: console.progress(render.live(live)))
         except WorkerDied as e:
@@ -157,6 +165,29 @@ def run(args: argparse.Namespace, console: Console) -> int:
     else:
         console.text(render.fuzz(reports, verdicts, corpus, interrupted, args.strict, short))
     return INTERRUPTED if interrupted else FAILED if fails else NO_EVIDENCE_EXIT if any(short.values()) else OK
+
+
+def start_traces(path: Path, policies: Sequence[str]) -> tuple[Trace, ...]:
+    """The traces of ``--start-from``: a trace file, or every ``*.json`` of a folder. Bad
+    input (TraceError, BadInput) when one is no trace, or no policy accepts any one's config."""
+    paths = sorted(path.glob("*.json")) if path.is_dir() else [path]
+    traces = tuple(load_trace(p) for p in paths)
+
+    def starts_any(policy: str) -> bool:
+        try:
+            return bool(usable_starts(get_policy(policy), traces))
+        except PolicyError:  # the policy fails as it is built: the session reports it
+            return True
+
+    found_on = "(`tokenbudget check --policy P --corpus DIR` writes the traces it finds)"
+    if not traces:
+        raise BadInput(f"--start-from {path}: the folder holds no *.json trace; give a trace file or a folder of them "
+                       f"{found_on}")
+    if not any(starts_any(p) for p in policies):
+        who = policies[0] if len(policies) == 1 else f"any of the {len(policies)} policies"
+        raise BadInput(f"--start-from {path}: no trace there has ops on a config {who} accepts; give traces found on "
+                       f"the policy {found_on}")
+    return traces
 
 
 def _corpus(args: argparse.Namespace) -> Path:

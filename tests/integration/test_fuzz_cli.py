@@ -100,3 +100,20 @@ def test_ctrl_c_during_a_parallel_fuzz_keeps_what_the_workers_told() -> None:
     assert reports[0].examples >= examples > 0 and reports[0].steps >= steps > 0
     kinds = [c.kind for c in reports[0].counterexamples]
     assert len(kinds) == len(set(kinds)) and set(kinds) <= set(INVARIANTS)
+
+
+def test_a_run_started_from_a_trace_shows_its_violation_first_and_bad_starts_are_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    findings = Path(__file__).parents[2] / "tokenbudget" / "corpus" / "findings"
+    f6 = findings / "f6-sglang-v1-full-page-uncounted.json"
+    for workers in ("1", "2"):
+        code, out, _ = run_process("fuzz", "--policy", "sglang-v1-retract", "--start-from", str(f6), "--examples", "1",
+                                   "--workers", workers, "--database", NONE, "--json")
+        found = json.loads(out)["policies"][0]["violations"]
+        assert code == 0 and found["kv-capacity@F6"]["example"] == 1, (workers, found)
+    (tmp_path / "empty").mkdir()
+    code, _, err = run(capsys, "fuzz", "--start-from", str(tmp_path / "empty"), "--examples", "1")
+    assert code == 2 and err.count("\n") == 1 and "holds no *.json trace" in err
+    f7 = findings / "f7-fastdeploy-564c78d78-lone-chunk-own-reserve.json"  # a FastDeploy commit's config
+    code, _, err = run(capsys, "fuzz", "--policy", "vllm-adaptive", "--start-from", str(f7), "--examples", "1")
+    assert code == 2 and err.count("\n") == 1 and "no trace there has ops on a config vllm-adaptive accepts" in err

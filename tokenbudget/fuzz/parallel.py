@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Iterator, Sequence
 
 from ..model.target import TargetFactory
+from ..spec.trace import Trace
 from .database import open_database
 from .session import PROGRESS_EVERY, STARTUP_SECONDS, Counterexample, FuzzReport, Tally, fuzz
 
@@ -62,6 +63,7 @@ class Job:
     max_work_gap: int | None = None  # None: no work gap judged
     startup_seconds: float = STARTUP_SECONDS
     engine: str = ""  # a real engine's release and folder, which keys the saved examples
+    starts: tuple[Trace, ...] = ()  # traces one run in two starts from (``fuzz.trace_starts``)
 
 
 @dataclass
@@ -239,7 +241,7 @@ def _fuzz_worker(job: Job, worker: int, events: Any) -> None:
                           examples=job.examples, seconds=job.seconds, seed=seed, database=database,
                           tally=Sender(events, worker, policy), max_work_gap=job.max_work_gap,
                           startup_seconds=job.startup_seconds, started=job.started if index == 0 else None,
-                          engine=job.engine)
+                          engine=job.engine, starts=job.starts)
             events.put(("report", worker, report))
     except BaseException as e:
         worker_errors(events, worker)(e)

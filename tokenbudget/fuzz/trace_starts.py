@@ -8,7 +8,7 @@ from typing import Sequence
 
 from hypothesis import strategies as st
 
-from ..model import BudgetConfig, BudgetPolicy, ConfigError
+from ..model import BudgetConfig, BudgetPolicy, ConfigError, PolicyError
 from ..model.config_edges import validates
 from ..spec.trace import AddOp, Op, Trace, format_trace
 
@@ -22,12 +22,13 @@ class TraceStart:
 
 
 def usable_starts(policy: BudgetPolicy, traces: Sequence[Trace]) -> list[Trace]:
-    """The traces a run of ``policy`` can start from: with ops, on a config it accepts."""
+    """The traces a run of ``policy`` can start from: with ops, on a config it accepts (a
+    user policy failing on one leaves it out: its own draws show that failure)."""
     usable = []
     for trace in traces:
         try:
             ok = bool(trace.ops) and validates(policy, BudgetConfig.from_dict(trace.config))
-        except ConfigError:
+        except (ConfigError, PolicyError):
             ok = False
         if ok:
             usable.append(trace)
