@@ -120,3 +120,13 @@ def test_the_traces_a_replay_failed_on_are_handed_to_the_prover(monkeypatch):
     assert row.cells["exact-refund"] == UNEXPECTED, row.cells
     assert [f for f in row.failures if f.startswith("prove:") and "exact-refund: refuted" in f], row.failures
     assert row.cells["token-cap"] == "ok" and row.cells["input-rows-cap"] == "ok", row.cells
+
+
+@pytest.mark.parametrize("bug", [b for b in BUGS if b.caught_by == "proofs"], ids=lambda b: b.module)
+def test_fuzzing_from_the_provers_counterexamples_shows_the_bug_on_a_run(bug, monkeypatch):
+    """The bugs only the prover catches: fuzzing that starts from its counterexamples shows one
+    of the bug's invariants broken on a run from an empty system, judged as fuzzing judges."""
+    monkeypatch.setattr(check, "SECTIONS", (check.proofs_section, check.fuzz_from_proofs_section))
+    row = run_check([bug.spec]).rows[0]
+    fuzzed = [f for f in row.failures if f.startswith("fuzz (seed 0, 25 examples from the prover's counterexamples)")]
+    assert row.refuted and any(i in f for f in fuzzed for i in bug.invariants), row.failures
