@@ -31,6 +31,7 @@ from .coverage import example_key, paths_taken
 from ..spec.execution import Execution
 from .failures import MODEL_ERROR, FuzzFailure, error_kind, failure, identity, is_known, kind_of
 from ..model.target import ModelTarget, TargetFactory
+from .model_len_pad_plans import model_len_pad_plans
 from .page_burst_plans import page_burst_plans
 from .past_edge_configs import past_edge_configs
 from .request_shapes import (PATTERNS, RequestShape, accepted_drafts, bursts, page_bursts, priority_waves,
@@ -513,6 +514,8 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
         rare_paths += [s for s in (same_step_refund_configs(policy, space), past_edge_configs(policy, space))
                        if not s.is_empty]
     full_batches = page_burst_plans(policy, rare["page-edge"]) if aimed and "page-edge" in rare else st.nothing()
+    if aimed and rare and space is not None and full_batches.is_empty:  # or, where the loop pads, at max_model_len
+        full_batches = model_len_pad_plans(policy, space)
     if config_strategy is None and real_engine:
         shaped = same_step_refund_configs(policy)
         strategy = st.one_of(strategy, shaped, shaped, shaped)
