@@ -25,14 +25,13 @@ from ..spec.invariants import (INVARIANTS, RequestAccounting, Violation, check_s
 from ..spec.records import RequestState, StepRecord
 from ..spec.target import describe, release
 from ..spec.trace import AbortOp, Op, StepOp, Trace, ViolationExpectation
+from .aimed_plans import aimed_plans
 from .config_strategies import (asks_more_pool_of, config_space, configs, priority_wave_configs, rare_path_configs,
                                 same_step_refund_configs)
 from .coverage import example_key, paths_taken
 from ..spec.execution import Execution
 from .failures import MODEL_ERROR, FuzzFailure, error_kind, failure, identity, is_known, kind_of
 from ..model.target import ModelTarget, TargetFactory
-from .model_len_pad_plans import model_len_pad_plans
-from .page_burst_plans import page_burst_plans
 from .past_edge_configs import past_edge_configs
 from .request_shapes import (PATTERNS, RequestShape, accepted_drafts, bursts, page_bursts, priority_waves,
                              request_shapes, resolve, staggered_arrivals)
@@ -508,14 +507,12 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
     rare = rare_path_configs(policy, space) if space and not real_engine and shapes != SCALES else {}
     rare_paths = list(rare.values())
     # a user policy is new code on its loop: it draws the shapes a real engine's run gets too, configs past the
-    # shared requirements it drops, and full batches on page edges
+    # shared requirements it drops, and the start plans aimed at its loop's paths (``aimed_plans``)
     aimed = real_engine or bool(rare_paths and policy_spec not in builtin_policies())
     if rare_paths and aimed:
         rare_paths += [s for s in (same_step_refund_configs(policy, space), past_edge_configs(policy, space))
                        if not s.is_empty]
-    full_batches = page_burst_plans(policy, rare["page-edge"]) if aimed and "page-edge" in rare else st.nothing()
-    if aimed and rare and space is not None and full_batches.is_empty:  # or, where the loop pads, at max_model_len
-        full_batches = model_len_pad_plans(policy, space)
+    full_batches = aimed_plans(policy, rare, space) if aimed and rare and space is not None else st.nothing()
     if config_strategy is None and real_engine:
         shaped = same_step_refund_configs(policy)
         strategy = st.one_of(strategy, shaped, shaped, shaped)
@@ -549,7 +546,7 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
         if not wave_configs.is_empty:  # one draw in three: a wave of short prompts behind a least-urgent request
             waves = st.tuples(wave_configs, priority_waves()).map(lambda p: (p[0], *p[1], WAVE_PASSES))
             plans = st.one_of(plans, plans, waves)
-        if not full_batches.is_empty:  # one draw in five: a full batch on page edges
+        if not full_batches.is_empty:  # one draw in five: an aimed plan (a full batch on page edges, ...)
             plans = st.one_of(plans, plans, plans, plans, full_batches)
 
         class Machine(FuzzMachine):  # type: ignore[no-redef]
