@@ -15,6 +15,7 @@ from tokenbudget.fuzz.request_shapes import MAX_BURST, resolve
 from tokenbudget.fuzz.seeded_draws import seeded_draws
 from tokenbudget.model import BudgetPolicy, get_policy
 from tokenbudget.model.config_edges import validates
+from tokenbudget.model.vllm.policies import VllmAdaptive
 from tokenbudget.model.target import ModelTarget
 from tokenbudget.spec.execution import Execution
 from tokenbudget.spec.invariants import check_step
@@ -129,3 +130,25 @@ def test_a_chunk_beside_decodes_fills_the_budget_they_leave() -> None:
     assert breaks(pol, plans, "input-rows-cap") == 0
     # before #16101 a one-model decode was charged 1 for its 1 + k rows: a chunk then fills the rows it did not charge
     assert breaks(get_policy("trtllm-one-model-unreserved"), plans, "input-rows-cap") >= SAMPLE // 10
+
+
+
+class DropsT(VllmAdaptive):
+    """vLLM's policy, validating no positive T (as vLLM #44123 shipped it without speculation)."""
+
+    name = "drops-t"
+
+    def shared_requirements(self, c):  # type: ignore[no-untyped-def]
+        return [r for r in super().shared_requirements(c) if r.name != "max_num_scheduled_tokens-positive"]
+
+
+def test_some_plans_sit_on_one_seat_at_the_least_budget_or_past_a_dropped_edge() -> None:
+    pol = get_policy("vllm-adaptive")
+    plans = sample(aimed_plans(pol, rare_path_configs(pol), config_space(pol)))
+    least = [cfg for cfg, *_ in plans if cfg.max_num_seqs == 1 and (cfg.max_num_batched_tokens == 1 or not validates(
+        pol, cfg.replace(max_num_batched_tokens=cfg.max_num_batched_tokens - 1)))]
+    assert len(least) >= SAMPLE // 16
+    assert all((cfg.max_num_scheduled_tokens or 0) >= 0 for cfg, *_ in plans)  # it keeps every shared requirement
+    drops = DropsT()
+    past = sample(aimed_plans(drops, rare_path_configs(drops), config_space(drops)))
+    assert sum((cfg.max_num_scheduled_tokens or 0) < 0 for cfg, *_ in past) >= SAMPLE // 10
