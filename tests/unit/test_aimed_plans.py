@@ -134,12 +134,15 @@ def test_a_chunk_beside_decodes_fills_the_budget_they_leave() -> None:
 
 
 class DropsT(VllmAdaptive):
-    """vLLM's policy, validating no positive T (as vLLM #44123 shipped it without speculation)."""
+    """vLLM's policy without a positive T among its requirements (vLLM #44123 checked it only with speculation)."""
 
     name = "drops-t"
 
     def shared_requirements(self, c):  # type: ignore[no-untyped-def]
         return [r for r in super().shared_requirements(c) if r.name != "max_num_scheduled_tokens-positive"]
+
+    def requirements(self, p):  # type: ignore[no-untyped-def]
+        return [r for r in super().requirements(p) if r.name != "token-cap-positive"]
 
 
 def test_some_plans_sit_on_one_seat_at_the_least_budget_or_past_a_dropped_edge() -> None:

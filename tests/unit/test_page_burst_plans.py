@@ -1,5 +1,5 @@
 """A full batch on page edges: every seat filled with one page-edge prompt, on a pool a few
-pages past what they hold, on configs the policy accepts (one plan in four on small pages instead)."""
+pages past what they hold, on configs the policy accepts (one plan in two on small pages instead)."""
 from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
@@ -22,7 +22,7 @@ def test_a_plan_fills_every_seat_at_a_page_edge_with_pages_to_spare() -> None:
         cfg, requests, later, passes = drawn
         assert validates(policy, cfg)
         assert len(requests) == cfg.max_num_seqs and len(set(requests)) == 1 and later == (0, [])
-        if cfg.block_size in SMALL_PAGES:  # a small-page plan (test_aimed_plans): 1 in 4
+        if cfg.block_size in SMALL_PAGES:  # a small-page plan (test_aimed_plans): 1 in 2
             small.append(True)
             return
         length = prompt_len(requests[0], cfg, cfg.max_num_batched_tokens, 0)
@@ -33,4 +33,4 @@ def test_a_plan_fills_every_seat_at_a_page_edge_with_pages_to_spare() -> None:
 
     plan()
     assert sum(seats_filled) >= len(seats_filled) // 2
-    assert 0 < len(small) < len(seats_filled)
+    assert small and seats_filled

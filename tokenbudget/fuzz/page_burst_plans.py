@@ -2,7 +2,7 @@
 once, on a pool a few pages past what they hold, and runs their prefill and first decodes
 before any other rule. Every decode then asks a new page in the same step, with a page or
 three to spare: the retraction loop's own check decides who keeps one. One such start in
-four runs on small pages instead (``SMALL_PAGES``), where every decode's page check counts
+two runs on small pages instead (``SMALL_PAGES``), where every decode's page check counts
 a page: there the full batch outgrows a short max_model_len's least pool, and the
 retraction loop's own check decides how many decodes keep their verify's slots."""
 from __future__ import annotations
@@ -25,9 +25,8 @@ SMALL_MAX_TOKENS = 4  # out, on small pages: an admission reserves them all, and
 def page_burst_plans(policy: BudgetPolicy, page_edge: st.SearchStrategy[BudgetConfig]) -> st.SearchStrategy[Plan]:
     """Plans on configs of the ``page-edge`` shape (``config_strategies.rare_path_configs``),
     with ``MAX_BURST`` seats where the policy accepts them (else the config's own); one in
-    four on small pages (``small_page_plans``)."""
-    edge = _plan(policy, page_edge)
-    return st.one_of(edge, edge, edge, small_page_plans(policy, page_edge))
+    two on small pages (``small_page_plans``)."""
+    return st.one_of(_plan(policy, page_edge), small_page_plans(policy, page_edge))
 
 
 def small_page_plans(policy: BudgetPolicy, page_edge: st.SearchStrategy[BudgetConfig]) -> st.SearchStrategy[Plan]:
