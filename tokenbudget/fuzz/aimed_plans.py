@@ -5,12 +5,13 @@ a full batch on page edges where its pool must hold more than one sequence
 (``chunk_beside_decode_plans``) and, where the loop pads a short admission, a padded
 admission at max_model_len (``model_len_pad_plans``); configs just past a shared requirement
 its validation drops (``past_edge_configs``); and configs of the scales on one seat at the
-least B the policy accepts for it, where its loop's exit rule must still let a token through."""
+least B the policy accepts for it (but room for one verify), where its loop's exit rule must
+still let a token through."""
 from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from ..model import BudgetConfig, BudgetPolicy
+from ..model import BudgetConfig, BudgetPolicy, methods
 from .chunk_beside_decode_plans import chunk_beside_decode_plans
 from .config_strategies import ConfigSpace, configs, least_budget
 from .model_len_pad_plans import model_len_pad_plans
@@ -27,8 +28,17 @@ def aimed_plans(policy: BudgetPolicy, rare: dict[str, st.SearchStrategy[BudgetCo
     plans += [s for s in (chunk_beside_decode_plans(policy, space), model_len_pad_plans(policy, space))
               if not s.is_empty]
     past_edge = past_edge_configs(policy, space)
-    least = configs(policy, space).map(lambda cfg: least_budget(policy, cfg.replace(max_num_seqs=1)))
+    least = configs(policy, space).map(lambda cfg: _least_budget_for_a_verify(policy, cfg.replace(max_num_seqs=1)))
     for shaped in ([] if past_edge.is_empty else [past_edge]) + [least]:
         plans.append(st.tuples(shaped, st.lists(request_shapes(), min_size=1, max_size=3)).map(
             lambda p: (p[0], p[1], (0, []), 0)))
     return st.one_of(*plans)
+
+
+def _least_budget_for_a_verify(policy: BudgetPolicy, cfg: BudgetConfig) -> BudgetConfig:
+    """cfg at the least B the policy accepts, but room for one verify and its draft slots
+    (1 + k + d): below that a padded admission never fits, which vLLM's loop shows itself (F4)."""
+    least = least_budget(policy, cfg)
+    d = int(methods.draft_slots(policy.table, cfg.method, cfg.num_speculative_tokens, cfg.parallel_drafting)) \
+        if cfg.method else 0
+    return least.replace(max_num_batched_tokens=max(least.max_num_batched_tokens, 1 + cfg.num_speculative_tokens + d))
