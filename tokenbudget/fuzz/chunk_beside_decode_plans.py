@@ -40,8 +40,8 @@ def _plan(draw: st.DrawFn, policy: BudgetPolicy, space: ConfigSpace, speculative
 
 def _config(draw: st.DrawFn, policy: BudgetPolicy, space: ConfigSpace, speculative: tuple[str, ...]) -> BudgetConfig:
     """Speculation with k up to ``MAX_CHUNK_K`` (drafting in parallel where the policy and the
-    method have it: d > 0, draft slots a chunk's rows count too), 2 to ``RARE_MAX_SEQS`` seats, blocks of 1, 2 or 4
-    (a chunk aligned to a block fills the budget nearly), an ample pool (no run ends short of
+    method have it: d > 0, draft slots a chunk's rows count too), 2 to ``RARE_MAX_SEQS`` seats,
+    blocks of 1, 2 or 4 (a chunk aligned to a block fills the budget nearly), an ample pool (no run ends short of
     KV first), and B from the least the policy accepts up to a few decodes' verifies."""
     method = draw(st.sampled_from(speculative))
     k = draw(st.integers(1, max(1, min(MAX_CHUNK_K, space.max_k))))
@@ -50,7 +50,8 @@ def _config(draw: st.DrawFn, policy: BudgetPolicy, space: ConfigSpace, speculati
     seqs = draw(st.integers(min(2, space.max_seqs), min(RARE_MAX_SEQS, space.max_seqs)))
     model_len = max(space.min_model_len, draw(st.integers(*RARE_MODEL_LEN)))
     cfg = BudgetConfig(max_num_batched_tokens=model_len, max_num_seqs=seqs, num_speculative_tokens=k, method=method,
-                       parallel_drafting=parallel, block_size=draw(st.sampled_from((1, 2, 4))), num_kv_blocks=MAX_POOL, max_model_len=model_len,
+                       parallel_drafting=parallel, block_size=draw(st.sampled_from((1, 2, 4))), num_kv_blocks=MAX_POOL,
+                       max_model_len=model_len,
                        enable_prefix_caching=draw(st.booleans()))
     least = least_budget(policy, cfg).max_num_batched_tokens  # cfg itself where the policy refuses it
     return cfg.replace(max_num_batched_tokens=draw(st.integers(least, max(least, 2 * seqs * (1 + k + d)))))
