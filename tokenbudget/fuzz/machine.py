@@ -25,13 +25,13 @@ from ..spec.invariants import (INVARIANTS, RequestAccounting, Violation, check_s
 from ..spec.records import RequestState, StepRecord
 from ..spec.target import describe, release
 from ..spec.trace import AbortOp, AddOp, Op, StepOp, Trace, ViolationExpectation
+from .aimed_plans import aimed_plans
 from .config_strategies import (asks_more_pool_of, config_space, configs, priority_wave_configs, rare_path_configs,
                                 same_step_refund_configs)
 from .coverage import example_key, paths_taken
 from ..spec.execution import Execution
 from .failures import MODEL_ERROR, FuzzFailure, error_kind, failure, identity, is_known, kind_of
 from ..model.target import ModelTarget, TargetFactory
-from .page_burst_plans import page_burst_plans
 from .past_edge_configs import past_edge_configs
 from .request_shapes import (PATTERNS, RequestShape, accepted_drafts, bursts, page_bursts, priority_waves,
                              request_shapes, resolve, staggered_arrivals)
@@ -526,19 +526,19 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
     rare = rare_path_configs(policy, space) if space and not real_engine and shapes != SCALES else {}
     rare_paths = list(rare.values())
     # a user policy is new code on its loop: it draws the shapes a real engine's run gets too, configs past the
-    # shared requirements it drops, and full batches on page edges
+    # shared requirements it drops, and the start plans aimed at its loop's paths (``aimed_plans``)
     aimed = real_engine or bool(rare_paths and policy_spec not in builtin_policies())
     if rare_paths and aimed:
         rare_paths += [s for s in (same_step_refund_configs(policy, space), past_edge_configs(policy, space))
                        if not s.is_empty]
-    full_batches = page_burst_plans(policy, rare["page-edge"]) if aimed and "page-edge" in rare else st.nothing()
+    full_batches = aimed_plans(policy, rare, space) if aimed and rare and space is not None else st.nothing()
     if config_strategy is None and real_engine:
         shaped = same_step_refund_configs(policy)
         strategy = st.one_of(strategy, shaped, shaped, shaped)
     elif rare_paths and shapes == RARE_PATHS:
         strategy = st.one_of(*rare_paths)
-    elif rare_paths:  # half the draws from the scales, half from the rare paths' shapes (on the model)
-        strategy = st.one_of(*[strategy] * len(rare_paths), *rare_paths)
+    elif rare_paths:  # the scales' branches beside one per rare path's shape (on the model), each drawn alike
+        strategy = st.one_of(strategy, *rare_paths)
     if config_name is None:
         config_name = "configs" if config_strategy is None else repr(config_strategy)
         config_name += "" if shapes == ALL_SHAPES or config_strategy is not None else f"|{shapes}"
@@ -563,13 +563,15 @@ def machine_class(policy_spec: str, policy: BudgetPolicy, target_factory: Target
         plans = st.tuples(strategy, first, staggered_arrivals() if priority else st.just((0, []))).map(
             lambda p: (*p, 0))
         wave_configs = priority_wave_configs(policy, space) if aimed and config_strategy is None else st.nothing()
-        if not wave_configs.is_empty:  # one draw in three: a wave of short prompts behind a least-urgent request
+        # one_of draws its branches alike, a one_of given to it counting as its branches: the plans above, a wave
+        # of short prompts behind a least-urgent request, an aimed plan (a full batch on page edges, ...)
+        if not wave_configs.is_empty:
             waves = st.tuples(wave_configs, priority_waves()).map(lambda p: (p[0], *p[1], WAVE_PASSES))
-            plans = st.one_of(plans, plans, waves)
-        if not full_batches.is_empty:  # one draw in five: a full batch on page edges
-            plans = st.one_of(plans, plans, plans, plans, full_batches)
-        if starts:  # first, so that Hypothesis's simplest draw is a start from the first trace
-            plans = st.one_of(trace_starts(starts), plans)
+            plans = st.one_of(plans, waves)
+        if not full_batches.is_empty:
+            plans = st.one_of(plans, full_batches)
+        if starts:  # one start in two, the simplest draw (the first run) a start from a trace
+            plans = st.sampled_from((trace_starts(starts), plans)).flatmap(lambda chosen: chosen)
 
         class Machine(FuzzMachine):  # type: ignore[no-redef]
             @initialize(plan=plans)
