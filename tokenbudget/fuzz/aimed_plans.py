@@ -1,5 +1,5 @@
 """The start plans a user policy draws beside its configs (``machine.machine_class``: one
-start in five), each aimed at a path its engine's loop has or an edge its validation drops:
+start in two, in three beside priority waves), each aimed at a path its engine's loop has or an edge its validation drops:
 a full batch on page edges where its pool must hold more than one sequence
 (``page_burst_plans``); on a one-pass loop that speculates, a chunk beside decodes
 (``chunk_beside_decode_plans``) and, where the loop pads a short admission, a padded
