@@ -189,8 +189,7 @@ class FuzzMachine(RuleBasedStateMachine):
             op = resolve(shape, self.cfg, max(1, chunk), lim.draft_slots, self.num_added,
                          type(self).policy.loop.longest_prompt(self.cfg))
             self.num_added += 1
-            self._apply(op)
-            self.live[op.id] = RequestState("waiting", 0, 0, op.max_tokens, op.prompt_len)
+            self._queue(op)
 
     @precondition(lambda self: bool(self.live))
     @rule(count=st.integers(1, 8), pattern=st.sampled_from(PATTERNS), seed=st.integers(0, 255))
@@ -204,9 +203,7 @@ class FuzzMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.live) and not self.broken)
     @rule(index=st.integers(0, 255))
     def abort(self, index: int) -> None:
-        rid = list(self.live)[index % len(self.live)]
-        self._apply(AbortOp(rid))
-        del self.live[rid]
+        self._drop(list(self.live)[index % len(self.live)])
 
     def replay_start(self, start: TraceStart) -> None:
         """Deploy the start's config and apply its ops, judged as the rules' own, while the run is live."""
@@ -215,14 +212,22 @@ class FuzzMachine(RuleBasedStateMachine):
             if self.broken:
                 return
             if isinstance(op, AddOp):
-                self._apply(op)
-                self.live[op.id] = RequestState("waiting", 0, 0, op.max_tokens, op.prompt_len)
+                self._queue(op)
             elif isinstance(op, StepOp):
                 self._step(op.accepted)
             elif op.id in self.live:
-                self._apply(op)
-                del self.live[op.id]
+                self._drop(op.id)
         self.num_added = next_index(start.ops)
+
+    def _queue(self, op: AddOp) -> None:
+        """Apply an add; its request is live, waiting."""
+        self._apply(op)
+        self.live[op.id] = RequestState("waiting", 0, 0, op.max_tokens, op.prompt_len)
+
+    def _drop(self, rid: str) -> None:
+        """Abort a live request."""
+        self._apply(AbortOp(rid))
+        del self.live[rid]
 
     def _idle_steps(self, count: int) -> None:
         """Up to ``count`` steps accepting no draft, while the run is live."""
